@@ -1,0 +1,145 @@
+"""Settings from `voxroom.toml` and the environment, validated once at start.
+
+Precedence: environment variable > voxroom.toml > default. Every setting has one
+environment variable; the TOML file groups them in sections (`[livekit]`, `[llm]`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class LiveKitSettings:
+    url: str = "ws://127.0.0.1:7880"
+    api_key: str = "devkey"
+    api_secret: str = field(default="secret", repr=False)
+    agent_name: str = "voxroom"
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    # "local": the bundled Qwen served by llama.cpp inside the worker;
+    # "openai": OpenAI or any OpenAI-compatible server at base_url.
+    provider: str = "local"
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    max_tokens: int = 120
+    temperature: float = 0.3
+    system_prompt: str = (
+        "You are voxroom, a friendly voice assistant. Your replies are spoken aloud, so answer "
+        "in one to three short, plain sentences. No lists, no markdown, no emoji."
+    )
+
+
+@dataclass(frozen=True)
+class STTSettings:
+    provider: str = "whisper"  # or "deepgram"
+    api_key: str = field(default="", repr=False)
+    base_url: str = ""
+
+
+@dataclass(frozen=True)
+class TTSSettings:
+    provider: str = "piper"
+
+
+@dataclass(frozen=True)
+class Settings:
+    livekit: LiveKitSettings = field(default_factory=LiveKitSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    stt: STTSettings = field(default_factory=STTSettings)
+    tts: TTSSettings = field(default_factory=TTSSettings)
+
+
+# section -> dataclass, and the environment variable for each field (where it is not
+# VOXROOM_<SECTION>_<FIELD>).
+_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings, "tts": TTSSettings}
+_ENV_ALIASES = {
+    ("livekit", "url"): "LIVEKIT_URL",
+    ("livekit", "api_key"): "LIVEKIT_API_KEY",
+    ("livekit", "api_secret"): "LIVEKIT_API_SECRET",
+    ("llm", "api_key"): "OPENAI_API_KEY",
+    ("stt", "api_key"): "DEEPGRAM_API_KEY",
+}
+
+
+def env_name(section: str, name: str) -> str:
+    return _ENV_ALIASES.get((section, name), f"VOXROOM_{section.upper()}_{name.upper()}")
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Read and validate the settings. `path=None` uses ./voxroom.toml when it exists."""
+    env = dict(os.environ if env is None else env)
+    file_values: dict[str, Any] = {}
+    toml_path = Path(path) if path else Path(env.get("VOXROOM_CONFIG", "voxroom.toml"))
+    if path and not toml_path.exists():
+        raise ConfigError(f"config file {toml_path} does not exist")
+    if toml_path.exists():
+        try:
+            file_values = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{toml_path} is not valid TOML: {e}") from e
+    unknown = set(file_values) - set(_SECTIONS)
+    if unknown:
+        raise ConfigError(f"{toml_path}: unknown section(s) {sorted(unknown)}; known: {sorted(_SECTIONS)}")
+
+    sections = {}
+    for section, cls in _SECTIONS.items():
+        given = file_values.get(section, {})
+        known = {f.name for f in fields(cls)}
+        bad = set(given) - known
+        if bad:
+            raise ConfigError(f"[{section}]: unknown key(s) {sorted(bad)}; known: {sorted(known)}")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(env_name(section, f.name), given.get(f.name))
+            if raw is None:
+                continue
+            values[f.name] = _coerce(section, f.name, raw, type(getattr(cls(), f.name)))
+        sections[section] = cls(**values)
+    settings = Settings(**sections)
+    validate(settings)
+    return settings
+
+
+def _coerce(section: str, name: str, raw: Any, typ: type) -> Any:
+    try:
+        return typ(raw)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{section}.{name} ({env_name(section, name)}): expected {typ.__name__}, got {raw!r}") from e
+
+
+def validate(s: Settings) -> None:
+    url = urlparse(s.livekit.url)
+    if url.scheme not in ("ws", "wss", "http", "https") or not url.netloc:
+        raise ConfigError(f"livekit.url (LIVEKIT_URL) must look like ws://host:7880, got {s.livekit.url!r}")
+    if not s.livekit.api_key or not s.livekit.api_secret:
+        raise ConfigError("LIVEKIT_API_KEY and LIVEKIT_API_SECRET must both be set")
+    if s.llm.provider not in ("local", "openai"):
+        raise ConfigError(f"llm.provider must be 'local' or 'openai', got {s.llm.provider!r}")
+    if s.llm.provider == "openai":
+        if s.llm.base_url and urlparse(s.llm.base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"llm.base_url must be an http(s) URL, got {s.llm.base_url!r}")
+        if not s.llm.model:
+            raise ConfigError("llm.model (VOXROOM_LLM_MODEL) is required when llm.provider = 'openai'")
+        if not s.llm.base_url and not s.llm.api_key:
+            raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set llm.base_url)")
+    if s.llm.max_tokens <= 0:
+        raise ConfigError("llm.max_tokens must be positive")
+    if s.stt.provider not in ("whisper", "deepgram"):
+        raise ConfigError(f"stt.provider must be 'whisper' or 'deepgram', got {s.stt.provider!r}")
+    if s.stt.provider == "deepgram" and not s.stt.api_key:
+        raise ConfigError("DEEPGRAM_API_KEY is required when stt.provider = 'deepgram'")
+    if s.tts.provider != "piper":
+        raise ConfigError(f"tts.provider must be 'piper', got {s.tts.provider!r}")

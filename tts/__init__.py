@@ -1,0 +1,1 @@
+"""Text-to-speech for voxroom: Piper synthesis and the text chunkers that feed it."""
