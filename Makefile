@@ -1,0 +1,96 @@
+# voxroom — `make demo` to try it, `make test` to test it (what CI runs).
+# Every target installs what it needs on a fresh Debian/Ubuntu machine that has python3, go,
+# node and npm; nothing is fetched from outside the package registries.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+# Seconds any single test may take (model loading included) before pytest-timeout fails it.
+TEST_TIMEOUT ?= 300
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k tokens -x"`.
+PYTEST_ARGS ?=
+
+# Debian packages the tests and the demo use: speech synthesis for test audio (espeak-ng,
+# sox), multi-node LiveKit (redis-server), loopback audio capture (pulseaudio, libportaudio2),
+# a headless browser as a user (chromium), and venv support for Debian's python3.
+SYSDEPS := espeak-ng sox redis-server pulseaudio chromium libportaudio2 python3-venv
+
+# Bundled models only: nothing may be downloaded at run time.
+export HF_HUB_OFFLINE := 1
+
+.PHONY: help venv sysdeps livekit-server models web demo test test-python test-web lint clean
+
+help:
+	@echo "make demo            install what is missing, then run voxroom on this machine"
+	@echo "make test            run all tests (as CI does)"
+	@echo "make lint            ruff check"
+	@echo "make venv | sysdeps | livekit-server | models | web    the single steps"
+
+venv: $(STAMP)
+
+# Reinstalled when pyproject.toml changes; `rm -rf .venv` starts over. sysdeps first: a fresh
+# Debian python3 needs python3-venv before a venv can be made.
+$(STAMP): pyproject.toml | sysdeps
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install -e '.[test]'
+	touch $@
+
+sysdeps:
+	@missing=""; \
+	for pkg in $(SYSDEPS); do \
+	  dpkg-query -W -f='$${Status}' "$$pkg" 2>/dev/null | grep -q "ok installed" \
+	    || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else \
+	  echo "warning: missing Debian packages:$$missing" >&2; \
+	  echo "         install them with: sudo apt-get install -y$$missing" >&2; \
+	  exit 0; \
+	fi; \
+	echo "installing Debian packages:$$missing"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
+
+livekit-server: venv
+	$(VENV)/bin/python -m agent.livekit_server --ensure
+
+models: venv
+	$(VENV)/bin/voxroom models
+
+# The web page is built only where web/ has an npm project; `npm ci` runs again only when
+# the lock file changed.
+ifneq ($(wildcard web/package.json),)
+web: web/node_modules/.package-lock.json
+	cd web && npm run build
+
+web/node_modules/.package-lock.json: web/package.json $(wildcard web/package-lock.json)
+	cd web && if [ -f package-lock.json ]; then npm ci; else npm install; fi
+	touch $@
+
+test-web: web
+	cd web && npm run test --if-present
+else
+web test-web:
+	@echo "no web/package.json: nothing to do for $@"
+endif
+
+demo: sysdeps venv livekit-server models web
+	$(VENV)/bin/voxroom demo
+
+test: test-python test-web
+
+test-python: sysdeps venv livekit-server models web
+	$(VENV)/bin/pytest -ra --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache web/dist web/node_modules

@@ -1,0 +1,365 @@
+"""`voxroom demo`: everything for talking to the agent from a browser on this machine.
+
+It uses the LiveKit server at the configured URL when one answers there, else starts
+livekit-server on port 7880; then starts an agent worker (`voxroom agent`) as a child process,
+waits until it has registered with LiveKit, and serves the web page and its token endpoint.
+Ctrl-C (or SIGTERM) stops the page, the worker and the server it started, in that order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import ipaddress
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import quote
+
+from agent.config import LiveKitSettings, Settings, load_settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WEB_DIR = REPO_ROOT / "web"
+DEMO_LIVEKIT_PORT = 7880
+DEFAULT_ROOM = "voxroom-demo"  # also the default of the page's room field (web/index.html)
+# What `voxroom agent` prints once LiveKit has accepted it as a worker.
+REGISTERED_MARK = "worker registered"
+LOG_TAIL_LINES = 30
+
+
+class DemoError(RuntimeError):
+    """Something the demo needs did not start; the message says what and where to look."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address of the web page (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8080, help="port of the web page (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--room", default=DEFAULT_ROOM, help="room the page offers (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--worker-timeout", type=float, default=180.0, metavar="SECONDS",
+        help="how long the agent worker may take to load its models and register "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--allow-remote", action="store_true",
+        help="also hand out join tokens to other machines (there is no login: anyone who can "
+        "reach the page can join)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    static_dir = ensure_web_build(WEB_DIR)
+    if static_dir is None:
+        return 1
+    log_dir = Path(tempfile.gettempdir()) / "voxroom-demo"
+    log_dir.mkdir(exist_ok=True)
+    # Until the event loop takes over the signals, SIGTERM unwinds like Ctrl-C, so that a
+    # livekit-server started below is stopped, not orphaned.
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with contextlib.ExitStack() as stack:
+            livekit = _livekit(settings.livekit, log_dir, stack)
+            settings = replace(settings, livekit=livekit)
+            return asyncio.run(_serve(args, settings, static_dir, log_dir))
+    except DemoError as e:
+        print(f"voxroom demo: {e}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def ensure_web_build(web_dir: Path) -> Path | None:
+    """web/dist, built with npm when it is missing and npm is here; None (and a message) if not."""
+    dist = web_dir / "dist"
+    if (dist / "index.html").is_file():
+        return dist
+    npm = shutil.which("npm")
+    if npm is None or not (web_dir / "package.json").is_file():
+        print(
+            f"voxroom demo: the web page is not built ({dist / 'index.html'} is missing). "
+            "Run `make web` (it needs Node.js and npm), then start the demo again.",
+            file=sys.stderr,
+        )
+        return None
+    print("Building the web page (npm ci, npm run build)...", flush=True)
+    for step in (["ci", "--no-audit", "--no-fund"], ["run", "build"]):
+        if subprocess.run([npm, *step], cwd=web_dir).returncode != 0:
+            print(f"voxroom demo: `npm {' '.join(step)}` failed in {web_dir}", file=sys.stderr)
+            return None
+    return dist
+
+
+def _livekit(
+    configured: LiveKitSettings, log_dir: Path, stack: contextlib.ExitStack
+) -> LiveKitSettings:
+    """The configured LiveKit server if it answers, else one started here (stopped by `stack`)."""
+    if _answers(configured.url):
+        print(f"Using the LiveKit server already running at {configured.url}.", flush=True)
+        return configured
+    from agent.livekit_server import LiveKitServer, LiveKitServerError, LiveKitServerMissing
+
+    log_path = log_dir / "livekit-server.log"
+    log_path.unlink(missing_ok=True)
+    print(
+        f"No LiveKit server answers at {configured.url}; starting livekit-server on port "
+        f"{DEMO_LIVEKIT_PORT} (log: {log_path}).",
+        flush=True,
+    )
+    server = LiveKitServer(DEMO_LIVEKIT_PORT, log_path=log_path)
+    try:
+        server.start()
+    except (LiveKitServerError, LiveKitServerMissing) as e:
+        raise DemoError(str(e)) from e
+    stack.callback(server.stop)
+    return server.livekit_settings(agent_name=configured.agent_name)
+
+
+def _answers(url: str) -> bool:
+    """Whether a LiveKit server answers its health check (GET / -> 200) at `url`."""
+    http = url.replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+    # A local server must not be looked for through an HTTP proxy from the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(http.rstrip("/") + "/", timeout=1.0) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+async def _serve(
+    args: argparse.Namespace, settings: Settings, static_dir: Path, log_dir: Path
+) -> int:
+    from aiohttp import web
+
+    from agent.web_server import create_web_app
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    worker = WorkerProcess(settings.livekit, config=args.config, log_path=log_dir / "worker.log")
+    runner: web.AppRunner | None = None
+    try:
+        print(
+            f"Starting the agent worker; it loads its models, then registers "
+            f"(log: {worker.log_path}).",
+            flush=True,
+        )
+        await worker.start()
+        if not await _until_stopped(worker.wait_registered(args.worker_timeout), stop):
+            return 0
+        print("The agent worker is registered.", flush=True)
+
+        app = create_web_app(settings, static_dir=static_dir, allow_remote=args.allow_remote)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, args.host, args.port).start()
+        except OSError as e:
+            raise DemoError(
+                f"cannot serve the page on {args.host}:{args.port} ({e.strerror or e}); "
+                "choose another with --port"
+            ) from e
+        print(f"\nOpen {_page_url(args.host, args.port, args.room)} and click Join.", flush=True)
+        if not _is_loopback_host(args.host) and not args.allow_remote:
+            print(
+                "Only this machine may join: other devices are refused until you add "
+                "--allow-remote.",
+                flush=True,
+            )
+        print("Press Ctrl-C to stop.", flush=True)
+
+        exited = asyncio.ensure_future(worker.wait_exited())
+        try:
+            if await _until_stopped(exited, stop):
+                raise DemoError(
+                    f"the agent worker exited (code {worker.returncode}); the end of its log:\n"
+                    f"{worker.log_tail()}"
+                )
+        finally:
+            exited.cancel()
+        return 0
+    finally:
+        print("Stopping...", flush=True)
+        if runner is not None:
+            await runner.cleanup()
+        await worker.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _until_stopped(awaitable, stop: asyncio.Event) -> bool:
+    """Await `awaitable` unless `stop` is set first; True when `awaitable` finished."""
+    task = asyncio.ensure_future(awaitable)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+    task.result()  # raises what the awaitable raised
+    return True
+
+
+def _is_loopback_host(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _page_url(host: str, port: int, room: str) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"  # listening everywhere: this machine is one of the places
+    elif ":" in host:
+        host = f"[{host}]"
+    query = "" if room == DEFAULT_ROOM else f"/?room={quote(room)}"
+    return f"http://{host}:{port}{query}"
+
+
+class WorkerProcess:
+    """`voxroom agent` as a child process whose output goes to a log file.
+
+    The child runs in its own process group: Ctrl-C reaches only the demo, which stops the
+    worker in order, and a forced stop takes any processes the worker started with it.
+    """
+
+    def __init__(self, livekit: LiveKitSettings, *, config: str | None, log_path: Path) -> None:
+        self.livekit = livekit
+        self.config = config
+        self.log_path = log_path
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._registered = asyncio.Event()
+        self._tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode
+
+    async def start(self) -> None:
+        command = [sys.executable, "-m", "agent.cli"]
+        if self.config:
+            command += ["--config", self.config]
+        command.append("agent")
+        env = {
+            **os.environ,
+            "LIVEKIT_URL": self.livekit.url,
+            "LIVEKIT_API_KEY": self.livekit.api_key,
+            "LIVEKIT_API_SECRET": self.livekit.api_secret,
+            "VOXROOM_LIVEKIT_AGENT_NAME": self.livekit.agent_name,
+            "PYTHONUNBUFFERED": "1",  # "worker registered" must not wait in a pipe buffer
+            # `-m agent.cli` finds this checkout even when voxroom is not installed.
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
+        }
+        log = await asyncio.to_thread(open, self.log_path, "w", encoding="utf-8")
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+                limit=1 << 20,
+            )
+        except BaseException:
+            log.close()
+            raise
+        self._pump = asyncio.create_task(self._read_output(log))
+
+    async def _read_output(self, log: TextIO) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        with log:
+            async for raw in self._proc.stdout:
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                log.write(line + "\n")
+                log.flush()
+                self._tail.append(line)
+                if REGISTERED_MARK in line:
+                    self._registered.set()
+
+    async def wait_registered(self, timeout_s: float) -> None:
+        """Return once the worker says it registered; DemoError if it exits or times out."""
+        registered = asyncio.ensure_future(self._registered.wait())
+        exited = asyncio.ensure_future(self.wait_exited())
+        try:
+            await asyncio.wait(
+                (registered, exited), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            registered.cancel()
+            exited.cancel()
+        if self._registered.is_set():
+            return
+        if self.returncode is not None:
+            problem = f"the agent worker exited (code {self.returncode}) before it registered"
+        else:
+            problem = f"the agent worker did not register within {timeout_s:.0f} s"
+        raise DemoError(f"{problem}; the end of its log ({self.log_path}):\n{self.log_tail()}")
+
+    async def wait_exited(self) -> int:
+        assert self._proc is not None and self._pump is not None
+        code = await self._proc.wait()
+        await asyncio.shield(self._pump)  # the last lines of its output are in the log too
+        return code
+
+    def log_tail(self) -> str:
+        return "\n".join(self._tail) or "(no output)"
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM so the worker leaves its rooms; then the whole process group is killed."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), grace_s)
+            except TimeoutError:
+                print(f"The agent worker did not stop within {grace_s:.0f} s; killing it.")
+        # Whatever the worker left running in its group (job processes) goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        if self._pump is not None:
+            await self._pump
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the demo dies, even by SIGKILL (Linux)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -1,0 +1,122 @@
+"""One reply: LLM deltas -> text chunker -> TTS -> playout, every stage streaming.
+
+The LLM and TTS run concurrently: a chunk goes to TTS as soon as the chunker releases it, while
+the LLM keeps generating. Cancelling the reply closes the LLM stream (the HTTP request ends),
+cancels the pending synthesis and leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.engines import ChatMessage, LanguageModel, TextToSpeech
+from agent.playout import Playout
+from tts.chunker import TextChunker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplyTimings:
+    started: float
+    llm_first_token: float | None = None
+    first_chunk: float | None = None
+    tts_first_audio: float | None = None
+
+
+class ReplyPipeline:
+    def __init__(
+        self,
+        reply_id: int,
+        messages: list[ChatMessage],
+        *,
+        llm: LanguageModel,
+        tts: TextToSpeech,
+        playout: Playout,
+        chunker: TextChunker,
+        on_event: Callable[[str, dict[str, Any]], None],
+        on_failed: Callable[[int, str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reply_id = reply_id
+        self._messages = messages
+        self._llm = llm
+        self._tts = tts
+        self._playout = playout
+        self._chunker = chunker
+        self._on_event = on_event
+        self._on_failed = on_failed
+        self._clock = clock
+        self.timings = ReplyTimings(started=clock())
+        self.text = ""  # the LLM's text so far, as generated
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._playout.begin_reply(self.reply_id)
+        self._task = asyncio.create_task(self._run(), name=f"reply-{self.reply_id}")
+
+    async def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def _run(self) -> None:
+        chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        synth = asyncio.create_task(self._synthesize(chunks), name=f"tts-{self.reply_id}")
+        try:
+            await self._generate(chunks)
+            await synth
+            self._playout.finish(self.reply_id)
+        except asyncio.CancelledError:
+            synth.cancel()
+            await asyncio.gather(synth, return_exceptions=True)
+            raise
+        except Exception as e:  # a provider failed: the engine falls back, the session lives
+            synth.cancel()
+            await asyncio.gather(synth, return_exceptions=True)
+            log.warning("reply %d failed: %s: %s", self.reply_id, type(e).__name__, e)
+            self._playout.finish(self.reply_id)
+            self._on_failed(self.reply_id, f"{type(e).__name__}: {e}")
+
+    async def _generate(self, chunks: asyncio.Queue[str | None]) -> None:
+        stream = self._llm.stream(self._messages)
+        try:
+            async for delta in stream:
+                if not delta:
+                    continue
+                if self.timings.llm_first_token is None:
+                    self.timings.llm_first_token = self._clock()
+                self.text += delta
+                for chunk in self._chunker.push(delta):
+                    self._emit_chunk(chunk, chunks)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        for chunk in self._chunker.flush():
+            self._emit_chunk(chunk, chunks)
+        chunks.put_nowait(None)
+        if not self.text.strip():
+            raise RuntimeError("the LLM returned an empty reply")
+
+    def _emit_chunk(self, chunk: str, chunks: asyncio.Queue[str | None]) -> None:
+        if self.timings.first_chunk is None:
+            self.timings.first_chunk = self._clock()
+        chunks.put_nowait(chunk)
+
+    async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
+        previous = ""
+        while (chunk := await chunks.get()) is not None:
+            pcm = await self._tts.synthesize(chunk, left_context=previous)
+            if self.timings.tts_first_audio is None:
+                self.timings.tts_first_audio = self._clock()
+            self._on_event("tts_chunk", {"text": chunk, "reply_id": self.reply_id})
+            self._playout.append(self.reply_id, chunk, pcm)
+            previous = chunk

@@ -1,0 +1,230 @@
+"""One conversation in a LiveKit room: the user's microphone into the turn engine, the agent's
+voice out as a published track, its state as the `lk.agent.state` attribute and both sides'
+transcripts on the `lk.transcription` text-stream topic (LiveKit's client conventions)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE
+
+if TYPE_CHECKING:
+    from livekit import rtc
+
+log = logging.getLogger(__name__)
+
+OUTPUT_RATE = 48_000
+ATTR_AGENT_STATE = "lk.agent.state"
+TOPIC_TRANSCRIPTION = "lk.transcription"
+ATTR_SEGMENT_ID = "lk.segment_id"
+ATTR_TRACK_ID = "lk.transcribed_track_id"
+ATTR_FINAL = "lk.transcription_final"
+
+
+class LiveKitAudioSink:
+    """An `AudioSink` on a LiveKit AudioSource with a short queue: clearing it silences the
+    listener within the queue's length plus the network."""
+
+    def __init__(self, source: rtc.AudioSource) -> None:
+        self._source = source
+        self.sample_rate = source.sample_rate
+
+    async def write(self, pcm: np.ndarray) -> None:
+        from livekit import rtc
+
+        frame = rtc.AudioFrame(
+            data=pcm.tobytes(),
+            sample_rate=self.sample_rate,
+            num_channels=1,
+            samples_per_channel=len(pcm),
+        )
+        await self._source.capture_frame(frame)
+
+    def clear(self) -> int:
+        dropped = self.queued_samples()
+        self._source.clear_queue()
+        return dropped
+
+    def queued_samples(self) -> int:
+        return int(self._source.queued_duration * self.sample_rate)
+
+
+class FrameRechunker:
+    """Cuts incoming audio into exact 20 ms frames whatever size the SDK delivers."""
+
+    def __init__(self) -> None:
+        self._buf = np.zeros(0, np.int16)
+
+    def push(self, pcm: np.ndarray) -> list[np.ndarray]:
+        self._buf = np.concatenate([self._buf, pcm])
+        n = len(self._buf) // FRAME_SAMPLES
+        frames = [self._buf[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES] for i in range(n)]
+        self._buf = self._buf[n * FRAME_SAMPLES :]
+        return frames
+
+
+class RoomPublisher:
+    """Publishes the engine's events to the room, in order, off the audio path: the engine's
+    callbacks only enqueue."""
+
+    def __init__(self, room: rtc.Room, user_identity: str) -> None:
+        self._room = room
+        self._user = user_identity
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.user_track_id = ""
+        self.agent_track_id = ""
+        self._user_segment = 0
+        self._agent_chunks: dict[int, list[str]] = {}
+        self._audible: int | None = None  # reply whose voice is being heard
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="room-publisher")
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        self._queue.put_nowait((kind, data))
+
+    async def aclose(self) -> None:
+        await self._queue.join()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            kind, data = await self._queue.get()
+            try:
+                await self._publish(kind, data)
+            except Exception as e:  # a failed publish must not stop the conversation
+                log.warning("publishing %s failed: %s", kind, e)
+            finally:
+                self._queue.task_done()
+
+    async def _publish(self, kind: str, data: dict[str, Any]) -> None:
+        lp = self._room.local_participant
+        if kind == "state":
+            await lp.set_attributes({ATTR_AGENT_STATE: data["state"].lower()})
+        elif kind == "transcript":
+            seg = f"user-{self._user_segment}"
+            if data["final"]:
+                self._user_segment += 1
+            await self._send(data["text"], seg, data["final"], self.user_track_id, self._user)
+        elif kind == "tts_chunk":
+            rid = data["reply_id"]
+            self._agent_chunks.setdefault(rid, []).append(data["text"])
+            if rid == self._audible:
+                await self._send_agent(rid, final=False)
+        elif kind == "audio_start":
+            self._audible = data["reply_id"]
+            await self._send_agent(data["reply_id"], final=False)
+        elif kind == "turn" and self._audible is not None:
+            rid, self._audible = self._audible, None
+            text = data["heard_text"] if data["interrupted"] else data["agent_text"]
+            self._agent_chunks[rid] = [text]
+            await self._send_agent(rid, final=True)
+            self._agent_chunks.clear()
+
+    async def _send_agent(self, rid: int, *, final: bool) -> None:
+        text = " ".join(self._agent_chunks.get(rid, []))
+        await self._send(
+            text, f"agent-{rid}", final, self.agent_track_id, self._room.local_participant.identity
+        )
+
+    async def _send(self, text: str, segment: str, final: bool, track_id: str, sender: str) -> None:
+        attributes = {ATTR_SEGMENT_ID: segment, ATTR_FINAL: "true" if final else "false"}
+        if track_id:
+            attributes[ATTR_TRACK_ID] = track_id
+        writer = await self._room.local_participant.stream_text(
+            topic=TOPIC_TRANSCRIPTION, attributes=attributes, sender_identity=sender
+        )
+        await writer.write(text)
+        await writer.aclose()
+
+
+async def run_room_session(
+    room: rtc.Room,
+    participant: rtc.RemoteParticipant,
+    *,
+    stt: Any,
+    tts: Any,
+    llm: Any,
+    system_prompt: str,
+) -> None:
+    """Talk with `participant` until they leave or the room closes."""
+    from livekit import rtc
+
+    from agent.history import ChatHistory
+    from agent.turn_engine import TurnEngine
+
+    source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=60)
+    track = rtc.LocalAudioTrack.create_audio_track("agent-voice", source)
+    options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+    publication = await room.local_participant.publish_track(track, options)
+
+    publisher = RoomPublisher(room, participant.identity)
+    publisher.agent_track_id = publication.sid
+    publisher.start()
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=LiveKitAudioSink(source),
+        history=ChatHistory(system_prompt),
+        on_event=publisher.on_event,
+    )
+    await engine.start()
+    left = asyncio.Event()
+
+    def on_disconnected(p: rtc.RemoteParticipant) -> None:
+        if p.identity == participant.identity:
+            left.set()
+
+    room.on("participant_disconnected", on_disconnected)
+    listen = asyncio.create_task(_listen(participant, engine, publisher), name="listen")
+    try:
+        await left.wait()
+    finally:
+        listen.cancel()
+        await asyncio.gather(listen, return_exceptions=True)
+        await engine.aclose()
+        await publisher.aclose()
+        await source.aclose()
+        log.info("session with %s ended after %d turns", participant.identity, len(engine.turns))
+
+
+async def _listen(
+    participant: rtc.RemoteParticipant, engine: Any, publisher: RoomPublisher
+) -> None:
+    """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
+    from livekit import rtc
+
+    while True:
+        stream = rtc.AudioStream.from_participant(
+            participant=participant,
+            track_source=rtc.TrackSource.SOURCE_MICROPHONE,
+            sample_rate=INPUT_RATE,
+            num_channels=1,
+            frame_size_ms=20,
+        )
+        for pub in participant.track_publications.values():
+            if pub.source == rtc.TrackSource.SOURCE_MICROPHONE:
+                publisher.user_track_id = pub.sid
+        rechunk = FrameRechunker()
+        try:
+            async for event in stream:
+                frame = event.frame
+                pcm = np.frombuffer(frame.data, dtype=np.int16)
+                if frame.num_channels != 1 or frame.sample_rate != INPUT_RATE:
+                    log.warning(
+                        "dropping a %d Hz %d-channel frame", frame.sample_rate, frame.num_channels
+                    )
+                    continue
+                for f in rechunk.push(pcm):
+                    engine.push_frame(f)
+        finally:
+            await stream.aclose()
+        await asyncio.sleep(0.1)  # the track ended; wait for it to come back

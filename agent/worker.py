@@ -1,0 +1,134 @@
+"""`voxroom agent`: an agent worker on livekit-agents' worker layer.
+
+The worker registers with the LiveKit server for explicit dispatch under the agent name
+(default `voxroom`). LiveKit sends it a job per room; each job runs in a prewarmed process
+whose speech models were loaded once (prewarm), not per job. With the bundled LLM the worker
+starts one llama.cpp server for all its jobs and warms its prompt cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from agent.config import Settings, load_settings
+
+log = logging.getLogger("voxroom.worker")
+
+LOCAL_LLM_URL_ENV = "VOXROOM_LOCAL_LLM_URL"  # set by the worker for its job processes
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent-name", default=None, help="dispatch name (default: livekit.agent_name)")
+    p.add_argument(
+        "--idle-processes",
+        type=int,
+        default=1,
+        help="job processes kept prewarmed (models loaded) ahead of dispatch",
+    )
+    p.add_argument(
+        "--load-threshold",
+        type=float,
+        default=0.75,
+        help="report the worker full above this load (0-1)",
+    )
+    p.add_argument("--health-port", type=int, default=0, help="health-check HTTP port (0: any)")
+    p.add_argument("--log-level", default="INFO")
+
+
+def prewarm(proc: object) -> None:
+    """Runs once in every job process before it takes a job: load and warm the speech models."""
+    from agent.engine_loader import load_speech_engines
+    from agent.room_session import OUTPUT_RATE
+
+    stt, tts = load_speech_engines(OUTPUT_RATE)
+    proc.userdata["stt"] = stt  # type: ignore[attr-defined]
+    proc.userdata["tts"] = tts  # type: ignore[attr-defined]
+
+
+async def entrypoint(ctx: object) -> None:
+    """One job: join the room, wait for the user, converse until they leave."""
+    from livekit.agents import AutoSubscribe, JobContext
+
+    from agent.engine_loader import make_openai_llm
+    from agent.room_session import run_room_session
+
+    assert isinstance(ctx, JobContext)
+    settings = load_settings()
+    userdata = ctx.proc.userdata
+    if "llm" not in userdata:  # one client (and connection pool) per process
+        userdata["llm"] = make_openai_llm(settings.llm, base_url=os.environ.get(LOCAL_LLM_URL_ENV))
+    await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
+    participant = await ctx.wait_for_participant()
+    log.info("job %s: talking with %s in %s", ctx.job.id, participant.identity, ctx.room.name)
+    await run_room_session(
+        ctx.room,
+        participant,
+        stt=userdata["stt"],
+        tts=userdata["tts"],
+        llm=userdata["llm"],
+        system_prompt=settings.llm.system_prompt,
+    )
+    ctx.shutdown("participant left")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    settings = load_settings(args.config)
+    return asyncio.run(_serve(settings, args))
+
+
+async def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from livekit.agents import AgentServer, JobExecutorType
+
+    local_llm = None
+    if settings.llm.provider == "local":
+        from agent.llm_local import LocalLLMServer
+
+        local_llm = LocalLLMServer()
+        url = await asyncio.to_thread(local_llm.start)
+        await asyncio.to_thread(local_llm.warm, settings.llm.system_prompt)
+        os.environ[LOCAL_LLM_URL_ENV] = url  # inherited by the job processes
+        log.info("bundled LLM serving at %s", url)
+
+    server = AgentServer(
+        ws_url=settings.livekit.url,
+        api_key=settings.livekit.api_key,
+        api_secret=settings.livekit.api_secret,
+        job_executor_type=JobExecutorType.PROCESS,
+        num_idle_processes=args.idle_processes,
+        load_threshold=args.load_threshold,
+        initialize_process_timeout=120.0,
+        port=args.health_port,
+        setup_fnc=prewarm,
+    )
+    server.rtc_session(entrypoint, agent_name=args.agent_name or settings.livekit.agent_name)
+
+    @server.on("worker_registered")
+    def _registered(worker_id: str, _info: object) -> None:
+        # `voxroom demo` and the tests wait for this line.
+        print(f"voxroom: worker registered as {worker_id} at {settings.livekit.url}", flush=True)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    run_task = asyncio.create_task(server.run(devmode=False))
+    try:
+        await asyncio.wait(
+            [run_task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        await server.aclose()
+        await asyncio.gather(run_task, return_exceptions=True)
+        if local_llm is not None:
+            await asyncio.to_thread(local_llm.stop)
+    return 0

@@ -1,0 +1,124 @@
+"""What the state machine asks the engine to do. The engine executes actions in order; the
+machine always emits cancellations before the state change they lead to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from state_machine.states import AgentState
+
+
+@dataclass(frozen=True)
+class SetState:
+    state: AgentState
+
+
+@dataclass(frozen=True)
+class OpenUtterance:
+    """Start collecting user audio, including `pre_roll_s` before now."""
+
+    utterance_id: int
+    pre_roll_s: float
+
+
+@dataclass(frozen=True)
+class DiscardUtterance:
+    utterance_id: int
+
+
+@dataclass(frozen=True)
+class RequestCandidate:
+    """Transcribe the utterance collected so far, without ending it. The engine answers with
+    `ConversationStateMachine.on_candidate(utterance_id, text, covered_until, now)`."""
+
+    utterance_id: int
+
+
+@dataclass(frozen=True)
+class StartReply:
+    reply_id: int
+    user_text: str
+    speculative: bool
+
+
+@dataclass(frozen=True)
+class ConfirmReply:
+    """The reply answers the committed user turn: its audio may now be heard."""
+
+    reply_id: int
+
+
+@dataclass(frozen=True)
+class CancelReply:
+    reply_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class CommitUserTurn:
+    text: str
+    utterance_id: int
+
+
+@dataclass(frozen=True)
+class RetractUserTurn:
+    """The user went on talking before the agent said anything: the committed turn is merged
+    into the next one instead of being answered separately."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PausePlayback:
+    pass
+
+
+@dataclass(frozen=True)
+class ResumePlayback:
+    pass
+
+
+@dataclass(frozen=True)
+class CommitBargeIn:
+    """The user interrupted for real: cut the assistant message to what was heard."""
+
+    reply_id: int
+
+
+@dataclass(frozen=True)
+class PlayFiller:
+    pass
+
+
+@dataclass(frozen=True)
+class PlayCanned:
+    reply_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Notify:
+    """An observable event (logs, metrics, `voxroom simulate --events`)."""
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Action = (
+    SetState
+    | OpenUtterance
+    | DiscardUtterance
+    | RequestCandidate
+    | StartReply
+    | ConfirmReply
+    | CancelReply
+    | CommitUserTurn
+    | RetractUserTurn
+    | PausePlayback
+    | ResumePlayback
+    | CommitBargeIn
+    | PlayFiller
+    | PlayCanned
+    | Notify
+)

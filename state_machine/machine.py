@@ -1,0 +1,428 @@
+"""The conversation state machine: LISTENING -> THINKING -> SPEAKING -> LISTENING.
+
+Pure code. It is fed the VAD decision for every 20 ms frame, the transcripts the engine
+produced for it, and the reply's playback milestones, each with the time `now` (seconds on a
+monotonic clock the caller owns). It answers with a list of actions (`state_machine.actions`)
+for the engine to execute, cancellations always before the state change they cause.
+
+Turn-taking, in short:
+- Speech starts when the share of voiced frames in a sliding window passes a vote threshold.
+- A short trailing silence asks for a candidate transcript; a stable candidate (more silence or
+  end punctuation) starts the reply speculatively; the endpoint (longer silence, shorter when
+  the text looks complete) commits the user turn, keeping the speculative reply when its input
+  is nearly the final text. A speculative reply is never heard before the endpoint.
+- While the agent speaks, a few consecutive voiced frames pause playback at once; words in the
+  interrupting speech commit the barge-in (reply cancelled, history cut to what was heard), and
+  no words within `false_interruption_s` resume the reply where it paused.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from state_machine.actions import (
+    Action,
+    CancelReply,
+    CommitBargeIn,
+    CommitUserTurn,
+    ConfirmReply,
+    DiscardUtterance,
+    Notify,
+    OpenUtterance,
+    PausePlayback,
+    PlayCanned,
+    PlayFiller,
+    RequestCandidate,
+    ResumePlayback,
+    RetractUserTurn,
+    SetState,
+    StartReply,
+)
+from state_machine.options import TurnOptions
+from state_machine.similarity import looks_complete, spoken_words, text_similarity
+from state_machine.states import AgentState
+
+CANNED_APOLOGY = "Sorry, I can't answer that right now."
+_EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
+
+
+@dataclass
+class _Candidate:
+    text: str
+    covered_until: float
+
+
+@dataclass
+class _Utterance:
+    id: int
+    onset: float
+    last_voiced: float
+    candidate: _Candidate | None = None
+    candidate_in_flight: bool = False
+    endpoint_reached: bool = False
+
+
+@dataclass
+class _Reply:
+    id: int
+    user_text: str
+    speculative: bool
+    confirmed: bool = False
+    audio_started: bool = False
+    last_progress: float = 0.0
+
+
+@dataclass
+class TurnCounters:
+    turns: int = 0
+    speculative_started: int = 0
+    speculative_kept: int = 0
+    speculative_wasted: int = 0
+    barge_ins: int = 0
+    false_interruptions: int = 0
+    fillers: int = 0
+    timeouts: int = 0
+
+
+@dataclass
+class ConversationStateMachine:
+    options: TurnOptions = field(default_factory=TurnOptions)
+
+    def __post_init__(self) -> None:
+        o = self.options
+        self.state = AgentState.LISTENING
+        self.state_since = 0.0
+        self.counters = TurnCounters()
+        self._window: deque[bool] = deque(maxlen=o.frames(o.vad_window_s))
+        self._run = 0  # consecutive voiced frames
+        self._run_start = 0.0
+        self._utt: _Utterance | None = None
+        self._next_id = 0
+        self._reply: _Reply | None = None
+        self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
+        self._paused_at: float | None = None  # barge-in pending since
+        self._filler_played = False
+        self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    def on_frame(self, voiced: bool, now: float) -> list[Action]:
+        """One 20 ms frame ending at `now`, and whether the VAD found voice in it."""
+        o = self.options
+        out: list[Action] = []
+        self._window.append(voiced)
+        if voiced:
+            if self._run == 0:
+                self._run_start = now - o.frame_s
+            self._run += 1
+        else:
+            self._run = 0
+        onset = voiced and self._run == o.barge_in_frames
+        vote = sum(self._window) > o.vad_start_ratio * self._window.maxlen if voiced else False
+
+        if self.state is AgentState.SPEAKING:
+            self._speaking_frame(onset, vote, now, out)
+        else:
+            self._listening_frame(voiced, onset, vote, now, out)
+        out += self.tick(now)
+        return out
+
+    def on_candidate(
+        self, utterance_id: int, text: str, covered_until: float, now: float
+    ) -> list[Action]:
+        """A transcript of utterance `utterance_id` covering its audio up to `covered_until`."""
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.candidate_in_flight = False
+        utt.candidate = _Candidate(text, covered_until)
+        out: list[Action] = [Notify("transcript", {"text": text, "final": False})]
+        if self._paused_at is not None:
+            self._barge_in_candidate(utt, now, out)
+            return out
+        fresh = covered_until >= utt.last_voiced
+        if not fresh:
+            self._request_candidate_if_paused(utt, now, out)
+            return out
+        if utt.endpoint_reached:
+            self._end_user_turn(utt, now, out)
+            return out
+        self._maybe_speculate(utt, now, out)
+        return out
+
+    def on_reply_audio_started(self, reply_id: int, now: float) -> list[Action]:
+        """The first sample of a confirmed reply reached the output."""
+        r = self._reply
+        if r is None or r.id != reply_id or not r.confirmed:
+            return []
+        r.audio_started = True
+        r.last_progress = now
+        out: list[Action] = [Notify("audio_start", {"reply_id": reply_id})]
+        if self.state is AgentState.THINKING:
+            self._set_state(AgentState.SPEAKING, now, out)
+        return out
+
+    def on_reply_progress(self, reply_id: int, now: float) -> None:
+        if self._reply is not None and self._reply.id == reply_id:
+            self._reply.last_progress = now
+
+    def on_reply_done(self, reply_id: int, now: float) -> list[Action]:
+        """All of the reply's audio has been played (or it ended with nothing to say)."""
+        r = self._reply
+        if r is None or r.id != reply_id or not r.confirmed:
+            return []
+        self._reply = None
+        out: list[Action] = [Notify("reply_done", {"reply_id": reply_id})]
+        if self.state is not AgentState.LISTENING:
+            self._set_state(AgentState.LISTENING, now, out)
+        return out
+
+    def on_reply_failed(self, reply_id: int, now: float, reason: str) -> list[Action]:
+        """The reply's LLM or TTS failed before any audio: say a short canned phrase instead."""
+        r = self._reply
+        if r is None or r.id != reply_id:
+            return []
+        out: list[Action] = [Notify("reply_failed", {"reply_id": reply_id, "reason": reason})]
+        if not r.confirmed:
+            self._reply = None
+            return out
+        if r.audio_started:
+            return out  # it said something; on_reply_done closes the turn
+        self._play_canned(now, out)
+        return out
+
+    def tick(self, now: float) -> list[Action]:
+        """Timeouts; called with every frame and by the engine's timer."""
+        o = self.options
+        out: list[Action] = []
+        utt = self._utt
+        if self._paused_at is not None and now - self._paused_at + _EPS >= o.false_interruption_s:
+            self._resume_after_false_interruption(now, out)
+        elif utt is not None and self.state is AgentState.LISTENING:
+            silence = now - utt.last_voiced + _EPS
+            if silence >= o.candidate_silence_s:
+                self._request_candidate_if_paused(utt, now, out)
+            if utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced:
+                self._maybe_speculate(utt, now, out)
+            threshold = o.endpoint_silence_s
+            if utt.candidate is not None and looks_complete(utt.candidate.text):
+                threshold = o.endpoint_silence_cued_s
+            if not utt.endpoint_reached and (
+                silence >= threshold or now - utt.onset + _EPS >= o.max_utterance_s
+            ):
+                utt.endpoint_reached = True
+                out.append(
+                    Notify("speech_end", {"utterance_id": utt.id, "last_voiced": utt.last_voiced})
+                )
+                fresh = utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced
+                if fresh:
+                    self._end_user_turn(utt, now, out)
+                elif not utt.candidate_in_flight:
+                    utt.candidate_in_flight = True
+                    out.append(RequestCandidate(utt.id))
+        elif self.state is AgentState.THINKING:
+            waited = now - self.state_since + _EPS
+            if waited >= o.thinking_timeout_s and not self._gave_up:
+                self._gave_up = True
+                self.counters.timeouts += 1
+                self._play_canned(now, out)
+            elif waited >= o.thinking_filler_s and not self._filler_played:
+                self._filler_played = True
+                self.counters.fillers += 1
+                out.append(PlayFiller())
+        elif self.state is AgentState.SPEAKING and self._reply is not None:
+            if (
+                self._paused_at is None
+                and now - self._reply.last_progress + _EPS >= o.speaking_stall_s
+            ):
+                self.counters.timeouts += 1
+                self._cancel_reply("stalled", out)
+                self._set_state(AgentState.LISTENING, now, out)
+        return out
+
+    # ---- listening ----------------------------------------------------------------------
+
+    def _listening_frame(
+        self, voiced: bool, onset: bool, vote: bool, now: float, out: list[Action]
+    ) -> None:
+        utt = self._utt
+        if utt is None:
+            if vote:
+                self._open_utterance(now, out)
+                if self.state is AgentState.THINKING:
+                    # The user went on before the agent said a word: merge, never answer twice.
+                    self._retract_turn(now, out)
+            return
+        if not voiced or self._run < 2:
+            return  # a lone voiced frame in silence is noise, not speech
+        utt.last_voiced = now
+        if onset:
+            utt.endpoint_reached = False  # speech again after the endpoint, before the final
+            r = self._reply
+            if r is not None and r.speculative and not r.confirmed:
+                self.counters.speculative_wasted += 1
+                self._cancel_reply("user resumed speaking", out)
+
+    def _open_utterance(self, now: float, out: list[Action]) -> None:
+        self._next_id += 1
+        onset = self._run_start
+        self._utt = _Utterance(self._next_id, onset=onset, last_voiced=now)
+        out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
+        out.append(Notify("speech_start", {"utterance_id": self._next_id, "onset": onset}))
+
+    def _request_candidate_if_paused(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+        fresh = utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced
+        if utt.candidate_in_flight or fresh:
+            return
+        if (
+            now - utt.last_voiced + _EPS < self.options.candidate_silence_s
+            and self._paused_at is None
+        ):
+            return
+        utt.candidate_in_flight = True
+        out.append(RequestCandidate(utt.id))
+
+    def _maybe_speculate(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+        o = self.options
+        cand = utt.candidate
+        if not o.speculative_start or cand is None or not spoken_words(cand.text):
+            return
+        stable = now - utt.last_voiced + _EPS >= o.speculative_silence_s or looks_complete(
+            cand.text
+        )
+        if not stable:
+            return
+        text = self._merged(cand.text)
+        r = self._reply
+        if r is not None and r.speculative and not r.confirmed:
+            if text_similarity(r.user_text, text) >= o.similarity_keep:
+                return
+            self.counters.speculative_wasted += 1
+            self._cancel_reply("candidate changed", out)
+        if self._reply is None:
+            self.counters.speculative_started += 1
+            self._start_reply(text, speculative=True, out=out)
+
+    def _end_user_turn(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+        assert utt.candidate is not None
+        text = spoken_words(utt.candidate.text)
+        self._utt = None
+        if not text:
+            out.append(DiscardUtterance(utt.id))
+            if self._reply is not None and not self._reply.confirmed:
+                self.counters.speculative_wasted += 1
+                self._cancel_reply("no words", out)
+            out.append(Notify("utterance_discarded", {"utterance_id": utt.id}))
+            return
+        user_text = self._merged(utt.candidate.text)
+        self._pending_prefix = ""
+        r = self._reply
+        kept = False
+        if r is not None and r.speculative and not r.confirmed:
+            sim = text_similarity(r.user_text, user_text)
+            kept = sim >= self.options.similarity_keep
+            out.append(Notify("speculative", {"kept": kept, "similarity": round(sim, 3)}))
+            if kept:
+                self.counters.speculative_kept += 1
+            else:
+                self.counters.speculative_wasted += 1
+                self._cancel_reply("final differs", out)
+        if not kept:
+            self._start_reply(user_text, speculative=False, out=out)
+        assert self._reply is not None
+        self._reply.confirmed = True
+        self.counters.turns += 1
+        out.append(Notify("transcript", {"text": user_text, "final": True}))
+        out.append(CommitUserTurn(user_text, utt.id))
+        out.append(ConfirmReply(self._reply.id))
+        self._filler_played = self._gave_up = False
+        self._set_state(AgentState.THINKING, now, out)
+
+    def _merged(self, text: str) -> str:
+        return f"{self._pending_prefix} {spoken_words(text)}".strip()
+
+    def _retract_turn(self, now: float, out: list[Action]) -> None:
+        r = self._reply
+        if r is None:
+            return
+        self._pending_prefix = r.user_text
+        self._cancel_reply("user continued before the answer", out)
+        out.append(RetractUserTurn(r.user_text))
+        self._set_state(AgentState.LISTENING, now, out)
+
+    # ---- speaking and barge-in ------------------------------------------------------------
+
+    def _speaking_frame(self, onset: bool, vote: bool, now: float, out: list[Action]) -> None:
+        utt = self._utt
+        if self._paused_at is None:
+            if onset:
+                self._paused_at = now
+                out.append(PausePlayback())
+                out.append(Notify("playback_paused", {"onset": self._run_start}))
+                self._next_id += 1
+                self._utt = _Utterance(self._next_id, onset=self._run_start, last_voiced=now)
+                out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
+            return
+        if utt is None:
+            return
+        if self._run >= 2:
+            utt.last_voiced = now
+        if vote and not utt.candidate_in_flight and utt.candidate is None:
+            utt.candidate_in_flight = True
+            out.append(RequestCandidate(utt.id))
+
+    def _barge_in_candidate(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+        assert utt.candidate is not None
+        if spoken_words(utt.candidate.text):
+            self._commit_barge_in(utt, now, out)
+            return
+        utt.candidate = None  # no words yet: the next voiced vote asks again
+
+    def _commit_barge_in(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+        r = self._reply
+        paused_at = self._paused_at
+        self._paused_at = None
+        self.counters.barge_ins += 1
+        if r is not None:
+            self._cancel_reply("barge-in", out)
+            out.append(CommitBargeIn(r.id))
+        out.append(Notify("barge_in", {"paused_at": paused_at, "onset": utt.onset}))
+        utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
+        self._set_state(AgentState.LISTENING, now, out)
+
+    def _resume_after_false_interruption(self, now: float, out: list[Action]) -> None:
+        self._paused_at = None
+        self.counters.false_interruptions += 1
+        if self._utt is not None:
+            out.append(DiscardUtterance(self._utt.id))
+            self._utt = None
+        if self._reply is not None:
+            self._reply.last_progress = now
+        out.append(ResumePlayback())
+        out.append(Notify("false_interruption", {}))
+
+    # ---- replies --------------------------------------------------------------------------
+
+    def _start_reply(self, user_text: str, *, speculative: bool, out: list[Action]) -> None:
+        self._next_id += 1
+        self._reply = _Reply(self._next_id, user_text, speculative)
+        out.append(StartReply(self._next_id, user_text, speculative))
+
+    def _cancel_reply(self, reason: str, out: list[Action]) -> None:
+        if self._reply is not None:
+            out.append(CancelReply(self._reply.id, reason))
+            self._reply = None
+
+    def _play_canned(self, now: float, out: list[Action]) -> None:
+        self._cancel_reply("fallback to canned phrase", out)
+        self._next_id += 1
+        self._reply = _Reply(self._next_id, "", speculative=False, confirmed=True)
+        out.append(PlayCanned(self._next_id, CANNED_APOLOGY))
+
+    def _set_state(self, state: AgentState, now: float, out: list[Action]) -> None:
+        if state is self.state:
+            return
+        self.state = state
+        self.state_since = now
+        out.append(SetState(state))

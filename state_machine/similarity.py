@@ -1,0 +1,65 @@
+"""Text similarity for deciding whether a speculative reply answered the final transcript."""
+
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def normalize_words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def text_similarity(a: str, b: str) -> float:
+    """Word-level similarity in [0, 1], ignoring case and punctuation."""
+    wa, wb = normalize_words(a), normalize_words(b)
+    if not wa and not wb:
+        return 1.0
+    return SequenceMatcher(a=wa, b=wb, autojunk=False).ratio()
+
+
+_NON_SPEECH = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
+
+
+def spoken_words(transcript: str) -> str:
+    """The transcript without non-speech annotations such as "[coughs]" or "(music)"."""
+    return " ".join(_NON_SPEECH.sub(" ", transcript).split())
+
+
+_TRAILING_CONTINUATION = {
+    "and",
+    "or",
+    "but",
+    "so",
+    "because",
+    "the",
+    "a",
+    "an",
+    "to",
+    "of",
+    "with",
+    "um",
+    "uh",
+    "if",
+    "that",
+    "which",
+    "my",
+    "your",
+    "is",
+    "are",
+    "for",
+    "in",
+    "on",
+}
+
+
+def looks_complete(transcript: str) -> bool:
+    """True when the text ends like a finished sentence or question: end punctuation and
+    no dangling conjunction/article before it."""
+    text = transcript.strip()
+    if not text or text[-1] not in ".?!":
+        return False
+    words = normalize_words(text)
+    return bool(words) and words[-1] not in _TRAILING_CONTINUATION

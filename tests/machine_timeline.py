@@ -1,0 +1,158 @@
+"""A discrete-event harness that plays the engines' part around the pure state machine in
+virtual time: a scripted VAD timeline, an STT that answers after a fixed delay, replies whose
+first audio comes a fixed time after they start (once confirmed), and playback of a fixed
+length. Everything is deterministic; times are exact multiples of the frame."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from state_machine import actions as A
+from state_machine.machine import ConversationStateMachine
+from state_machine.options import TurnOptions
+
+
+@dataclass
+class FakeEngines:
+    stt_delay_s: float = 0.2
+    reply_audio_after_s: float = 0.4  # from StartReply to first audio, if confirmed by then
+    reply_length_s: float = 2.0
+    transcript: Callable[[float, float], str] = lambda start, end: "what time is it?"
+
+
+@dataclass
+class Timeline:
+    options: TurnOptions = field(default_factory=TurnOptions)
+    engines: FakeEngines = field(default_factory=FakeEngines)
+
+    def __post_init__(self) -> None:
+        self.machine = ConversationStateMachine(self.options)
+        self.log: list[tuple[float, A.Action]] = []
+        self._queue: list[tuple[float, int, Callable[[float], list[A.Action]]]] = []
+        self._seq = 0
+        self._utt_start: dict[int, float] = {}
+        self._reply_started: dict[int, float] = {}
+        self._confirmed: set[int] = set()
+        self._playing: int | None = None
+        self._paused_at: float | None = None
+        self._play_left: dict[int, float] = {}
+        self.audible: list[tuple[float, float]] = []  # intervals of agent audio at the listener
+        self._audible_since: float | None = None
+
+    # ---- scheduling -------------------------------------------------------------------
+
+    def _at(self, t: float, fn: Callable[[float], list[A.Action]]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (round(t, 6), self._seq, fn))
+
+    def run(self, voiced: Callable[[float], bool], until_s: float) -> None:
+        """Feed frames ending at 20 ms, 40 ms, ... with `voiced(t)`, running scheduled engine
+        callbacks in time order between frames."""
+        f = self.options.frame_s
+        n = round(until_s / f)
+        for i in range(1, n + 1):
+            t = round(i * f, 6)
+            while self._queue and self._queue[0][0] <= t:
+                when, _, fn = heapq.heappop(self._queue)
+                self._apply(fn(when), when)
+            self._apply(self.machine.on_frame(voiced(t - f / 2), t), t)
+        if self._audible_since is not None:
+            self.audible.append((self._audible_since, until_s))
+
+    # ---- the engines' side ------------------------------------------------------------
+
+    def _apply(self, actions: list[A.Action], t: float) -> None:
+        for a in actions:
+            self.log.append((t, a))
+            self._execute(a, t)
+
+    def _execute(self, a: A.Action, t: float) -> None:
+        e = self.engines
+        match a:
+            case A.OpenUtterance(utterance_id=uid):
+                self._utt_start[uid] = t
+            case A.RequestCandidate(utterance_id=uid):
+                start = self._utt_start.get(uid, t)
+                text = e.transcript(start, t)
+                self._at(
+                    t + e.stt_delay_s,
+                    lambda now, uid=uid, text=text, cov=t: self.machine.on_candidate(
+                        uid, text, cov, now
+                    ),
+                )
+            case A.StartReply(reply_id=rid):
+                self._reply_started[rid] = t
+                self._play_left[rid] = e.reply_length_s
+                self._at(
+                    t + e.reply_audio_after_s, lambda now, rid=rid: self._audio_ready(rid, now)
+                )
+            case A.ConfirmReply(reply_id=rid):
+                self._confirmed.add(rid)
+                if (
+                    rid in self._reply_started
+                    and t - self._reply_started[rid] >= e.reply_audio_after_s
+                ):
+                    self._at(t, lambda now, rid=rid: self._audio_ready(rid, now))
+            case A.CancelReply(reply_id=rid):
+                self._reply_started.pop(rid, None)
+                self._paused_at = None  # like Playout.cancel: a new reply starts unpaused
+                if self._playing == rid:
+                    self._stop_audio(t)
+                    self._playing = None
+            case A.PausePlayback():
+                self._paused_at = t
+                self._stop_audio(t)
+            case A.ResumePlayback():
+                self._paused_at = None
+                if self._playing is not None:
+                    self._start_audio(self._playing, t)
+            case A.PlayCanned(reply_id=rid):
+                self._confirmed.add(rid)
+                self._reply_started[rid] = t
+                self._play_left[rid] = 1.0
+                self._at(t + 0.05, lambda now, rid=rid: self._audio_ready(rid, now))
+
+    def _audio_ready(self, rid: int, now: float) -> list[A.Action]:
+        if rid not in self._reply_started or rid not in self._confirmed or self._playing == rid:
+            return []
+        self._playing = rid
+        out = self.machine.on_reply_audio_started(rid, now)
+        self._start_audio(rid, now)
+        return out
+
+    def _start_audio(self, rid: int, now: float) -> None:
+        self._audible_since = now
+        end = now + self._play_left[rid]
+        self._at(end, lambda t, rid=rid, started=now: self._maybe_done(rid, started, t))
+
+    def _stop_audio(self, now: float) -> None:
+        if self._audible_since is not None:
+            self.audible.append((self._audible_since, now))
+            if self._playing is not None:
+                self._play_left[self._playing] -= now - self._audible_since
+            self._audible_since = None
+
+    def _maybe_done(self, rid: int, started: float, now: float) -> list[A.Action]:
+        if self._playing != rid or self._audible_since != started or self._paused_at is not None:
+            return []  # paused or cancelled since
+        self._stop_audio(now)
+        self._playing = None
+        return self.machine.on_reply_done(rid, now)
+
+    # ---- reading the log --------------------------------------------------------------
+
+    def of(self, kind: type) -> list[tuple[float, A.Action]]:
+        return [(t, a) for t, a in self.log if isinstance(a, kind)]
+
+    def states(self) -> list[tuple[float, str]]:
+        return [(t, a.state.name) for t, a in self.of(A.SetState)]
+
+    def notified(self, kind: str) -> list[tuple[float, dict]]:
+        return [(t, a.data) for t, a in self.of(A.Notify) if a.type == kind]
+
+
+def speech(*intervals: tuple[float, float]) -> Callable[[float], bool]:
+    """A VAD timeline: voiced inside any of the (start, end) intervals, in seconds."""
+    return lambda t: any(a <= t < b for a, b in intervals)

@@ -1,0 +1,160 @@
+"""The conversation state machine in virtual time (tests/machine_timeline.py plays the engines).
+
+Frames end at multiples of 20 ms; with the default options speech is voted in after 8 voiced
+frames of a 15-frame window, a candidate is requested after 60 ms of silence, and the endpoint
+comes after 300 ms (text that looks complete) or 500 ms of silence.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from state_machine import actions as A
+from state_machine.options import TurnOptions
+from tests.machine_timeline import FakeEngines, Timeline, speech
+
+
+def approx(x: float) -> object:
+    return pytest.approx(x, abs=1e-6)
+
+
+def test_one_turn_cycles_listening_thinking_speaking_listening() -> None:
+    tl = Timeline()
+    tl.run(speech((0.5, 2.0)), until_s=6.0)
+    assert tl.states() == [
+        (approx(2.30), "THINKING"),
+        (approx(2.66), "SPEAKING"),
+        (approx(4.66), "LISTENING"),
+    ]
+    [(t_start, start)] = tl.notified("speech_start")
+    assert t_start == approx(0.66) and start["onset"] == approx(0.50)  # vote after 8 frames
+    [(t_req, _)] = tl.of(A.RequestCandidate)
+    assert t_req == approx(2.06)  # 60 ms of silence
+    [(t_spec, spec)] = tl.of(A.StartReply)
+    assert spec.speculative and t_spec == approx(2.26)  # candidate ends with '?': start at once
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == "what time is it?" and t_commit == approx(2.30)  # cued endpoint
+    assert tl.notified("speculative")[0][1]["kept"] is True
+    assert tl.machine.counters.speculative_kept == 1 and tl.machine.counters.speculative_wasted == 0
+
+
+def test_uncued_text_waits_the_long_endpoint_and_is_never_heard_before_it() -> None:
+    engines = FakeEngines(
+        reply_audio_after_s=0.1, transcript=lambda s, e: "tell me about the weather"
+    )
+    tl = Timeline(engines=engines)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_spec, _)] = tl.of(A.StartReply)
+    assert t_spec == approx(2.26)  # stable after 250 ms of silence (candidate at 2.26)
+    [(t_confirm, _)] = tl.of(A.ConfirmReply)
+    assert t_confirm == approx(2.50)  # 500 ms endpoint without a cue
+    assert tl.audible[0][0] == approx(2.50)  # audio was ready at 2.36 but held until confirmed
+    assert tl.states()[:2] == [(approx(2.50), "THINKING"), (approx(2.50), "SPEAKING")]
+
+
+def test_pause_inside_a_sentence_does_not_end_the_turn_and_wastes_the_speculative_start() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "what is the" if end < 2.0 else "what is the capital of France?"
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl.run(speech((0.5, 1.5), (1.8, 2.5)), until_s=6.0)
+    starts = tl.of(A.StartReply)
+    assert [a.user_text for _, a in starts] == ["what is the", "what is the capital of France?"]
+    [(t_cancel, cancel)] = tl.of(A.CancelReply)
+    assert cancel.reason == "user resumed speaking" and t_cancel == approx(1.86)  # 3 voiced frames
+    [(_, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == "what is the capital of France?"
+    assert tl.machine.counters.speculative_wasted == 1
+    assert [s for _, s in tl.states()] == ["THINKING", "SPEAKING", "LISTENING"]
+
+
+def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_turn() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "what time is it?" if start < 2.5 else "stop, what is the date?"
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
+    [(t_pause, _)] = tl.of(A.PausePlayback)
+    assert t_pause == approx(3.06)  # onset 3.00 + 3 frames
+    assert tl.audible[0] == (approx(2.66), approx(3.06))  # silent 60 ms after the onset
+    [(t_barge, barge)] = tl.notified("barge_in")
+    assert t_barge == approx(3.36) and barge["paused_at"] == approx(3.06)  # words at 3.36
+    cancel_then_commit = [
+        type(a)
+        for t, a in tl.log
+        if t == approx(3.36) and isinstance(a, (A.CancelReply, A.CommitBargeIn, A.SetState))
+    ]
+    assert cancel_then_commit == [A.CancelReply, A.CommitBargeIn, A.SetState]  # cancel first
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits == ["what time is it?", "stop, what is the date?"]
+    assert [s for _, s in tl.states()] == [
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+    ]
+    assert tl.machine.counters.barge_ins == 1
+
+
+def test_a_click_shorter_than_the_threshold_does_not_pause() -> None:
+    tl = Timeline()
+    tl.run(speech((0.5, 2.0), (3.0, 3.04)), until_s=6.0)  # two voiced frames
+    assert tl.of(A.PausePlayback) == []
+    assert tl.audible == [(approx(2.66), approx(4.66))]
+
+
+def test_a_cough_pauses_then_resumes_where_it_stopped() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "what time is it?" if start < 2.5 else "[coughs]"
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=7.0)
+    [(t_pause, _)] = tl.of(A.PausePlayback)
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    assert t_pause == approx(3.06) and t_resume == approx(4.06)  # false_interruption_s = 1.0
+    assert tl.audible == [(approx(2.66), approx(3.06)), (approx(4.06), approx(5.66))]  # 2 s total
+    assert tl.machine.counters.false_interruptions == 1 and tl.machine.counters.barge_ins == 0
+    assert tl.notified("barge_in") == []
+
+
+def test_thinking_too_long_plays_the_filler_then_the_canned_phrase() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=30.0))
+    tl.run(speech((0.5, 2.0)), until_s=12.0)
+    [(t_filler, _)] = tl.of(A.PlayFiller)
+    assert t_filler == approx(4.30)  # THINKING at 2.30 + 2 s
+    [(t_canned, canned)] = tl.of(A.PlayCanned)
+    assert t_canned == approx(10.30) and canned.text
+    cancels = [t for t, a in tl.of(A.CancelReply)]
+    assert cancels == [approx(10.30)]
+    assert tl.states()[-2:] == [(approx(10.35), "SPEAKING"), (approx(11.35), "LISTENING")]
+
+
+def test_talking_on_before_the_answer_merges_the_turns() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "what time is it?" if start < 2.2 else "in Tokyo?"
+
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=1.0, transcript=transcript))
+    tl.run(speech((0.5, 2.0), (2.4, 3.0)), until_s=7.0)
+    [(t_retract, retract)] = tl.of(A.RetractUserTurn)
+    assert retract.text == "what time is it?" and t_retract == approx(2.56)
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits == ["what time is it?", "what time is it? in Tokyo?"]
+    replies = [a.user_text for _, a in tl.of(A.StartReply)]
+    assert replies[-1] == "what time is it? in Tokyo?"
+
+
+def test_silence_only_utterance_is_discarded() -> None:
+    tl = Timeline(engines=FakeEngines(transcript=lambda s, e: ""))
+    tl.run(speech((0.5, 1.0)), until_s=3.0)
+    assert tl.of(A.DiscardUtterance) and tl.of(A.CommitUserTurn) == []
+    assert tl.states() == []
+
+
+def test_speculative_start_can_be_disabled() -> None:
+    tl = Timeline(options=TurnOptions(speculative_start=False))
+    tl.run(speech((0.5, 2.0)), until_s=6.0)
+    [(t_start, start)] = tl.of(A.StartReply)
+    assert not start.speculative and t_start == approx(2.30)
+    assert tl.states()[1] == (approx(2.70), "SPEAKING")

@@ -1,0 +1,251 @@
+"""Piper TTS (the bundled en_US-joe-medium voice) behind `agent.engines.TextToSpeech`.
+
+Each chunk of a reply is synthesized on its own, so the chunks must join seamlessly: a fixed
+gain instead of Piper's per-call peak normalization (even loudness), Piper's leading and
+trailing silence trimmed to a short margin, and a few milliseconds of fade at both edges (no
+clicks at the joins).
+
+Context synthesis: a short chunk said on its own sounds like a sentence of its own. Given the
+neighbouring words, Piper speaks "left + text + right" and only the samples of `text`'s words
+are kept, cut out with Piper's phoneme alignments. espeak separates words by spaces in the
+phoneme string; each part is phonemized alone to learn how many phoneme words it has, and
+the cut falls in the middle of the separator (space, or sentence break) between the words.
+When the counts disagree (espeak merged or split words across the seam) or the model gives
+no alignments, the chunk is synthesized plainly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+import soxr
+
+if TYPE_CHECKING:
+    from piper import AudioChunk, PiperVoice
+
+logger = logging.getLogger(__name__)
+
+PIPER_RATE = 22_050
+
+# One Piper inference at a time for the whole process: sessions share two cores with STT and
+# the LLM, and a queue of one lets a cancelled chunk's queued job be dropped before it starts.
+piper_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper")
+
+# Phonemes that separate words (BOS/EOS come from the alignments of each sentence) and
+# punctuation that Piper keeps as a pause; a pause belongs to the word before it.
+_SEPARATORS = frozenset({" ", "^", "$"})
+_PUNCTUATION = frozenset(",.;:!?¡¿…—–-\"'()«»")
+
+# Where espeak (probably) ends a sentence; Piper speaks each sentence on its own, so context
+# beyond the sentence of `text` would cost synthesis time and change nothing.
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*(?:\s+|$)")
+_ENDS_SENTENCE = re.compile(r"[.!?…][\"')\]]*$")
+
+_SILENCE_DBFS = -40.0  # frame RMS below this (before gain) is silence
+
+
+@functools.cache
+def load_voice() -> PiperVoice:
+    """The voice, patched in memory to return phoneme alignments; loaded once per process."""
+    import onnx
+    import onnxruntime
+    from piper import PiperVoice
+    from piper.config import PiperConfig
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    from agent.models import piper_voice_paths
+
+    model_path, config_path = piper_voice_paths()
+    model = onnx.load(str(model_path))
+    add_alignment_output(model)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    # No busy-waiting between ops: idle spinning steals the shared cores from STT and the LLM.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+    return PiperVoice(session=session, config=config)
+
+
+class PiperTTS:
+    """Synthesizes chunks of text to int16 mono at `output_rate`."""
+
+    def __init__(
+        self,
+        *,
+        output_rate: int = 48_000,
+        gain: float = 1.5,
+        fade_ms: float = 4.0,
+        edge_silence_ms: float = 30.0,
+    ) -> None:
+        self.sample_rate = output_rate
+        self.gain = gain
+        self.fade_ms = fade_ms
+        self.edge_silence_ms = edge_silence_ms
+        self._voice: PiperVoice | None = None
+
+    def load(self) -> None:
+        self._voice = load_voice()
+
+    def warmup(self) -> None:
+        """One synthesis through the executor, so the first real chunk does not pay for
+        onnxruntime's first-run allocations."""
+        piper_executor.submit(self._render, "Hello there.", "", "one two").result()
+
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
+        text = text.strip()
+        if not text:
+            return np.zeros(0, dtype=np.int16)
+        loop = asyncio.get_running_loop()
+        # Cancelling the await cancels the executor future: a queued job never starts; a
+        # running one finishes in its thread and its result is dropped.
+        return await loop.run_in_executor(
+            piper_executor, self._render, text, left_context.strip(), right_context.strip()
+        )
+
+    def _render(self, text: str, left: str, right: str) -> np.ndarray:
+        if self._voice is None:
+            raise RuntimeError("PiperTTS.load() must be called before synthesize()")
+        audio = None
+        if left or right:
+            audio = synthesize_in_context(self._voice, text, left, right)
+        if audio is None:
+            audio = _synthesize(self._voice, text)[0]
+        return self._finish(audio)
+
+    def _finish(self, audio: np.ndarray) -> np.ndarray:
+        audio = trim_silence(audio, PIPER_RATE, keep_ms=self.edge_silence_ms)
+        if audio.size == 0:
+            return np.zeros(0, dtype=np.int16)
+        audio = audio * self.gain
+        if self.sample_rate != PIPER_RATE:
+            audio = soxr.resample(audio, PIPER_RATE, self.sample_rate, quality="HQ")
+        fade_edges(audio, int(self.sample_rate * self.fade_ms / 1000))
+        return np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
+
+
+def _synthesize(
+    voice: PiperVoice, text: str, *, alignments: bool = False
+) -> tuple[np.ndarray, list[AudioChunk]]:
+    from piper import SynthesisConfig
+
+    chunks = list(
+        voice.synthesize(
+            text, syn_config=SynthesisConfig(normalize_audio=False), include_alignments=alignments
+        )
+    )
+    if not chunks:
+        return np.zeros(0, dtype=np.float32), []
+    return np.concatenate([c.audio_float_array for c in chunks]), chunks
+
+
+def synthesize_in_context(voice: PiperVoice, text: str, left: str, right: str) -> np.ndarray | None:
+    """Float audio at 22.05 kHz of `text` spoken between `left` and `right`, or None when
+    the words cannot be located in the alignments."""
+    left, right = _same_sentence(left, text, right)
+    n_left, n_text, n_right = (_count_words(voice, part) for part in (left, text, right))
+    full = " ".join(part for part in (left, text, right) if part)
+    if n_text == 0 or _count_words(voice, full) != n_left + n_text + n_right:
+        logger.debug("context synthesis: word counts disagree for %r; plain synthesis", full)
+        return None
+    audio, chunks = _synthesize(voice, full, alignments=True)
+    if any(c.phoneme_alignments is None for c in chunks):
+        logger.debug("context synthesis: no alignments for %r; plain synthesis", full)
+        return None
+    phonemes: list[str] = []
+    ends: list[int] = []  # sample offset where each aligned phoneme ends
+    for chunk in chunks:
+        for a in chunk.phoneme_alignments or ():
+            phonemes.append(a.phoneme)
+            ends.append((ends[-1] if ends else 0) + int(a.num_samples))
+    spans = word_spans(phonemes)
+    if len(spans) != n_left + n_text + n_right or ends[-1] != audio.size:
+        return None
+    starts = [0, *ends[:-1]]
+
+    def cut_before(word: int) -> int:
+        """Middle of the separator between word-1 and word (0 before the first word)."""
+        if word == 0:
+            return 0
+        if word == len(spans):
+            return audio.size
+        return (ends[spans[word - 1][1]] + starts[spans[word][0]]) // 2
+
+    return audio[cut_before(n_left) : cut_before(n_left + n_text)]
+
+
+def _same_sentence(left: str, text: str, right: str) -> tuple[str, str]:
+    """The parts of the contexts in the same sentence(s) as `text`."""
+    left_ends = [m.end() for m in _SENTENCE_END.finditer(left)]
+    if left_ends:
+        left = left[left_ends[-1] :]
+    if _ENDS_SENTENCE.search(text):
+        right = ""
+    elif first := _SENTENCE_END.search(right):
+        right = right[: first.end()]
+    return left.strip(), right.strip()
+
+
+def _count_words(voice: PiperVoice, text: str) -> int:
+    if not text:
+        return 0
+    return len(word_spans(p for sentence in voice.phonemize(text) for p in [*sentence, " "]))
+
+
+def word_spans(phonemes: Iterable[str]) -> list[tuple[int, int]]:
+    """(first, last) phoneme index of each spoken word; a word is a run of phonemes between
+    separators with at least one sound, and punctuation after it extends it."""
+    spans: list[tuple[int, int]] = []
+    in_word = False
+    for i, p in enumerate(phonemes):
+        if p in _SEPARATORS:
+            in_word = False
+        elif p in _PUNCTUATION:
+            if spans:
+                spans[-1] = (spans[-1][0], i)
+        elif in_word:
+            spans[-1] = (spans[-1][0], i)
+        else:
+            spans.append((i, i))
+            in_word = True
+    return spans
+
+
+def trim_silence(audio: np.ndarray, rate: int, *, keep_ms: float) -> np.ndarray:
+    """Cut leading and trailing silence down to `keep_ms` (5 ms frames, RMS threshold)."""
+    frame = rate * 5 // 1000
+    n = audio.size // frame
+    if n == 0:
+        return audio[:0]
+    rms = np.sqrt(np.mean(np.square(audio[: n * frame].reshape(n, frame), dtype=np.float64), 1))
+    active = np.flatnonzero(rms > 10 ** (_SILENCE_DBFS / 20))
+    if active.size == 0:
+        return audio[:0]
+    keep = int(rate * keep_ms / 1000)
+    start = max(0, active[0] * frame - keep)
+    end = min(audio.size, (active[-1] + 1) * frame + keep)
+    return audio[start:end]
+
+
+def fade_edges(audio: np.ndarray, n: int) -> None:
+    """Raised-cosine fade-in and fade-out of `n` samples, in place; edges become 0."""
+    n = min(n, audio.size // 2)
+    if n <= 0:
+        return
+    ramp = np.sin(np.linspace(0.0, np.pi / 2, n)) ** 2
+    audio[:n] *= ramp
+    audio[-n:] *= ramp[::-1]
+

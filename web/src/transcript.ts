@@ -1,0 +1,123 @@
+// The conversation transcript, built from LiveKit text streams on the `lk.transcription` topic.
+// No DOM here: main.ts renders what this module computes.
+//
+// Two sending styles exist and both must read right:
+// - one stream per segment whose chunks are deltas (the agent's words as they are spoken);
+// - one short stream per update, each carrying the whole text so far (the user's partials).
+// So: the text of a segment is everything its *latest* stream carried; a newer stream for the
+// same segment id replaces the text of the older one.
+
+export const TRANSCRIPTION_TOPIC = 'lk.transcription';
+export const ATTR_SEGMENT_ID = 'lk.segment_id';
+export const ATTR_TRACK_ID = 'lk.transcribed_track_id';
+export const ATTR_FINAL = 'lk.transcription_final';
+
+export type Speaker = 'user' | 'agent';
+
+export interface TranscriptLine {
+  readonly segmentId: string;
+  readonly speaker: Speaker;
+  readonly text: string;
+  readonly final: boolean;
+}
+
+/** What main.ts knows about one incoming stream when it opens. */
+export interface StreamInfo {
+  readonly streamId: string;
+  readonly attributes: Readonly<Record<string, string>> | undefined;
+  readonly senderIdentity: string;
+}
+
+/** Who we are, to tell the user's words from the agent's. */
+export interface LocalIdentity {
+  readonly identity: string;
+  /** sids of the tracks this browser publishes (its microphone). */
+  readonly trackSids: ReadonlySet<string>;
+}
+
+/**
+ * The user's words are the ones transcribed from a track this browser publishes. An agent may
+ * send them on the user's behalf, so the track id decides first and the sender second.
+ */
+export function speakerOf(stream: StreamInfo, local: LocalIdentity): Speaker {
+  const trackId = stream.attributes?.[ATTR_TRACK_ID];
+  if (trackId && local.trackSids.has(trackId)) return 'user';
+  return stream.senderIdentity === local.identity ? 'user' : 'agent';
+}
+
+export function segmentIdOf(stream: StreamInfo): string {
+  return stream.attributes?.[ATTR_SEGMENT_ID] || stream.streamId;
+}
+
+export function isFinal(attributes: Readonly<Record<string, string>> | undefined): boolean {
+  return attributes?.[ATTR_FINAL] === 'true';
+}
+
+interface Segment {
+  speaker: Speaker;
+  text: string;
+  final: boolean;
+  /** the stream that speaks for this segment now; chunks of older streams are ignored */
+  streamId: string;
+  /** the current stream has not sent text yet: the older text stays shown until it does */
+  stale: boolean;
+}
+
+export class Transcript {
+  private readonly segments = new Map<string, Segment>(); // insertion order = display order
+  private readonly streams = new Map<string, string>(); // open stream id -> segment id
+
+  /** A stream opened: it becomes the voice of its segment. */
+  open(stream: StreamInfo, local: LocalIdentity): void {
+    const segmentId = segmentIdOf(stream);
+    this.streams.set(stream.streamId, segmentId);
+    const update = { speaker: speakerOf(stream, local), final: isFinal(stream.attributes) };
+    const existing = this.segments.get(segmentId);
+    if (existing) {
+      Object.assign(existing, update, { streamId: stream.streamId, stale: true });
+    } else {
+      this.segments.set(segmentId, { ...update, text: '', streamId: stream.streamId, stale: false });
+    }
+  }
+
+  /** A chunk of text (a delta) arrived on a stream. Returns whether the transcript changed. */
+  append(streamId: string, delta: string): boolean {
+    const segment = this.current(streamId);
+    if (!segment || !delta) return false;
+    segment.text = segment.stale ? delta : segment.text + delta;
+    segment.stale = false;
+    return true;
+  }
+
+  /**
+   * A stream ended; `attributes` are its attributes after the close (a trailer may have marked
+   * it final). Returns whether the transcript changed.
+   */
+  close(streamId: string, attributes: Readonly<Record<string, string>> | undefined): boolean {
+    const segment = this.current(streamId);
+    this.streams.delete(streamId);
+    if (!segment || segment.final || !isFinal(attributes)) return false;
+    segment.final = true;
+    return true;
+  }
+
+  lines(): TranscriptLine[] {
+    const out: TranscriptLine[] = [];
+    for (const [segmentId, s] of this.segments) {
+      const text = s.text.trim();
+      if (text) out.push({ segmentId, speaker: s.speaker, text, final: s.final });
+    }
+    return out;
+  }
+
+  clear(): void {
+    this.segments.clear();
+    this.streams.clear();
+  }
+
+  private current(streamId: string): Segment | undefined {
+    const segmentId = this.streams.get(streamId);
+    const segment = segmentId === undefined ? undefined : this.segments.get(segmentId);
+    return segment?.streamId === streamId ? segment : undefined;
+  }
+}

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+
+import { statusView } from '../src/agentState';
+import { joinMessage, micMessage } from '../src/messages';
+
+describe('statusView', () => {
+  it('shows the agent state once connected', () => {
+    expect(statusView('connected', 'listening').label).toBe('Listening');
+    expect(statusView('connected', 'thinking').key).toBe('thinking');
+    expect(statusView('connected', 'speaking').key).toBe('speaking');
+  });
+
+  it('waits while no agent (or an agent not yet in conversation) is in the room', () => {
+    expect(statusView('connected', undefined).key).toBe('waiting');
+    expect(statusView('connected', 'initializing').key).toBe('waiting');
+    expect(statusView('connected', 'idle').key).toBe('waiting');
+  });
+
+  it('ignores a stale agent state while not connected', () => {
+    expect(statusView('idle', 'speaking').key).toBe('idle');
+    expect(statusView('connecting', 'speaking').key).toBe('connecting');
+    expect(statusView('reconnecting', 'listening').key).toBe('reconnecting');
+  });
+});
+
+describe('messages', () => {
+  it('says what to do in plain sentences', () => {
+    expect(micMessage('denied')).toMatch(/not allowed to use the microphone/);
+    expect(micMessage('other', 'OverconstrainedError')).toContain('(OverconstrainedError)');
+    expect(joinMessage({ kind: 'livekit-unreachable', url: 'ws://127.0.0.1:7880' })).toContain(
+      'ws://127.0.0.1:7880 could not be reached',
+    );
+    expect(joinMessage({ kind: 'token-rejected', status: 400, message: 'Room name is too long.' })).toBe(
+      'The voxroom server refused to let you join: Room name is too long.',
+    );
+  });
+});
