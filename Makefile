@@ -36,7 +36,6 @@ venv: $(STAMP)
 # Debian python3 needs python3-venv before a venv can be made.
 $(STAMP): pyproject.toml | sysdeps
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install -e '.[test]'
 	touch $@
 

@@ -141,7 +141,9 @@ class LiveKitServer:
         log_path: Path | None = None,
     ) -> None:
         self._node_ip = node_ip
-        self._loopback = ipaddress.ip_address(node_ip).is_loopback
+        address = ipaddress.ip_address(node_ip)
+        self._loopback = address.is_loopback
+        self._node_net = f"{address}/{address.max_prefixlen}"
         self._redis_url = redis_url
         self._requested_port = port
         self._log_path = log_path
@@ -209,7 +211,7 @@ class LiveKitServer:
                 "use_external_ip": False,
                 "node_ip": self._node_ip,
                 # The UDP mux binds only node_ip; loopback must be enabled explicitly.
-                "ips": {"includes": [f"{self._node_ip}/32"]},
+                "ips": {"includes": [self._node_net]},
                 "enable_loopback_candidate": self._loopback,
             },
             "logging": {"level": "info", "json": False},

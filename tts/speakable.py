@@ -115,7 +115,7 @@ class SpeakableFilter:
         self._code_block = False
         self._code_span = False
         self._url = False  # inside a bare URL: markdown characters are literal
-        self._url_held = ""  # "*"/"_" at the current end of a URL: dropped if the URL ends there
+        self._url_held = ""  # "*"/"_" at the current end of a URL: kept only if the URL goes on
 
     def push(self, delta: str) -> str:
         self._buf += delta
@@ -174,8 +174,8 @@ class SpeakableFilter:
         if self._url:
             if c in "*_":
                 self._url_held += c
-            else:
-                self._emit(self._url_held + c)
+            else:  # markers inside the URL are part of it, before punctuation they close emphasis
+                self._emit((self._url_held if c.isalnum() else "") + c)
                 self._url_held = ""
             self._i += 1
             return True
@@ -248,7 +248,8 @@ class SpeakableFilter:
                 j += 1
             if not final and (j == len(s) or (s[j] in ".)" and j + 1 == len(s))):
                 return None
-            if j - i <= 3 and j < len(s) and s[j] in ".)" and (j + 1 == len(s) or s[j + 1].isspace()):
+            numbered = j - i <= 3 and j < len(s) and s[j] in ".)"
+            if numbered and (j + 1 == len(s) or s[j + 1].isspace()):
                 self._sep = _BREAK
                 return j + 1 - i
         return 0

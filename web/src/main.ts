@@ -193,7 +193,11 @@ function micProblem(err: unknown): MicProblem {
 }
 
 function listen(r: Room): void {
-  r.on(RoomEvent.ConnectionStateChanged, render)
+  let joined = false; // a failed join is reported by join(), not as a lost connection
+  r.on(RoomEvent.Connected, () => {
+    joined = true;
+  })
+    .on(RoomEvent.ConnectionStateChanged, render)
     .on(RoomEvent.ParticipantConnected, render)
     .on(RoomEvent.ParticipantDisconnected, render)
     .on(RoomEvent.ParticipantAttributesChanged, render)
@@ -207,7 +211,7 @@ function listen(r: Room): void {
       if (room === r) refreshAudioPrompt();
     })
     .on(RoomEvent.Disconnected, (reason?: DisconnectReason) => {
-      if (room !== r) return; // we left on purpose
+      if (room !== r || !joined) return; // we left on purpose, or never got in
       room = undefined;
       ui.retryMic.hidden = true;
       ui.startAudio.hidden = true;

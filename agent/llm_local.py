@@ -1,0 +1,190 @@
+"""The bundled Qwen2.5-Coder-0.5B GGUF served by llama.cpp's OpenAI-compatible HTTP server
+(xllamacpp embeds it), on 127.0.0.1.
+
+Two ways to run it:
+- `LocalLLMServer` in the calling process (`voxroom simulate`, tests). llama.cpp serves from
+  its own native threads and never takes the GIL, so it does not slow the event loop.
+- `LocalLLMProcess`, a child `python -m agent.llm_local`, for the worker: one model in memory
+  for all the worker's job processes (its slots serve several sessions), and a llama.cpp crash
+  or abort takes down the child, not the worker and its calls.
+
+Prompt caching: requests that share the system-prompt prefix skip its prefill; `warm()` fills
+every slot with the system prompt before the first question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+
+
+class LocalLLMServer:
+    """llama.cpp serving the bundled GGUF in this process.
+
+    `n_ctx` is the context of each session; the server gets `n_ctx * n_parallel` so that each
+    of its `n_parallel` slots (concurrent requests) has the whole of it.
+    """
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        port: int = 0,
+        n_parallel: int = 2,
+        n_ctx: int = 4096,
+        threads: int = 2,
+    ) -> None:
+        self.model_path = model_path
+        self.port = port
+        self.n_parallel = n_parallel
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.base_url = ""
+        self._server: Any = None
+
+    def start(self) -> str:
+        """Load the model and listen; returns the OpenAI base URL (http://127.0.0.1:PORT/v1)."""
+        import xllamacpp
+
+        from agent.models import qwen_gguf_path
+
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.model_path or qwen_gguf_path())
+        params.hostnames = ["127.0.0.1"]
+        params.port = self.port  # 0: any free port; listening_address tells which
+        params.n_parallel = self.n_parallel
+        params.n_ctx = self.n_ctx * self.n_parallel
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        params.cache_prompt = True
+        params.endpoint_slots = True
+        params.verbosity = 1  # errors only; llama.cpp logs every request at info level
+        self._server = xllamacpp.Server(params)
+        self.base_url = self._server.listening_address.rstrip("/") + "/v1"
+        return self.base_url
+
+    def warm(self, system_prompt: str) -> None:
+        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
+
+    def stop(self) -> None:
+        """Stop serving; the server's destructor joins its threads and frees the model."""
+        self._server = None
+
+    def __enter__(self) -> LocalLLMServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LocalLLMProcess:
+    """The same server in a child process (`python -m agent.llm_local`)."""
+
+    def __init__(self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 2) -> None:
+        self.n_parallel = n_parallel
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.base_url = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout_s: float = 120.0) -> str:
+        """Spawn the child and wait until it listens; returns its OpenAI base URL."""
+        from agent.models import qwen_gguf_path
+
+        qwen_gguf_path()  # join the GGUF here, with its progress bar, before the child loads it
+        command = [
+            sys.executable, "-m", "agent.llm_local", "--port", "0",
+            "--parallel", str(self.n_parallel), "--ctx", str(self.n_ctx),
+            "--threads", str(self.threads),
+        ]
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        stdout = self._proc.stdout
+        assert stdout is not None
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            try:
+                line = reader.submit(stdout.readline).result(timeout=timeout_s)
+            except FutureTimeout:
+                self.stop()  # closes the pipe, which ends the pending readline
+                raise RuntimeError(f"local LLM did not start within {timeout_s:.0f} s") from None
+        if not line:
+            code = self._proc.wait()
+            raise RuntimeError(f"local LLM process exited with code {code} before listening")
+        self.base_url = json.loads(line)["base_url"]
+        return self.base_url
+
+    def warm(self, system_prompt: str) -> None:
+        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:
+    """Prefill every slot with the system prompt (one-token replies), so the first question
+    of each session only pays for its own tokens."""
+    for slot in range(n_slots):
+        body = {
+            "model": DEFAULT_MODEL_NAME,
+            "messages": [
+                {"role": "system", "content": system_prompt},
+                {"role": "user", "content": "Hello."},
+            ],
+            "max_tokens": 1,
+            "id_slot": slot,  # llama.cpp: run on this slot
+            "cache_prompt": True,
+        }
+        request = urllib.request.Request(
+            base_url + "/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.llm_local",
+        description="Serve the bundled LLM on 127.0.0.1 until SIGTERM; prints "
+        '{"base_url": ...} on stdout once listening.',
+    )
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--parallel", type=int, default=2, help="concurrent requests (slots)")
+    parser.add_argument("--ctx", type=int, default=4096, help="context per slot, tokens")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = LocalLLMServer(
+        port=args.port, n_parallel=args.parallel, n_ctx=args.ctx, threads=args.threads
+    )
+    print(json.dumps({"base_url": server.start()}), flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""A user in a LiveKit room, for end-to-end tests: publishes speech from a microphone track in
+real time, records the agent's audio as it arrives, its `lk.agent.state` attribute and the
+`lk.transcription` text streams, each with the monotonic time it was seen."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from livekit import rtc
+
+RATE = 16_000
+FRAME = RATE // 50  # 20 ms
+
+
+@dataclass
+class Transcription:
+    t: float
+    sender: str
+    segment: str
+    final: bool
+    text: str
+
+
+@dataclass
+class RoomUser:
+    url: str
+    token: str
+    room: rtc.Room = field(default_factory=rtc.Room)
+    audio: list[tuple[float, np.ndarray]] = field(default_factory=list)
+    states: list[tuple[float, str]] = field(default_factory=list)
+    transcripts: list[Transcription] = field(default_factory=list)
+    agent_identity: str | None = None
+
+    async def connect(self) -> None:
+        self.room.on("track_subscribed", self._on_track)
+        self.room.on("participant_attributes_changed", self._on_attributes)
+        self.room.on("participant_connected", self._on_participant)
+        self.room.register_text_stream_handler("lk.transcription", self._on_text)
+        await self.room.connect(self.url, self.token)
+        self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
+        track = rtc.LocalAudioTrack.create_audio_track("mic", self._source)
+        opts = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+        await self.room.local_participant.publish_track(track, opts)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def close(self) -> None:
+        await self.room.disconnect()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ---- speaking -------------------------------------------------------------------------
+
+    async def speak(self, pcm: np.ndarray, *, speech_end_sample: int | None = None) -> float | None:
+        """Send `pcm` (16 kHz int16) in real time; returns when the sample `speech_end_sample`
+        left the microphone (monotonic seconds), if given."""
+        start = time.monotonic()
+        sent_end: float | None = None
+        n = -(-len(pcm) // FRAME)
+        for i in range(n):
+            chunk = np.zeros(FRAME, np.int16)
+            part = pcm[i * FRAME : (i + 1) * FRAME]
+            chunk[: len(part)] = part
+            frame = rtc.AudioFrame(chunk.tobytes(), RATE, 1, FRAME)
+            await self._source.capture_frame(frame)
+            if speech_end_sample is not None and i * FRAME <= speech_end_sample < (i + 1) * FRAME:
+                offset = (speech_end_sample - i * FRAME) / RATE
+                sent_end = time.monotonic() + self._source.queued_duration - FRAME / RATE + offset
+            await asyncio.sleep(max(0.0, start + (i + 1) * FRAME / RATE - time.monotonic()))
+        return sent_end
+
+    async def silence(self, seconds: float) -> None:
+        await self.speak(np.zeros(int(seconds * RATE), np.int16))
+
+    # ---- listening ------------------------------------------------------------------------
+
+    def _on_participant(self, p: rtc.RemoteParticipant) -> None:
+        if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            self.agent_identity = p.identity
+            if state := p.attributes.get("lk.agent.state"):
+                self.states.append((time.monotonic(), state))
+
+    def _on_attributes(self, changed: dict[str, str], p: rtc.Participant) -> None:
+        if "lk.agent.state" in changed:
+            self.states.append((time.monotonic(), changed["lk.agent.state"]))
+
+    def _on_track(self, track: rtc.Track, _pub: rtc.RemoteTrackPublication,
+                  p: rtc.RemoteParticipant) -> None:
+        if track.kind == rtc.TrackKind.KIND_AUDIO:
+            task = asyncio.create_task(self._record(track))
+            self._tasks.add(task)
+
+    async def _record(self, track: rtc.Track) -> None:
+        stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
+        async for ev in stream:
+            self.audio.append((time.monotonic(), np.frombuffer(ev.frame.data, np.int16).copy()))
+
+    def _on_text(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        async def read() -> None:
+            text = await reader.read_all()
+            attrs = reader.info.attributes
+            self.transcripts.append(Transcription(
+                time.monotonic(), sender, attrs.get("lk.segment_id", ""),
+                attrs.get("lk.transcription_final") == "true", text))
+
+        task = asyncio.create_task(read())
+        self._tasks.add(task)
+
+    # ---- reading what happened ------------------------------------------------------------
+
+    def first_audio_after(self, t: float, *, threshold: int = 300) -> float | None:
+        """Arrival time of the first agent frame after `t` with a sample above `threshold`."""
+        for at, pcm in self.audio:
+            if at > t and pcm.size and int(np.abs(pcm.astype(np.int32)).max()) > threshold:
+                return at
+        return None
+
+    def agent_audio(self, since: float) -> np.ndarray:
+        chunks = [pcm for at, pcm in self.audio if at > since]
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
+
+    def final_texts(self, sender: str) -> list[str]:
+        return [t.text for t in self.transcripts if t.final and t.sender == sender]
+
+    async def wait_for_state(self, state: str, *, after: float, timeout_s: float) -> float:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for t, s in self.states:
+                if t > after and s == state:
+                    return t
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"agent never reached {state!r}; states seen: {self.states}")

@@ -1,0 +1,156 @@
+"""The spine, end to end: a spoken question goes through a real livekit-server to a real
+`voxroom agent` worker (dispatched by LiveKit) and a spoken answer comes back.
+
+The test user publishes espeak-ng speech in real time over WebRTC, records the agent's track,
+and reads the agent's `lk.agent.state` attribute and `lk.transcription` streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import jiwer
+import pytest
+
+from agent.livekit_server import LiveKitServer
+from agent.llm_scripted import ScriptedLLM
+from agent.tokens import create_join_token
+from tests.fake_openai_server import fake_openai_server
+from tests.livekit_user import RoomUser
+from tests.speech import RATE, espeak, last_voiced_sample, with_silence
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPLY = "The capital of France is Paris. It is a beautiful old city on the river Seine."
+QUESTION = "What is the capital of France?"
+
+
+@contextmanager
+def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[None]:
+    """`voxroom agent` as a subprocess registered with `server`."""
+    full_env = {**os.environ, "LIVEKIT_URL": server.url, "LIVEKIT_API_KEY": server.api_key,
+                "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1", **env}
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent"], env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    registered = threading.Event()
+
+    def drain() -> None:
+        with open(log_path, "w") as log:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if "worker registered" in line:
+                    registered.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not registered.wait(180):
+            proc.kill()
+            pytest.fail(f"the worker did not register:\n{log_path.read_text()[-3000:]}")
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    from agent.stt_whisper import WhisperSTT
+
+    stt = WhisperSTT()
+    stt.load()
+    return stt
+
+
+async def converse(server: LiveKitServer, room: str, question: str) -> tuple[RoomUser, dict]:
+    """Join `room`, wait for the agent, ask `question`, wait for the whole answer."""
+    token = create_join_token(server.livekit_settings(), room, "user-1")
+    user = RoomUser(server.url, token)
+    await user.connect()
+    joined = time.monotonic()
+    await user.wait_for_state("listening", after=0, timeout_s=120)
+    speech = espeak(question)
+    lead = 0.5
+    speech_end_sample = int(lead * RATE) + last_voiced_sample(speech)
+    t_end = await user.speak(with_silence(speech, lead, 0.0), speech_end_sample=speech_end_sample)
+    assert t_end is not None
+    background = asyncio.create_task(user.silence(60))  # the mic stays open, as in a browser
+    try:
+        t_speaking = await user.wait_for_state("speaking", after=t_end, timeout_s=30)
+        t_done = await user.wait_for_state("listening", after=t_speaking, timeout_s=60)
+        await asyncio.sleep(0.5)  # the last transcript stream arrives after the state
+    finally:
+        background.cancel()
+    first_audio = user.first_audio_after(t_end)
+    timing = {"joined": joined, "speech_end": t_end, "speaking": t_speaking, "done": t_done,
+              "first_audio": first_audio}
+    return user, timing
+
+
+async def test_spoken_question_gets_the_scripted_spoken_answer(
+    livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
+) -> None:
+    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
+        env = {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": base_url,
+               "VOXROOM_LLM_MODEL": "scripted-test-double"}
+        with agent_worker(livekit_server, tmp_path / "worker.log", **env):
+            user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
+            try:
+                states = [s for t, s in user.states if t >= timing["speech_end"] - 5]
+                assert _subsequence(["listening", "thinking", "speaking", "listening"],
+                                    ["listening", *states]), user.states
+                agent_id = user.agent_identity
+                assert agent_id is not None
+                [agent_text] = user.final_texts(agent_id)
+                assert agent_text == REPLY
+                [user_text] = user.final_texts("user-1")
+                assert jiwer.wer(_norm(QUESTION), _norm(user_text)) <= 0.25, user_text
+                heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
+                error = jiwer.wer(_norm(agent_text), _norm(heard))
+                assert error <= 0.25, f"heard {heard!r} for {agent_text!r}"
+                assert timing["first_audio"] is not None
+                v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
+                record_property("voice_to_voice_ms", round(v2v_ms))
+                print(f"\nvoice-to-voice at the client: {v2v_ms:.0f} ms; heard: {heard!r}")
+            finally:
+                await user.close()
+
+
+async def test_bundled_llm_gives_a_spoken_answer(
+    livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
+) -> None:
+    with agent_worker(livekit_server, tmp_path / "worker.log", VOXROOM_LLM_PROVIDER="local"):
+        user, timing = await converse(livekit_server, "e2e-bundled", QUESTION)
+        try:
+            agent_id = user.agent_identity
+            assert agent_id is not None
+            [agent_text] = user.final_texts(agent_id)
+            assert agent_text.strip()
+            heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
+            assert len(heard.split()) >= 2, heard
+            v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
+            record_property("voice_to_voice_ms", round(v2v_ms))
+            print(f"\nbundled LLM said {agent_text!r}; heard {heard!r}; v2v {v2v_ms:.0f} ms")
+        finally:
+            await user.close()
+
+
+def _norm(text: str) -> str:
+    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
+
+
+def _subsequence(needle: list[str], haystack: list[str]) -> bool:
+    it = iter(haystack)
+    return all(any(h == n for h in it) for n in needle)

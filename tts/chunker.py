@@ -1,0 +1,323 @@
+"""Text chunkers between the streaming LLM and TTS.
+
+The turn engine pushes every LLM delta (a few characters) into a chunker and sends each chunk
+it returns to TTS at once. Time to first audio depends on how soon the first chunk comes out;
+prosody depends on chunks not being tiny fragments. Both chunkers clean the deltas with
+`SpeakableFilter` first, so markdown and emoji never reach TTS, and cut only between words:
+the chunks, joined with spaces, are the cleaned text (`spoken_text`).
+
+Words are whitespace-separated. A word is complete once the cleaned text goes on after it;
+the filter emits whitespace together with the next visible character, so with the usual
+leading-space LLM tokens (" the") a word completes when the next token arrives.
+
+- `SentenceChunker`: whole sentences.
+- `LookaheadChunker` (the default for voice): a short first chunk as soon as
+  `lookahead_words` complete words follow it, then clause and sentence chunks.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+from tts.speakable import SpeakableFilter
+
+
+@dataclass(frozen=True)
+class ChunkerOptions:
+    """How `LookaheadChunker` cuts. Counts are words that contain a letter or digit."""
+
+    min_first_words: int = 2
+    """Fewest words in the first chunk, and in every chunk but the last (never token by
+    token)."""
+
+    lookahead_words: int = 2
+    """Complete words that must follow the first chunk before it is released, so that the cut
+    is known to be safe ("Dr." vs. a sentence end) and TTS has right context."""
+
+    max_first_words: int = 6
+    """The first chunk ends at a clause or sentence boundary when one lies within this many
+    words and the lookahead is already there; otherwise it has `min_first_words` words."""
+
+    min_clause_words: int = 4
+    """After the first chunk, a chunk may end at a clause boundary (, ; : —) once it has this
+    many words. A sentence end always ends a chunk (given `min_first_words`)."""
+
+    max_chunk_words: int = 24
+    """A chunk with no boundary is cut at the last word boundary within this many words."""
+
+    def __post_init__(self) -> None:
+        if self.min_first_words < 1 or self.lookahead_words < 0:
+            raise ValueError("min_first_words must be >= 1 and lookahead_words >= 0")
+        if self.max_first_words < self.min_first_words:
+            raise ValueError("max_first_words must be >= min_first_words")
+        if self.max_chunk_words < max(self.min_first_words, self.min_clause_words):
+            raise ValueError("max_chunk_words must be >= min_first_words and min_clause_words")
+
+
+class TextChunker(Protocol):
+    """Raw LLM deltas in, chunks of speakable text out (each non-empty, cut between words)."""
+
+    @property
+    def spoken_text(self) -> str:
+        """The cleaned text received so far (chunked or not): what TTS is given, in order."""
+        ...
+
+    def push(self, delta: str) -> list[str]:
+        """Chunks completed by `delta` (often none)."""
+        ...
+
+    def flush(self) -> list[str]:
+        """The remaining chunks at the end of the reply."""
+        ...
+
+
+def make_chunker(kind: str = "lookahead", options: ChunkerOptions | None = None) -> TextChunker:
+    """A chunker for one reply: "lookahead" (`options` apply) or "sentence"."""
+    if kind == "lookahead":
+        return LookaheadChunker(options)
+    if kind == "sentence":
+        return SentenceChunker()
+    raise ValueError(f"unknown chunker kind {kind!r} (expected 'lookahead' or 'sentence')")
+
+
+_OPENERS = "\"'([{«“‘¿¡"
+_CLOSERS = "\"')]}»”’"
+_SENTENCE_PUNCT = ".!?…"
+_CLAUSE_PUNCT = ",;:—–"
+
+# Abbreviations that belong to the next word: never a sentence end, never a chunk end.
+_TITLES = frozenset(
+    "mr mrs ms mx dr prof rev fr st mt gen col capt lt sgt sen rep gov hon "
+    "vs v e.g i.e cf viz approx ca".split()
+)
+# Abbreviations that may end a sentence: they do when a capital letter follows.
+_ABBREVIATIONS = frozenset(
+    "etc inc ltd co corp llc jr sr no nos vol fig ch p pp sec eq dept est min max al "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_INITIAL = re.compile(r"[A-Z]\.")  # J. R. R. Tolkien
+_DOTTED = re.compile(r"(?:[A-Za-z]{1,3}\.){2,}")  # U.S. a.m. Ph.D.
+_ORDINAL = re.compile(r"\d{1,2}\.")  # "1. First"
+_TIME_SUFFIXES = frozenset({"a.m", "p.m"})
+
+
+@dataclass
+class _Token:
+    text: str
+    after_break: bool  # a sentence break (paragraph, list item, heading) comes before it
+
+
+def _core(text: str) -> str:
+    return text.lstrip(_OPENERS).rstrip(_CLOSERS)
+
+
+def _is_word(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def _sentence_end(
+    before: _Token | None, token: _Token, after: _Token, after_open: bool
+) -> bool | None:
+    """Whether a sentence ends between `token` and `after` (`before` precedes `token`).
+
+    None while undecided: `after` is still growing and has no letter or digit yet.
+    """
+    if after.after_break:
+        return True
+    core = _core(token.text)
+    if not core or core[-1] not in _SENTENCE_PUNCT:
+        return False
+    first = after.text.lstrip(_OPENERS)[:1]
+    if not first:
+        if after_open:
+            return None
+        first = "."
+    if core.endswith(".") and not core.endswith(".."):  # not an ellipsis
+        stem = core[:-1].lower()
+        if stem in _TITLES or _INITIAL.fullmatch(core):
+            return False
+        if stem in _ABBREVIATIONS or _DOTTED.fullmatch(core):
+            return first.isupper()
+        if _ORDINAL.fullmatch(core) and _starts_sentence(before, token):
+            return False
+    return not first.islower()  # "wait... what", "approx. five": the sentence goes on
+
+
+def _starts_sentence(before: _Token | None, token: _Token) -> bool:
+    if before is None or token.after_break:
+        return True
+    core = _core(before.text)
+    return bool(core) and core[-1] in _SENTENCE_PUNCT + ",;:"
+
+
+def _clause_end(token: _Token) -> bool:
+    core = token.text.rstrip(_CLOSERS)
+    return token.text in ("-", "--") or (bool(core) and core[-1] in _CLAUSE_PUNCT)
+
+
+def _binds(token: _Token, after: _Token) -> bool:
+    """Whether a chunk must not end between `token` and `after`."""
+    core = _core(token.text)
+    if core.endswith(".") and (core[:-1].lower() in _TITLES or _INITIAL.fullmatch(core)):
+        return True  # "Dr. | Smith", "J. | R. R. Tolkien"
+    if not _is_word(after.text):
+        return True  # "Paris | —": punctuation belongs to the words before it
+    return _core(after.text).rstrip(".,;:!?").lower() in _TIME_SUFFIXES  # "10 | a.m."
+
+
+class _Chunker(ABC):
+    """Cleans the deltas and splits the cleaned text into tokens; subclasses decide the cuts."""
+
+    def __init__(self) -> None:
+        self._filter = SpeakableFilter()
+        self._spoken: list[str] = []
+        self._tokens: list[_Token] = []  # not chunked yet
+        self._open = False  # the last token may still grow
+        self._break = False  # a sentence break since the last token
+        self._before: _Token | None = None  # the last token already chunked
+
+    @property
+    def spoken_text(self) -> str:
+        return "".join(self._spoken)
+
+    def push(self, delta: str) -> list[str]:
+        self._feed(self._filter.push(delta))
+        return self._take()
+
+    def flush(self) -> list[str]:
+        self._feed(self._filter.flush())
+        self._open = False
+        chunks = self._take()
+        if self._tokens:
+            chunks.append(self._cut(len(self._tokens)))
+        return chunks
+
+    @abstractmethod
+    def _take(self) -> list[str]:
+        """Cut the chunks that are ready off the front of the tokens."""
+
+    def _feed(self, text: str) -> None:
+        if not text:
+            return
+        self._spoken.append(text)
+        for m in re.finditer(r"\s+|\S+", text):
+            piece = m.group()
+            if piece[0].isspace():
+                self._open = False
+                self._break = self._break or "\n" in piece
+            elif self._open:
+                self._tokens[-1].text += piece
+            else:
+                self._tokens.append(_Token(piece, self._break))
+                self._break = False
+                self._open = True
+
+    def _complete(self) -> int:
+        return len(self._tokens) - (1 if self._open else 0)
+
+    def _token_before(self, i: int) -> _Token | None:
+        return self._tokens[i - 1] if i > 0 else self._before
+
+    def _sentence_end_at(self, i: int) -> bool | None:
+        """Whether a sentence ends before token i."""
+        after_open = self._open and i == len(self._tokens) - 1
+        before = self._token_before(i - 1)
+        return _sentence_end(before, self._tokens[i - 1], self._tokens[i], after_open)
+
+    def _cut(self, k: int) -> str:
+        """The first k tokens as a chunk."""
+        chunk = self._tokens[:k]
+        del self._tokens[:k]
+        self._before = chunk[-1]
+        return " ".join(t.text for t in chunk)
+
+
+class SentenceChunker(_Chunker):
+    """Whole sentences. A sentence ends at . ! ? … followed by whitespace, or at a sentence
+    break in the cleaned text (paragraph, list item, heading), but not after an abbreviation
+    (Mr. e.g. etc. before a lowercase word), an initial (J. R. R. Tolkien), an ordinal that
+    starts a list item ("1. First") or before a lowercase word ("approx. five", "wait... what").
+    Numbers, prices, times, versions, URLs and emails (3.14, $4.99, 10.30, v1.2.3, x@y.org) are
+    single words, so a period inside them never ends a sentence. A boundary is decided once the
+    next word's first letter or digit is seen, or at flush; the chunks do not depend on how the
+    text was split into deltas.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._checked = 1  # boundaries before tokens [1, _checked) are known not to be ends
+
+    def _take(self) -> list[str]:
+        chunks = []
+        i = self._checked
+        while i < len(self._tokens):
+            end = self._sentence_end_at(i)
+            if end is None:
+                break
+            if end:
+                chunks.append(self._cut(i))
+                i = 1
+            else:
+                i += 1
+        self._checked = i
+        return chunks
+
+
+class LookaheadChunker(_Chunker):
+    """The first chunk as soon as it has `min_first_words` words and `lookahead_words` complete
+    words follow it (with the defaults: when 4 words are complete, the first 2 go out), ending
+    at the last clause or sentence boundary within `max_first_words` if the words already there
+    reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
+    `min_clause_words` words, or at `max_chunk_words`. Every chunk but the last has at least
+    `min_first_words` words, and none ends between a title or initial and its name or before
+    "a.m."/"p.m." (which can delay the first chunk by a word or two). A cut between two words
+    is made only once the word after it is complete.
+    """
+
+    def __init__(self, options: ChunkerOptions | None = None) -> None:
+        super().__init__()
+        self.options = options or ChunkerOptions()
+        self._first_done = False
+
+    def _take(self) -> list[str]:
+        chunks = []
+        while (k := self._next_cut()) is not None:
+            chunks.append(self._cut(k))
+            self._first_done = True
+        return chunks
+
+    def _next_cut(self) -> int | None:
+        """Where the next chunk ends (a token index), or None to wait for more text."""
+        o, tokens = self.options, self._tokens
+        n = self._complete()
+        words = [0]  # words[i]: words in tokens[:i]
+        for t in tokens[:n]:
+            words.append(words[-1] + _is_word(t.text))
+        cuts = [i for i in range(1, n) if not _binds(tokens[i - 1], tokens[i])]
+        if not self._first_done:
+            ready = [
+                i for i in cuts
+                if words[i] >= o.min_first_words and words[n] - words[i] >= o.lookahead_words
+            ]
+            at_boundary = [
+                i for i in ready if words[i] <= o.max_first_words and self._boundary(i)
+            ]
+            return max(at_boundary, default=ready[0] if ready else None)
+        for i in cuts:
+            if words[i] > o.max_chunk_words:
+                break
+            if words[i] >= o.min_first_words and (
+                self._sentence_end_at(i)
+                or (words[i] >= o.min_clause_words and _clause_end(tokens[i - 1]))
+            ):
+                return i
+        if words[n] > o.max_chunk_words:
+            fitting = [i for i in cuts if o.min_first_words <= words[i] <= o.max_chunk_words]
+            return fitting[-1] if fitting else None
+        return None
+
+    def _boundary(self, i: int) -> bool:
+        return bool(self._sentence_end_at(i)) or _clause_end(self._tokens[i - 1])
