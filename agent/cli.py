@@ -20,8 +20,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="voxroom", description="Low-latency voice agents on LiveKit")
-    parser.add_argument("--config", help="path to voxroom.toml (default: ./voxroom.toml if present)")
+    parser = argparse.ArgumentParser(
+        prog="voxroom", description="Low-latency voice agents on LiveKit"
+    )
+    parser.add_argument(
+        "--config", help="path to voxroom.toml (default: ./voxroom.toml if present)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -78,7 +78,9 @@ def env_name(section: str, name: str) -> str:
     return _ENV_ALIASES.get((section, name), f"VOXROOM_{section.upper()}_{name.upper()}")
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None
+) -> Settings:
     """Read and validate the settings. `path=None` uses ./voxroom.toml when it exists."""
     env = dict(os.environ if env is None else env)
     file_values: dict[str, Any] = {}
@@ -92,7 +94,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             raise ConfigError(f"{toml_path} is not valid TOML: {e}") from e
     unknown = set(file_values) - set(_SECTIONS)
     if unknown:
-        raise ConfigError(f"{toml_path}: unknown section(s) {sorted(unknown)}; known: {sorted(_SECTIONS)}")
+        raise ConfigError(
+            f"{toml_path}: unknown section(s) {sorted(unknown)}; known: {sorted(_SECTIONS)}"
+        )
 
     sections = {}
     for section, cls in _SECTIONS.items():
@@ -117,13 +121,17 @@ def _coerce(section: str, name: str, raw: Any, typ: type) -> Any:
     try:
         return typ(raw)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{section}.{name} ({env_name(section, name)}): expected {typ.__name__}, got {raw!r}") from e
+        raise ConfigError(
+            f"{section}.{name} ({env_name(section, name)}): expected {typ.__name__}, got {raw!r}"
+        ) from e
 
 
 def validate(s: Settings) -> None:
     url = urlparse(s.livekit.url)
     if url.scheme not in ("ws", "wss", "http", "https") or not url.netloc:
-        raise ConfigError(f"livekit.url (LIVEKIT_URL) must look like ws://host:7880, got {s.livekit.url!r}")
+        raise ConfigError(
+            f"livekit.url (LIVEKIT_URL) must look like ws://host:7880, got {s.livekit.url!r}"
+        )
     if not s.livekit.api_key or not s.livekit.api_secret:
         raise ConfigError("LIVEKIT_API_KEY and LIVEKIT_API_SECRET must both be set")
     if s.llm.provider not in ("local", "openai"):
@@ -132,7 +140,9 @@ def validate(s: Settings) -> None:
         if s.llm.base_url and urlparse(s.llm.base_url).scheme not in ("http", "https"):
             raise ConfigError(f"llm.base_url must be an http(s) URL, got {s.llm.base_url!r}")
         if not s.llm.model:
-            raise ConfigError("llm.model (VOXROOM_LLM_MODEL) is required when llm.provider = 'openai'")
+            raise ConfigError(
+                "llm.model (VOXROOM_LLM_MODEL) is required when llm.provider = 'openai'"
+            )
         if not s.llm.base_url and not s.llm.api_key:
             raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set llm.base_url)")
     if s.llm.max_tokens <= 0:

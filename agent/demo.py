@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import ipaddress
 import os
@@ -23,7 +22,6 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
 from urllib.parse import quote
 
 from agent.config import LiveKitSettings, Settings, load_settings
@@ -244,10 +242,11 @@ def _page_url(host: str, port: int, room: str) -> str:
 
 
 class WorkerProcess:
-    """`voxroom agent` as a child process whose output goes to a log file.
+    """`voxroom agent` as a child process writing its output to a log file.
 
     The child runs in its own process group: Ctrl-C reaches only the demo, which stops the
-    worker in order, and a forced stop takes any processes the worker started with it.
+    worker in order, and a forced stop takes any processes the worker started with it. Output
+    goes to a file, not a pipe, so processes the worker leaves behind cannot hold us up.
     """
 
     def __init__(self, livekit: LiveKitSettings, *, config: str | None, log_path: Path) -> None:
@@ -255,9 +254,6 @@ class WorkerProcess:
         self.config = config
         self.log_path = log_path
         self._proc: asyncio.subprocess.Process | None = None
-        self._pump: asyncio.Task[None] | None = None
-        self._registered = asyncio.Event()
-        self._tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
 
     @property
     def returncode(self) -> int | None:
@@ -274,67 +270,56 @@ class WorkerProcess:
             "LIVEKIT_API_KEY": self.livekit.api_key,
             "LIVEKIT_API_SECRET": self.livekit.api_secret,
             "VOXROOM_LIVEKIT_AGENT_NAME": self.livekit.agent_name,
-            "PYTHONUNBUFFERED": "1",  # "worker registered" must not wait in a pipe buffer
+            "PYTHONUNBUFFERED": "1",  # the log shows what happened up to a crash
             # `-m agent.cli` finds this checkout even when voxroom is not installed.
             "PYTHONPATH": os.pathsep.join(
                 p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
             ),
         }
-        log = await asyncio.to_thread(open, self.log_path, "w", encoding="utf-8")
-        try:
+        log = await asyncio.to_thread(open, self.log_path, "wb")
+        with log:
             self._proc = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
-                limit=1 << 20,
             )
-        except BaseException:
-            log.close()
-            raise
-        self._pump = asyncio.create_task(self._read_output(log))
 
-    async def _read_output(self, log: TextIO) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        with log:
-            async for raw in self._proc.stdout:
-                line = raw.decode("utf-8", errors="replace").rstrip("\n")
-                log.write(line + "\n")
-                log.flush()
-                self._tail.append(line)
-                if REGISTERED_MARK in line:
-                    self._registered.set()
-
-    async def wait_registered(self, timeout_s: float) -> None:
+    async def wait_registered(self, timeout_s: float, poll_s: float = 0.1) -> None:
         """Return once the worker says it registered; DemoError if it exits or times out."""
-        registered = asyncio.ensure_future(self._registered.wait())
-        exited = asyncio.ensure_future(self.wait_exited())
-        try:
-            await asyncio.wait(
-                (registered, exited), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            registered.cancel()
-            exited.cancel()
-        if self._registered.is_set():
-            return
-        if self.returncode is not None:
-            problem = f"the agent worker exited (code {self.returncode}) before it registered"
-        else:
-            problem = f"the agent worker did not register within {timeout_s:.0f} s"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        scanned = 0
+        while True:
+            exited = self.returncode is not None  # before reading: its last words are in
+            data = await asyncio.to_thread(self._read_log, scanned)
+            if REGISTERED_MARK.encode() in data:
+                return
+            scanned += data.rfind(b"\n") + 1  # whole lines only: the mark may be half written
+            if exited:
+                problem = f"the agent worker exited (code {self.returncode}) before it registered"
+                break
+            if loop.time() >= deadline:
+                problem = f"the agent worker did not register within {timeout_s:.0f} s"
+                break
+            await asyncio.sleep(poll_s)
         raise DemoError(f"{problem}; the end of its log ({self.log_path}):\n{self.log_tail()}")
 
+    def _read_log(self, offset: int = 0) -> bytes:
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+
     async def wait_exited(self) -> int:
-        assert self._proc is not None and self._pump is not None
-        code = await self._proc.wait()
-        await asyncio.shield(self._pump)  # the last lines of its output are in the log too
-        return code
+        assert self._proc is not None
+        return await self._proc.wait()
 
     def log_tail(self) -> str:
-        return "\n".join(self._tail) or "(no output)"
+        lines = self._read_log().decode("utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        return "\n".join(lines) or "(no output)"
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM so the worker leaves its rooms; then the whole process group is killed."""
@@ -352,8 +337,6 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
-        if self._pump is not None:
-            await self._pump
 
 
 def _die_with_parent() -> None:

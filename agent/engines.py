@@ -63,7 +63,9 @@ class SpeechToText(Protocol):
 class TextToSpeech(Protocol):
     sample_rate: int
 
-    async def synthesize(self, text: str, *, left_context: str = "", right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         """Speech for `text` at `sample_rate`. The contexts are neighbouring words the engine
         may use for intonation; only `text`'s own samples are returned."""
         ...

@@ -127,16 +127,19 @@ class LocalLLMProcess:
     def warm(self, system_prompt: str) -> None:
         warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout_s`; returns the child's exit code."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
 
 
 def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:

@@ -112,6 +112,8 @@ def prepare_joined(
     a stamp is hashed once; anything else (missing, partial, corrupt) is joined again into a
     temporary file that replaces `dest` atomically only once its hash is right.
     """
+    if not reverify and _stamp_matches(dest, sha256):
+        return dest  # before any write, so a read-only cache baked into an image works
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(dest.with_name(dest.name + ".lock")):
         if not reverify and _stamp_matches(dest, sha256):

@@ -4,7 +4,8 @@ The turn engine pushes every LLM delta (a few characters) into a chunker and sen
 it returns to TTS at once. Time to first audio depends on how soon the first chunk comes out;
 prosody depends on chunks not being tiny fragments. Both chunkers clean the deltas with
 `SpeakableFilter` first, so markdown and emoji never reach TTS, and cut only between words:
-the chunks, joined with spaces, are the cleaned text (`spoken_text`).
+the chunks, joined with spaces, are the cleaned text (`spoken_text`) with each run of
+whitespace (a sentence break included) as one space. A chunk is never empty.
 
 Words are whitespace-separated. A word is complete once the cleaned text goes on after it;
 the filter emits whitespace together with the next visible character, so with the usual
@@ -299,12 +300,11 @@ class LookaheadChunker(_Chunker):
         cuts = [i for i in range(1, n) if not _binds(tokens[i - 1], tokens[i])]
         if not self._first_done:
             ready = [
-                i for i in cuts
+                i
+                for i in cuts
                 if words[i] >= o.min_first_words and words[n] - words[i] >= o.lookahead_words
             ]
-            at_boundary = [
-                i for i in ready if words[i] <= o.max_first_words and self._boundary(i)
-            ]
+            at_boundary = [i for i in ready if words[i] <= o.max_first_words and self._boundary(i)]
             return max(at_boundary, default=ready[0] if ready else None)
         for i in cuts:
             if words[i] > o.max_chunk_words:

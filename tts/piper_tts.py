@@ -17,18 +17,21 @@ no alignments, the chunk is synthesized plainly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import soxr
 
 if TYPE_CHECKING:
+    import onnxruntime
     from piper import AudioChunk, PiperVoice
 
 logger = logging.getLogger(__name__)
@@ -75,17 +78,42 @@ def load_voice() -> PiperVoice:
         model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
     )
     config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-    return PiperVoice(session=session, config=config)
+    return PiperVoice(session=TerminableSession(session), config=config)  # type: ignore[arg-type]
+
+
+class TerminableSession:
+    """The onnxruntime session as Piper sees it (it only calls `run`), with RunOptions per
+    job: setting `terminate` on them stops a cancelled chunk's inference between two graph
+    nodes instead of letting it burn up to half a second of a shared core."""
+
+    def __init__(self, session: onnxruntime.InferenceSession) -> None:
+        self._session = session
+        self._job = threading.local()
+
+    @contextlib.contextmanager
+    def job(self, run_options: onnxruntime.RunOptions | None) -> Iterator[None]:
+        self._job.run_options = run_options
+        try:
+            yield
+        finally:
+            self._job.run_options = None
+
+    def run(self, output_names: Any, feeds: dict[str, Any]) -> list[Any]:
+        return self._session.run(output_names, feeds, getattr(self._job, "run_options", None))
 
 
 class PiperTTS:
-    """Synthesizes chunks of text to int16 mono at `output_rate`."""
+    """Synthesizes chunks of text to int16 mono at `output_rate`.
+
+    `gain` replaces Piper's per-chunk normalization: 1.4 brings its speech to about -20 dBFS
+    RMS with peaks just under full scale.
+    """
 
     def __init__(
         self,
         *,
         output_rate: int = 48_000,
-        gain: float = 1.5,
+        gain: float = 1.4,
         fade_ms: float = 4.0,
         edge_silence_ms: float = 30.0,
     ) -> None:
@@ -101,7 +129,7 @@ class PiperTTS:
     def warmup(self) -> None:
         """One synthesis through the executor, so the first real chunk does not pay for
         onnxruntime's first-run allocations."""
-        piper_executor.submit(self._render, "Hello there.", "", "one two").result()
+        piper_executor.submit(self._render, "Hello there.", "", "one two", None).result()
 
     async def synthesize(
         self, text: str, *, left_context: str = "", right_context: str = ""
@@ -109,21 +137,33 @@ class PiperTTS:
         text = text.strip()
         if not text:
             return np.zeros(0, dtype=np.int16)
-        loop = asyncio.get_running_loop()
-        # Cancelling the await cancels the executor future: a queued job never starts; a
-        # running one finishes in its thread and its result is dropped.
-        return await loop.run_in_executor(
-            piper_executor, self._render, text, left_context.strip(), right_context.strip()
-        )
+        import onnxruntime
 
-    def _render(self, text: str, left: str, right: str) -> np.ndarray:
-        if self._voice is None:
+        run_options = onnxruntime.RunOptions()
+        job = asyncio.get_running_loop().run_in_executor(
+            piper_executor, self._render, text, left_context.strip(), right_context.strip(),
+            run_options,
+        )
+        try:
+            return await job
+        except asyncio.CancelledError:
+            # A queued job never starts (its executor future is cancelled); a running one
+            # aborts at its next graph node, and its result or error is dropped.
+            run_options.terminate = True
+            raise
+
+    def _render(
+        self, text: str, left: str, right: str, run_options: onnxruntime.RunOptions | None
+    ) -> np.ndarray:
+        voice = self._voice
+        if voice is None:
             raise RuntimeError("PiperTTS.load() must be called before synthesize()")
-        audio = None
-        if left or right:
-            audio = synthesize_in_context(self._voice, text, left, right)
-        if audio is None:
-            audio = _synthesize(self._voice, text)[0]
+        with voice.session.job(run_options):  # type: ignore[attr-defined]
+            audio = None
+            if left or right:
+                audio = synthesize_in_context(voice, text, left, right)
+            if audio is None:
+                audio = _synthesize(voice, text)[0]
         return self._finish(audio)
 
     def _finish(self, audio: np.ndarray) -> np.ndarray:
@@ -155,7 +195,7 @@ def _synthesize(
 def synthesize_in_context(voice: PiperVoice, text: str, left: str, right: str) -> np.ndarray | None:
     """Float audio at 22.05 kHz of `text` spoken between `left` and `right`, or None when
     the words cannot be located in the alignments."""
-    left, right = _same_sentence(left, text, right)
+    left, right = sentence_context(left, text, right)
     n_left, n_text, n_right = (_count_words(voice, part) for part in (left, text, right))
     full = " ".join(part for part in (left, text, right) if part)
     if n_text == 0 or _count_words(voice, full) != n_left + n_text + n_right:
@@ -187,7 +227,7 @@ def synthesize_in_context(voice: PiperVoice, text: str, left: str, right: str) -
     return audio[cut_before(n_left) : cut_before(n_left + n_text)]
 
 
-def _same_sentence(left: str, text: str, right: str) -> tuple[str, str]:
+def sentence_context(left: str, text: str, right: str) -> tuple[str, str]:
     """The parts of the contexts in the same sentence(s) as `text`."""
     left_ends = [m.end() for m in _SENTENCE_END.finditer(left)]
     if left_ends:

@@ -18,7 +18,14 @@ import {
 } from 'livekit-client';
 
 import { ATTR_AGENT_STATE, type Connection, statusView } from './agentState';
-import { type JoinProblem, joinMessage, type MicProblem, micMessage } from './messages';
+import {
+  type JoinProblem,
+  joinMessage,
+  type MicProblem,
+  micMessage,
+  NO_AGENT_AFTER_S,
+  noAgentMessage,
+} from './messages';
 import { type LocalIdentity, Transcript, TRANSCRIPTION_TOPIC } from './transcript';
 
 function element<T extends HTMLElement>(id: string): T {
@@ -68,7 +75,7 @@ ui.retryMic.addEventListener('click', () => {
   if (room) void enableMicrophone(room);
 });
 ui.startAudio.addEventListener('click', () => {
-  void room?.startAudio().then(refreshAudioPrompt);
+  void room?.startAudio().catch(() => undefined).then(refreshAudioPrompt);
 });
 
 async function join(): Promise<void> {
@@ -106,6 +113,9 @@ async function join(): Promise<void> {
     }
     return;
   }
+  setTimeout(() => {
+    if (room === r && !agentOf(r)) showError(noAgentMessage);
+  }, NO_AGENT_AFTER_S * 1000);
   await audioUnlocked;
   refreshAudioPrompt();
   await enableMicrophone(r);
@@ -198,7 +208,10 @@ function listen(r: Room): void {
     joined = true;
   })
     .on(RoomEvent.ConnectionStateChanged, render)
-    .on(RoomEvent.ParticipantConnected, render)
+    .on(RoomEvent.ParticipantConnected, (p: RemoteParticipant) => {
+      if (isAgent(p) && ui.errorText.textContent === noAgentMessage) clearError();
+      render();
+    })
     .on(RoomEvent.ParticipantDisconnected, render)
     .on(RoomEvent.ParticipantAttributesChanged, render)
     .on(RoomEvent.TrackSubscribed, (track: RemoteTrack, _pub, participant: RemoteParticipant) => {
@@ -247,6 +260,10 @@ function isAgent(p: Participant): boolean {
   return p.kind === ParticipantKind.AGENT || ATTR_AGENT_STATE in p.attributes;
 }
 
+function agentOf(r: Room): RemoteParticipant | undefined {
+  return [...r.remoteParticipants.values()].find(isAgent);
+}
+
 /** Where the page stands; a room that has not started connecting is still fetching its token. */
 function connectionOf(r: Room | undefined): Connection {
   switch (r?.state) {
@@ -269,7 +286,7 @@ function render(): void {
   ui.leave.disabled = !inRoom;
   ui.room.disabled = inRoom;
   ui.name.disabled = inRoom;
-  const agent = room ? [...room.remoteParticipants.values()].find(isAgent) : undefined;
+  const agent = room ? agentOf(room) : undefined;
   const view = statusView(connection, agent?.attributes[ATTR_AGENT_STATE]);
   ui.status.className = `status status-${view.key}`;
   ui.statusLabel.textContent = view.label;

@@ -65,3 +65,9 @@ export function joinMessage(problem: JoinProblem): string {
       return `Joining failed: ${problem.detail}`;
   }
 }
+
+export const NO_AGENT_AFTER_S = 20;
+
+export const noAgentMessage =
+  `No agent has joined the room after ${NO_AGENT_AFTER_S} seconds. Check that an agent worker ` +
+  '("voxroom agent") is running and connected to the same LiveKit server.';

@@ -1,0 +1,156 @@
+"""Captured audio as 20 ms frames of 16 kHz mono int16, with the time each one was captured.
+
+A capture back-end hands its device blocks (any rate, any channel count) to a
+`FrameAssembler` on the audio thread, and the frames it returns to a `FrameQueue`, which
+the event loop iterates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE
+
+# soxr's low-quality preset holds back ~6 ms of output when going from 48 kHz to 16 kHz
+# (HQ: ~21 ms) and still keeps the whole speech band clean; latency matters more here.
+RESAMPLE_QUALITY = "LQ"
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+@dataclass(frozen=True)
+class CapturedFrame:
+    pcm: np.ndarray  # FRAME_SAMPLES int16, mono, INPUT_RATE
+    # Monotonic ms at which the device callback holding this frame's first (oldest) sample
+    # was entered: the start of the bridge's own latency.
+    t_ms: float
+
+
+class FrameAssembler:
+    """Device blocks -> 20 ms frames: mix down to mono, resample with soxr, cut exactly.
+
+    Not thread-safe: one audio thread pushes. Each frame is stamped with the arrival time
+    of the block that held its first sample (soxr keeps output sample j aligned with input
+    sample j * in_rate / out_rate, so the origin of every output sample is known).
+    """
+
+    def __init__(self, in_rate: int, in_channels: int) -> None:
+        if in_rate <= 0 or in_channels <= 0:
+            raise ValueError(f"bad device format: {in_rate} Hz, {in_channels} channels")
+        self.in_rate = in_rate
+        self.in_channels = in_channels
+        self._resampler = None
+        if in_rate != INPUT_RATE:
+            import soxr
+
+            self._resampler = soxr.ResampleStream(
+                in_rate, INPUT_RATE, 1, dtype="float32", quality=RESAMPLE_QUALITY
+            )
+        self._pending = np.zeros(0, np.int16)
+        self._in_total = 0  # input samples (per channel) pushed so far
+        self._out_total = 0  # output samples emitted in whole frames so far
+        self._blocks: collections.deque[tuple[int, float]] = collections.deque()  # (start, t_ms)
+
+    def push(self, block: np.ndarray, t_ms: float) -> list[CapturedFrame]:
+        """One device block, shape (n,) or (n, channels), int16 or float in [-1, 1]."""
+        mono = _to_mono_float(block, self.in_channels)
+        if mono.size == 0:
+            return []
+        self._blocks.append((self._in_total, t_ms))
+        self._in_total += mono.size
+        if self._resampler is not None:
+            mono = self._resampler.resample_chunk(mono)
+        pcm = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
+        self._pending = np.concatenate([self._pending, pcm])
+        frames = []
+        while self._pending.size >= FRAME_SAMPLES:
+            frames.append(CapturedFrame(self._pending[:FRAME_SAMPLES].copy(), self._origin()))
+            self._pending = self._pending[FRAME_SAMPLES:]
+            self._out_total += FRAME_SAMPLES
+        return frames
+
+    def _origin(self) -> float:
+        """Arrival time of the block holding input sample out_total * in_rate / out_rate."""
+        first_input = self._out_total * self.in_rate // INPUT_RATE
+        while len(self._blocks) > 1 and self._blocks[1][0] <= first_input:
+            self._blocks.popleft()
+        return self._blocks[0][1]
+
+
+def _to_mono_float(block: np.ndarray, channels: int) -> np.ndarray:
+    data = np.asarray(block)
+    if data.dtype == np.int16:
+        data = data.astype(np.float32) / 32768.0
+    else:
+        data = data.astype(np.float32, copy=False)
+    if data.ndim == 1:
+        data = data.reshape(-1, channels) if channels > 1 else data
+    if data.ndim == 2:
+        if data.shape[1] != channels:
+            raise ValueError(f"expected {channels} channels, got a block of shape {data.shape}")
+        data = data.mean(axis=1, dtype=np.float32) if channels > 1 else data[:, 0]
+    return np.ascontiguousarray(data)
+
+
+class FrameQueue:
+    """Frames from an audio thread to the event loop; iterating yields them in order.
+
+    Bounded: when the consumer falls behind (a stalled loop, a burst from the device after
+    a hiccup) the oldest frames are dropped, so the delay never grows past `max_frames`.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_frames: int = 5) -> None:
+        self._loop = loop
+        self._frames: collections.deque[CapturedFrame] = collections.deque()
+        self._max = max_frames
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._error: BaseException | None = None
+        self.dropped = 0
+
+    def put_threadsafe(self, frames: list[CapturedFrame]) -> None:
+        """From the audio thread: never blocks."""
+        if frames:
+            self._loop.call_soon_threadsafe(self.put, frames)
+
+    def fail_threadsafe(self, error: BaseException) -> None:
+        self._loop.call_soon_threadsafe(self.fail, error)
+
+    def put(self, frames: list[CapturedFrame]) -> None:
+        if self._closed:
+            return
+        self._frames.extend(frames)
+        while len(self._frames) > self._max:
+            self._frames.popleft()
+            self.dropped += 1
+        self._wakeup.set()
+
+    def fail(self, error: BaseException) -> None:
+        """End the iteration with `error` (the device went away, the helper process died)."""
+        if not self._closed:
+            self._error = error
+            self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    async def __aiter__(self) -> AsyncIterator[CapturedFrame]:
+        while True:
+            while self._frames:
+                yield self._frames.popleft()
+            if self._closed:
+                if self._error is not None:
+                    raise self._error
+                return
+            self._wakeup.clear()
+            await self._wakeup.wait()
+

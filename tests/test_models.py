@@ -1,0 +1,165 @@
+"""Preparation of the bundled models: joining the GGUF parts, verifying, reusing, repairing."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from agent import models
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> tuple[list[Path], bytes, str]:
+    """Three small parts, their concatenation and its sha256."""
+    chunks = [os.urandom(300_000), os.urandom(5), os.urandom(123_457)]
+    paths = []
+    for i, chunk in enumerate(chunks):
+        path = tmp_path / "parts" / f"part{i}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(chunk)
+        paths.append(path)
+    whole = b"".join(chunks)
+    return paths, whole, hashlib.sha256(whole).hexdigest()
+
+
+def _no_hashing(*_args: object) -> str:
+    raise AssertionError("the file was hashed again")
+
+
+def test_join_writes_the_concatenation_and_a_stamp(tmp_path: Path, parts) -> None:
+    paths, whole, sha = parts
+    dest = tmp_path / "cache" / "model.gguf"
+    assert models.prepare_joined(paths, dest, sha, progress=False) == dest
+    assert dest.read_bytes() == whole
+    assert sorted(p.name for p in dest.parent.iterdir() if not p.name.endswith(".lock")) == [
+        "model.gguf", "model.gguf.verified.json"
+    ]
+
+
+def test_a_stamped_file_is_reused_without_hashing(tmp_path: Path, parts, monkeypatch) -> None:
+    paths, _, sha = parts
+    dest = tmp_path / "model.gguf"
+    models.prepare_joined(paths, dest, sha, progress=False)
+    mtime = dest.stat().st_mtime_ns
+    monkeypatch.setattr(models, "_file_sha256", _no_hashing)
+    monkeypatch.setattr(models, "_join", _no_hashing)
+    models.prepare_joined(paths, dest, sha, progress=False)
+    assert dest.stat().st_mtime_ns == mtime
+
+
+def test_a_joined_file_without_stamp_is_hashed_once_not_rejoined(
+    tmp_path: Path, parts, monkeypatch
+) -> None:
+    paths, whole, sha = parts
+    dest = tmp_path / "model.gguf"
+    dest.write_bytes(whole)
+    monkeypatch.setattr(models, "_join", _no_hashing)
+    models.prepare_joined(paths, dest, sha, progress=False)
+    monkeypatch.setattr(models, "_file_sha256", _no_hashing)
+    models.prepare_joined(paths, dest, sha, progress=False)  # stamped now
+
+
+def test_partial_file_is_rejoined(tmp_path: Path, parts) -> None:
+    paths, whole, sha = parts
+    dest = tmp_path / "model.gguf"
+    dest.write_bytes(whole[:1000])
+    models.prepare_joined(paths, dest, sha, progress=False)
+    assert dest.read_bytes() == whole
+
+
+def test_modified_file_is_detected_by_its_stamp_and_rejoined(tmp_path: Path, parts) -> None:
+    paths, whole, sha = parts
+    dest = tmp_path / "model.gguf"
+    models.prepare_joined(paths, dest, sha, progress=False)
+    with dest.open("r+b") as f:
+        f.seek(1234)
+        f.write(b"\x00\x01\x02")
+    os.utime(dest, ns=(dest.stat().st_atime_ns, dest.stat().st_mtime_ns + 1_000_000))
+    models.prepare_joined(paths, dest, sha, progress=False)
+    assert dest.read_bytes() == whole
+
+
+def test_reverify_catches_corruption_the_stamp_cannot_see(tmp_path: Path, parts) -> None:
+    paths, whole, sha = parts
+    dest = tmp_path / "model.gguf"
+    models.prepare_joined(paths, dest, sha, progress=False)
+    stat = dest.stat()
+    with dest.open("r+b") as f:
+        f.write(b"corrupt")
+    os.utime(dest, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime
+    assert not models.verify_joined(dest, sha)
+    models.prepare_joined(paths, dest, sha, progress=False, reverify=True)
+    assert dest.read_bytes() == whole
+    assert models.verify_joined(dest, sha)
+
+
+def test_corrupt_parts_fail_and_leave_no_file(tmp_path: Path, parts) -> None:
+    paths, _, _ = parts
+    dest = tmp_path / "cache" / "model.gguf"
+    with pytest.raises(models.ModelError, match="corrupt"):
+        models.prepare_joined(paths, dest, "0" * 64, progress=False)
+    leftovers = [p.name for p in dest.parent.iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == []
+
+
+def test_cache_dir_precedence(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("VOXROOM_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert models.cache_dir() == tmp_path / "home" / ".cache" / "voxroom"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models.cache_dir() == tmp_path / "xdg" / "voxroom"
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "explicit"))
+    assert models.cache_dir() == tmp_path / "explicit"
+
+
+def test_bundled_packages_are_located() -> None:
+    assert (models.whisper_model_dir() / "model.bin").is_file()
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    onnx, config = models.piper_voice_paths()
+    assert onnx.suffix == ".onnx" and config.name.endswith(".onnx.json")
+    part_paths = models.qwen_part_paths()
+    assert len(part_paths) == 6 and all(p.is_file() for p in part_paths)
+
+
+def test_models_command_prepares_then_checks(
+    tmp_path: Path, parts, monkeypatch, capsys
+) -> None:
+    paths, _, sha = parts
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
+    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+
+    assert models.run(argparse.Namespace(check_only=True)) == 1  # nothing joined yet
+    assert "BAD" in capsys.readouterr().out
+
+    assert models.run(argparse.Namespace(check_only=False)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and all("OK" in line for line in out)
+    assert str(tmp_path / "cache" / "models" / models.QWEN_FILENAME) in out[2]
+
+    assert models.run(argparse.Namespace(check_only=True)) == 0
+    gguf = tmp_path / "cache" / "models" / models.QWEN_FILENAME
+    stat = gguf.stat()
+    with gguf.open("r+b") as f:
+        f.write(b"corrupt")
+    os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert models.run(argparse.Namespace(check_only=True)) == 1
+
+
+@pytest.mark.slow
+def test_real_gguf_is_joined_with_the_pinned_sha(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path))
+    path = models.qwen_gguf_path(progress=False)
+    assert path == tmp_path / "models" / models.QWEN_FILENAME
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    assert digest.hexdigest() == models.QWEN_SHA256
+    with path.open("rb") as f:
+        assert f.read(4) == b"GGUF"
