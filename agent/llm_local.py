@@ -1,21 +1,29 @@
 """The bundled Qwen2.5-Coder-0.5B GGUF served by llama.cpp's OpenAI-compatible HTTP server
 (xllamacpp embeds it), on 127.0.0.1.
 
-Two ways to run it:
-- `LocalLLMServer` in the calling process (`voxroom simulate`, tests). llama.cpp serves from
-  its own native threads and never takes the GIL, so it does not slow the event loop.
-- `LocalLLMProcess`, a child `python -m agent.llm_local`, for the worker: one model in memory
-  for all the worker's job processes (its slots serve several sessions), and a llama.cpp crash
-  or abort takes down the child, not the worker and its calls.
+Either way one model in memory serves every session of a worker over HTTP (its slots run
+concurrent requests):
+- `LocalLLMServer` in the calling process. llama.cpp serves from its own native threads and
+  never takes the GIL, so it does not slow the event loop.
+- `LocalLLMProcess`, a child `python -m agent.llm_local`: a llama.cpp crash or abort takes
+  down the child, not the worker and its calls, and its memory is returned on stop.
 
 Prompt caching: requests that share the system-prompt prefix skip its prefill; `warm()` fills
 every slot with the system prompt before the first question.
+
+Threads: one by default. This llama.cpp build runs its threads with OpenMP, which meet after
+every graph node and spin while they wait: when another engine (Piper, Whisper) or process
+holds one of the two cores, two spinning threads collapse to ~1-3 tokens/s. One thread keeps
+~9-12 tokens/s there (measured on the 2-core development machine under load), which still
+outpaces speech (~4 tokens/s); OMP_WAIT_POLICY=PASSIVE (set below unless already set) keeps a
+second thread, if configured, from spinning.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,7 +51,7 @@ class LocalLLMServer:
         port: int = 0,
         n_parallel: int = 2,
         n_ctx: int = 4096,
-        threads: int = 2,
+        threads: int = 1,
     ) -> None:
         self.model_path = model_path
         self.port = port
@@ -55,6 +63,8 @@ class LocalLLMServer:
 
     def start(self) -> str:
         """Load the model and listen; returns the OpenAI base URL (http://127.0.0.1:PORT/v1)."""
+        # Read once, when the OpenMP runtime loads with xllamacpp (see the module docstring).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import xllamacpp
 
         from agent.models import qwen_gguf_path
@@ -92,7 +102,7 @@ class LocalLLMServer:
 class LocalLLMProcess:
     """The same server in a child process (`python -m agent.llm_local`)."""
 
-    def __init__(self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 2) -> None:
+    def __init__(self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 1) -> None:
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
         self.threads = threads
@@ -105,9 +115,17 @@ class LocalLLMProcess:
 
         qwen_gguf_path()  # join the GGUF here, with its progress bar, before the child loads it
         command = [
-            sys.executable, "-m", "agent.llm_local", "--port", "0",
-            "--parallel", str(self.n_parallel), "--ctx", str(self.n_ctx),
-            "--threads", str(self.threads),
+            sys.executable,
+            "-m",
+            "agent.llm_local",
+            "--port",
+            "0",
+            "--parallel",
+            str(self.n_parallel),
+            "--ctx",
+            str(self.n_ctx),
+            "--threads",
+            str(self.threads),
         ]
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         stdout = self._proc.stdout
@@ -174,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--parallel", type=int, default=2, help="concurrent requests (slots)")
     parser.add_argument("--ctx", type=int, default=4096, help="context per slot, tokens")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     args = parser.parse_args(argv)
 
     stop = threading.Event()

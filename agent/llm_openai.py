@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
 
 from agent.engines import ChatMessage
-
-if TYPE_CHECKING:
-    import openai
 
 
 class LLMError(RuntimeError):
@@ -23,8 +19,8 @@ class LLMError(RuntimeError):
 
 
 class OpenAIChatLLM:
-    """Streams chat completions. Create one per process and share it between sessions; its
-    HTTP client is made on first use, in the event loop that uses it."""
+    """Streams chat completions. Create one per process (before the first turn: importing
+    the openai package takes about a second) and share it between sessions."""
 
     def __init__(
         self,
@@ -39,30 +35,23 @@ class OpenAIChatLLM:
         stall_timeout_s: float = 10.0,
         max_duration_s: float = 30.0,
     ) -> None:
+        import openai
+
         self.model = model
         self.base_url = base_url
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.stop = list(stop)
         self.max_duration_s = max_duration_s
-        self._api_key = api_key
-        self._connect_timeout_s = connect_timeout_s
-        self._stall_timeout_s = stall_timeout_s
-        self._client: openai.AsyncOpenAI | None = None
-
-    def _get_client(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                # Servers that need no key (llama.cpp) still get a header the client insists on.
-                api_key=self._api_key or "no-key",
-                max_retries=0,
-                # read = longest gap between streamed chunks; the whole reply is capped below.
-                timeout=openai.Timeout(self._stall_timeout_s, connect=self._connect_timeout_s),
-            )
-        return self._client
+        # The connection pool binds to an event loop on its first request, not here.
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            # Servers that need no key (llama.cpp) still get the header the client insists on.
+            api_key=api_key or "no-key",
+            max_retries=0,
+            # read = the longest gap between streamed chunks; the whole reply is capped below.
+            timeout=openai.Timeout(stall_timeout_s, connect=connect_timeout_s),
+        )
 
     async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
         """Text deltas of the reply. `aclose()` on the iterator (or cancelling the task that
@@ -72,7 +61,7 @@ class OpenAIChatLLM:
         deadline = time.monotonic() + self.max_duration_s
         options = {"stop": self.stop} if self.stop else {}
         try:
-            response = await self._get_client().chat.completions.create(
+            response = await self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,  # type: ignore[arg-type]
                 stream=True,
@@ -94,9 +83,7 @@ class OpenAIChatLLM:
             await response.close()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._client.close()
 
     def _where(self) -> str:
         return f"LLM {self.model!r} at {self.base_url or 'the OpenAI API'}"

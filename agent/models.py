@@ -211,8 +211,14 @@ def _progress_bar(total: int, enabled: bool, label: str):
     from tqdm import tqdm
 
     return tqdm(
-        total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-        disable=not enabled, file=sys.stderr, leave=False,
+        total=total,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=label,
+        disable=not enabled,
+        file=sys.stderr,
+        leave=False,
     )
 
 
@@ -230,7 +236,8 @@ class ModelStatus:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--check-only", action="store_true",
+        "--check-only",
+        action="store_true",
         help="re-verify the models without joining or writing anything",
     )
 

@@ -56,6 +56,7 @@ def backoff_s(attempt: int) -> float:
 class TrackStats:
     published: int = 0
     dropped: int = 0  # captured while not connected, or the source's queue was full
+    # (frames the capture queue dropped because the loop lagged: LoopbackCapture.queue)
     # Per published frame: its oldest sample entering the capture callback -> capture_frame
     # returned (ms).
     latency_ms: array.array = field(default_factory=lambda: array.array("f"))
@@ -243,6 +244,22 @@ class RoomBridge:
             stats.published += 1
             if stats.published == 1:
                 log.info("%s: first frame published", name)
+
+    def summary(self) -> dict[str, Any]:
+        """What happened since the start, for the log line at exit."""
+        tracks = {
+            name: {
+                "published": s.published,
+                "dropped_unpublished": s.dropped,
+                "dropped_late": self._captures[name].queue.dropped,
+                "capture_to_publish_ms": s.latency_summary(),
+            }
+            for name, s in self.stats.items()
+        }
+        summary: dict[str, Any] = {"joins": self.joins, "tracks": tracks}
+        if self.gate is not None:
+            summary["echo_gate_muted_frames"] = self.gate.muted_frames
+        return summary
 
     def status(self) -> BridgeStatus:
         t = now_ms()

@@ -1,8 +1,8 @@
 """Capture back-ends: the computer's output audio (or a microphone) as 20 ms frames.
 
 All of them deliver through `LoopbackCapture`: async iteration over `CapturedFrame`s
-(16 kHz mono int16, 20 ms), `aclose()`. Device blocks are 20 ms and the device latency is
-PortAudio's "low"; the queue to the event loop holds at most 100 ms.
+(16 kHz mono int16, 20 ms), `aclose()`. Device blocks are 10-20 ms (`block_ms`) and the
+device latency is PortAudio's "low"; the queue to the event loop holds at most 100 ms.
 
 - `SoundDeviceCapture`: PortAudio through sounddevice, every OS (the default).
 - `ParecCapture`: Linux fallback when sounddevice cannot open the monitor (no PortAudio
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from agent.engines import INPUT_RATE
 from room_bridge.devices import (
     CaptureDevice,
     DeviceInfo,
@@ -38,9 +39,15 @@ from room_bridge.frames import CapturedFrame, FrameAssembler, FrameQueue, now_ms
 
 log = logging.getLogger(__name__)
 
-BLOCK_MS = 20
 QUEUE_FRAMES = 5  # 100 ms: beyond that, the oldest frames are dropped
 BACKENDS = ("auto", "sounddevice", "parec", "pyaudiowpatch")
+
+
+def block_ms(device: CaptureDevice) -> int:
+    """Device block length: one frame when no resampling is needed (each block is a frame,
+    sent at once); 10 ms otherwise, since the resampler's lookahead makes a frame wait for
+    the next block."""
+    return 20 if device.samplerate == INPUT_RATE and device.channels == 1 else 10
 
 
 class CaptureError(RuntimeError):
@@ -94,7 +101,8 @@ async def _open(
         raise
     if device.index is None:  # Linux without the ALSA `pulse` plugin
         if backend == "auto":
-            log.warning("no ALSA `pulse` device (libasound2-plugins); capturing with parec")
+            log.warning("PortAudio lists no ALSA `pulse` device (is PulseAudio or PipeWire "
+                        "running? libasound2-plugins installed?); capturing with parec")
             return await ParecCapture.open(device)
         raise DeviceNotFound(
             "no ALSA `pulse` device: install libasound2-plugins, or use --backend parec"
@@ -148,10 +156,6 @@ class SoundDeviceCapture:
         self._assembler = FrameAssembler(device.samplerate, device.channels)
         self._stream: Any = None
         self._closing = False
-        self.overflows = 0
-        # Age of the newest sample when its block reached the callback (PortAudio's clock):
-        # the device's own capture delay, before the bridge sees anything.
-        self.device_delay_ms = 0.0
 
     @classmethod
     async def open(cls, device: CaptureDevice) -> SoundDeviceCapture:
@@ -170,7 +174,7 @@ class SoundDeviceCapture:
                     device=d.index,
                     channels=d.channels,
                     samplerate=d.samplerate,
-                    blocksize=d.samplerate * BLOCK_MS // 1000,
+                    blocksize=d.samplerate * block_ms(d) // 1000,
                     dtype="int16",
                     latency="low",
                     callback=self._callback,
@@ -183,12 +187,7 @@ class SoundDeviceCapture:
                  d.label, d.samplerate, d.channels, self._stream.latency * 1000)
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
-        t = now_ms()
-        if status.input_overflow:
-            self.overflows += 1
-        if time_info.inputBufferAdcTime > 0:
-            self.device_delay_ms = (time_info.currentTime - time_info.inputBufferAdcTime) * 1000
-        self.queue.put_threadsafe(self._assembler.push(indata, t))
+        self.queue.put_threadsafe(self._assembler.push(indata, now_ms()))
 
     def _finished(self) -> None:
         if not self._closing:
@@ -225,7 +224,7 @@ class ParecCapture:
         if parec is None:
             raise CaptureError("parec is not installed (Debian: pulseaudio-utils)")
         args = [parec, "--raw", "--format=s16le", f"--rate={device.samplerate}",
-                f"--channels={device.channels}", f"--latency-msec={BLOCK_MS}",
+                f"--channels={device.channels}", f"--latency-msec={block_ms(device)}",
                 "--client-name=voxroom-bridge"]
         if device.pulse_source:
             args.append(f"--device={device.pulse_source}")
@@ -239,7 +238,8 @@ class ParecCapture:
 
     async def _read(self) -> None:
         assert self._proc.stdout is not None and self._proc.stderr is not None
-        block_bytes = self.device.samplerate * BLOCK_MS // 1000 * self.device.channels * 2
+        d = self.device
+        block_bytes = d.samplerate * block_ms(d) // 1000 * d.channels * 2
         try:
             while True:
                 data = await self._proc.stdout.readexactly(block_bytes)
@@ -333,7 +333,7 @@ class PyAudioWPatchCapture:
                 rate=device.samplerate,
                 input=True,
                 input_device_index=device.index,
-                frames_per_buffer=device.samplerate * BLOCK_MS // 1000,
+                frames_per_buffer=device.samplerate * block_ms(device) // 1000,
                 stream_callback=capture._callback,
             )
         except BaseException:

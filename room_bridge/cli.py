@@ -150,20 +150,8 @@ async def _bridge(args: argparse.Namespace, url: str, token_source: Any) -> int:
         status.cancel()
         await asyncio.gather(status, return_exceptions=True)
         await _close(opened)
-        print(SUMMARY_PREFIX + json.dumps(_summary(bridge)), file=sys.stderr, flush=True)
+        print(SUMMARY_PREFIX + json.dumps(bridge.summary()), file=sys.stderr, flush=True)
     return code
-
-
-def _summary(bridge: Any) -> dict[str, Any]:
-    tracks = {
-        name: {"published": s.published, "dropped": s.dropped,
-               "capture_to_publish_ms": s.latency_summary()}
-        for name, s in bridge.stats.items()
-    }
-    summary: dict[str, Any] = {"joins": bridge.joins, "tracks": tracks}
-    if bridge.gate is not None:
-        summary["echo_gate_muted_frames"] = bridge.gate.muted_frames
-    return summary
 
 
 def _stop_on_signals(task: asyncio.Task[Any]) -> None:
@@ -180,8 +168,12 @@ async def _status_line(bridge: Any, room: str) -> None:
         return
     import shutil
 
-    from room_bridge.status_line import format_status, redraw
+    from room_bridge.status_line import ClearStatusBeforeLogging, format_status, redraw
 
+    handlers = logging.getLogger().handlers
+    clear = ClearStatusBeforeLogging()
+    for handler in handlers:
+        handler.addFilter(clear)
     try:
         while True:
             width = shutil.get_terminal_size().columns - 1
@@ -189,6 +181,8 @@ async def _status_line(bridge: Any, room: str) -> None:
             sys.stdout.flush()
             await asyncio.sleep(0.2)
     finally:
+        for handler in handlers:
+            handler.removeFilter(clear)
         sys.stdout.write("\n")
 
 
@@ -202,7 +196,8 @@ def _list_devices() -> int:
 
     system = platform.system()
     try:
-        print(describe(query_devices(), system))
+        devices = query_devices()
+        print(describe(devices, system) if devices.devices else "PortAudio lists no devices")
     except OSError as e:
         print(f"sounddevice cannot load PortAudio: {e}", file=sys.stderr)
     if system == "Linux":
@@ -215,4 +210,6 @@ def _list_devices() -> int:
                                     capture_output=True, text=True)
             for line in result.stdout.splitlines():
                 print("  " + line.split("\t")[1] if "\t" in line else line)
+            if result.returncode != 0:
+                print(f"  (pactl: {result.stderr.strip()})")
     return 0

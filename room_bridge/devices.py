@@ -3,7 +3,8 @@
 The choice is a pure function of PortAudio's device list (tested on fake lists):
 
 - Linux: the monitor source of a PulseAudio/PipeWire sink, opened through ALSA's `pulse`
-  device with `PULSE_SOURCE` naming the source (default: the default sink's monitor).
+  device with `PULSE_SOURCE` naming the source (default: the default sink's monitor), as
+  16 kHz mono (the server converts).
   Debian's PortAudio 19.6 has no PulseAudio host API; the ALSA `pulse` plugin is how
   PortAudio reaches PulseAudio and pipewire-pulse alike.
 - Windows: a WASAPI loopback device, listed by PortAudio builds newer than 19.7.0 (and by
@@ -21,9 +22,10 @@ DEFAULT_MONITOR = "@DEFAULT_MONITOR@"  # PulseAudio's (and pipewire-pulse's) nam
 PULSE_ALSA_DEVICE = "pulse"
 WASAPI_LOOPBACK_MARK = "[Loopback]"
 MAC_LOOPBACK_DRIVERS = ("BlackHole", "Loopback Audio", "Soundflower")
-# Desktop sinks run at 48 kHz; PulseAudio converts whatever the sink's rate is.
-PULSE_RATE = 48_000
-PULSE_CHANNELS = 2
+# PulseAudio mixes down and resamples in the server, without the lookahead a client-side
+# resampler needs: frames then line up with device blocks and leave at once.
+PULSE_RATE = 16_000
+PULSE_CHANNELS = 1
 
 
 class DeviceNotFound(RuntimeError):

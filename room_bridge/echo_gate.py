@@ -5,13 +5,15 @@ capture hears it again, and the agent would hear (and answer) itself. The player
 gate exactly which audio it handed to the output device and until when the device plays
 it; the gate mutes every captured frame that may contain it.
 
-Timing, all on the monotonic clock in ms:
-- played audio can reach the capture no earlier than the moment the player handed it over
-  (`handed_ms`), and no later than its end at the DAC (`until_ms`) plus the capture
-  path's delay; `tail_ms` covers the latter (and, with speakers and a microphone, the
-  room's reverberation);
-- a captured frame is stamped with the arrival of its oldest sample's block and spans up
-  to two device blocks; `lead_ms` covers that span.
+Timing, all on the monotonic clock in ms. A captured frame is stamped with the arrival of
+its newest sample's block (`CapturedFrame.t_ms`); its oldest sample arrived up to a frame
+and a block earlier.
+- Played audio can reach the capture no earlier than the moment the player handed it to
+  the device (`handed_ms`): a frame stamped before that cannot hold it. `lead_ms` is a
+  margin on top.
+- It reaches the capture no later than its end at the DAC (`until_ms`) plus the capture
+  path's delay, and a frame stamped t holds samples up to ~40 ms older than t: `tail_ms`
+  covers both (and, with speakers and a microphone, the room's reverberation).
 
 The trade-off: while the agent speaks, the meeting is not heard either, so the agent
 cannot hear an interviewer who talks over it. Acoustic echo cancellation (subtracting the
@@ -30,7 +32,7 @@ from room_bridge.levels import level_dbfs
 
 class EchoGate:
     def __init__(
-        self, *, lead_ms: float = 40.0, tail_ms: float = 150.0, threshold_dbfs: float = -50.0
+        self, *, lead_ms: float = 20.0, tail_ms: float = 150.0, threshold_dbfs: float = -50.0
     ) -> None:
         self.lead_ms = lead_ms
         self.tail_ms = tail_ms

@@ -17,8 +17,9 @@ import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 
-# soxr's low-quality preset holds back ~6 ms of output when going from 48 kHz to 16 kHz
-# (HQ: ~21 ms) and still keeps the whole speech band clean; latency matters more here.
+# soxr's low-quality preset looks ~6 ms ahead when going from 48 kHz to 16 kHz (HQ: ~21 ms)
+# and still keeps the whole speech band clean. That lookahead makes each frame wait for the
+# next device block, so resampled capture uses short blocks (capture.block_ms).
 RESAMPLE_QUALITY = "LQ"
 
 
@@ -29,8 +30,8 @@ def now_ms() -> float:
 @dataclass(frozen=True)
 class CapturedFrame:
     pcm: np.ndarray  # FRAME_SAMPLES int16, mono, INPUT_RATE
-    # Monotonic ms at which the device callback holding this frame's first (oldest) sample
-    # was entered: the start of the bridge's own latency.
+    # Monotonic ms at which the device callback holding this frame's newest sample was
+    # entered: where the bridge's own latency starts.
     t_ms: float
 
 
@@ -38,8 +39,10 @@ class FrameAssembler:
     """Device blocks -> 20 ms frames: mix down to mono, resample with soxr, cut exactly.
 
     Not thread-safe: one audio thread pushes. Each frame is stamped with the arrival time
-    of the block that held its first sample (soxr keeps output sample j aligned with input
-    sample j * in_rate / out_rate, so the origin of every output sample is known).
+    of the block that held its newest sample (soxr keeps output sample j aligned with input
+    sample j * in_rate / out_rate, so the origin of every output sample is known): from
+    there on, any wait is the bridge's doing. Waiting for the rest of a frame is not: no
+    20 ms frame can leave before its last sample exists.
     """
 
     def __init__(self, in_rate: int, in_channels: int) -> None:
@@ -72,15 +75,16 @@ class FrameAssembler:
         self._pending = np.concatenate([self._pending, pcm])
         frames = []
         while self._pending.size >= FRAME_SAMPLES:
-            frames.append(CapturedFrame(self._pending[:FRAME_SAMPLES].copy(), self._origin()))
+            frame = CapturedFrame(self._pending[:FRAME_SAMPLES].copy(), self._newest_origin())
+            frames.append(frame)
             self._pending = self._pending[FRAME_SAMPLES:]
             self._out_total += FRAME_SAMPLES
         return frames
 
-    def _origin(self) -> float:
-        """Arrival time of the block holding input sample out_total * in_rate / out_rate."""
-        first_input = self._out_total * self.in_rate // INPUT_RATE
-        while len(self._blocks) > 1 and self._blocks[1][0] <= first_input:
+    def _newest_origin(self) -> float:
+        """Arrival time of the block holding the input sample of the frame's last output."""
+        last_input = (self._out_total + FRAME_SAMPLES - 1) * self.in_rate // INPUT_RATE
+        while len(self._blocks) > 1 and self._blocks[1][0] <= last_input:
             self._blocks.popleft()
         return self._blocks[0][1]
 

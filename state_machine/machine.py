@@ -158,7 +158,7 @@ class ConversationStateMachine:
             return []
         r.audio_started = True
         r.last_progress = now
-        out: list[Action] = [Notify("audio_start", {"reply_id": reply_id})]
+        out: list[Action] = []
         if self.state is AgentState.THINKING:
             self._set_state(AgentState.SPEAKING, now, out)
         return out

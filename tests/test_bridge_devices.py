@@ -11,7 +11,8 @@ import pytest
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from room_bridge.bridge import BridgeStatus, TrackStats, backoff_s
-from room_bridge.capture import device_list_from_pyaudio
+from room_bridge import capture
+from room_bridge.capture import CaptureError, device_list_from_pyaudio, open_loopback
 from room_bridge.devices import (
     DEFAULT_MONITOR,
     DeviceInfo,
@@ -49,7 +50,7 @@ LINUX = DeviceList(
 def test_linux_default_is_the_default_sinks_monitor_through_alsa_pulse():
     d = choose_loopback("Linux", LINUX, None)
     assert (d.index, d.pulse_source, d.via_pulse) == (2, DEFAULT_MONITOR, True)
-    assert (d.samplerate, d.channels) == (48000, 2)
+    assert (d.samplerate, d.channels) == (16000, 1)  # PulseAudio converts
 
 
 def test_linux_a_pulse_source_name_goes_through_pulse_source():
@@ -178,6 +179,78 @@ def test_device_by_index_and_listing():
     assert listing.count("<- loopback") == 1
 
 
+# ---- back-end choice and fallbacks ---------------------------------------------------------
+
+
+@pytest.fixture
+def backends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Test doubles for the three back-ends' open(): they record what they were asked to
+    open. The device list comes from `devices_double`, set per test."""
+    opened: list[tuple[str, object]] = []
+
+    def double(name: str, fail: bool = False):
+        async def open_(*args: object, **kwargs: object) -> str:
+            if fail:
+                raise CaptureError(f"{name} cannot open")
+            opened.append((name, args[0]))
+            return name
+        return open_
+
+    monkeypatch.setattr(capture.SoundDeviceCapture, "open", double("sounddevice"))
+    monkeypatch.setattr(capture.ParecCapture, "open", double("parec"))
+    monkeypatch.setattr(capture.PyAudioWPatchCapture, "open", double("pyaudiowpatch"))
+    monkeypatch.setattr(capture.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(capture, "_has_pyaudiowpatch", lambda: False)
+    backends.double = double  # type: ignore[attr-defined]
+    return opened
+
+
+def devices_double(monkeypatch: pytest.MonkeyPatch, devices: DeviceList | Exception) -> None:
+    def query() -> DeviceList:
+        if isinstance(devices, Exception):
+            raise devices
+        return devices
+
+    monkeypatch.setattr(capture, "query_devices", query)
+
+
+async def test_linux_opens_the_monitor_with_sounddevice(monkeypatch, backends):
+    devices_double(monkeypatch, LINUX)
+    assert await open_loopback("Linux", None) == "sounddevice"
+    assert backends[0][1].pulse_source == DEFAULT_MONITOR
+
+
+async def test_linux_falls_back_to_parec(monkeypatch, backends):
+    devices_double(monkeypatch, DeviceList(devices=[LINUX.devices[0]]))  # no ALSA `pulse`
+    assert await open_loopback("Linux", None) == "parec"
+    devices_double(monkeypatch, OSError("PortAudio library not found"))
+    assert await open_loopback("Linux", "x.monitor") == "parec"
+    assert backends[-1][1].pulse_source == "x.monitor"
+    devices_double(monkeypatch, LINUX)
+    monkeypatch.setattr(capture.SoundDeviceCapture, "open", backends.double("sd", fail=True))
+    assert await open_loopback("Linux", None) == "parec"  # sounddevice could not open it
+
+
+async def test_forced_backends_do_not_fall_back(monkeypatch, backends):
+    devices_double(monkeypatch, DeviceList(devices=[LINUX.devices[0]]))
+    with pytest.raises(DeviceNotFound, match="libasound2-plugins"):
+        await open_loopback("Linux", None, backend="sounddevice")
+    with pytest.raises(CaptureError, match="Linux"):
+        await open_loopback("Darwin", None, backend="parec")
+    with pytest.raises(ValueError):
+        await open_loopback("Linux", None, backend="pulse")
+
+
+async def test_windows_falls_back_to_pyaudiowpatch_for_loopback(monkeypatch, backends):
+    devices_double(monkeypatch, DeviceList(devices=WINDOWS.devices[:5], wasapi_default_output=3))
+    with pytest.raises(DeviceNotFound, match="PyAudioWPatch"):
+        await open_loopback("Windows", None)
+    monkeypatch.setattr(capture, "_has_pyaudiowpatch", lambda: True)
+    assert await open_loopback("Windows", None) == "pyaudiowpatch"
+    devices_double(monkeypatch, WINDOWS)
+    assert await open_loopback("Windows", None) == "sounddevice"  # it lists loopbacks itself
+
+
 # ---- frames --------------------------------------------------------------------------------
 
 
@@ -207,15 +280,19 @@ def test_48k_stereo_becomes_20ms_16k_mono_frames_with_the_same_tone():
     assert abs(level_dbfs(pcm[1600:-1600].astype(np.int16)) - (20 * np.log10(0.5) - 3.01)) < 0.3
 
 
-def test_frames_are_stamped_with_the_block_of_their_first_sample():
+def test_frames_are_stamped_with_the_block_of_their_newest_sample():
     rate = 48000
     blocks = [np.full((960, 2), 1000, np.int16) for _ in range(20)]
     frames = push_all(FrameAssembler(rate, 2), blocks)
-    # Output sample 320 k comes from input sample 960 k: the k-th block, pushed at 20 k ms.
+    # Frame k ends with output sample 320 k + 319, from input sample 960 k + 957: the k-th
+    # block, pushed at 20 k ms (the frame itself leaves with block k + 1: soxr's lookahead).
     assert [f.t_ms for f in frames] == [20.0 * k for k in range(len(frames))]
+    # Unresampled 20 ms blocks: each block is a frame, stamped with its own block.
+    direct = push_all(FrameAssembler(INPUT_RATE, 1), [np.ones(320, np.int16)] * 5)
+    assert [f.t_ms for f in direct] == [0.0, 20.0, 40.0, 60.0, 80.0]
 
 
-def test_odd_rates_and_block_sizes_stamp_each_frame_with_its_first_samples_block():
+def test_odd_rates_and_block_sizes_stamp_each_frame_with_its_newest_samples_block():
     rate = 44100
     audio = (sine(300, rate, 1.0) * 32767).astype(np.int16)
     asm = FrameAssembler(rate, 1)
@@ -229,8 +306,8 @@ def test_odd_rates_and_block_sizes_stamp_each_frame_with_its_first_samples_block
         t += 1000 * n / rate
     assert len(frames) >= 39  # 0.82 s of audio
     for k, f in enumerate(frames):
-        first_input = k * FRAME_SAMPLES * rate // INPUT_RATE
-        assert f.t_ms == max(bt for start, bt in blocks if start <= first_input)
+        last_input = (k * FRAME_SAMPLES + FRAME_SAMPLES - 1) * rate // INPUT_RATE
+        assert f.t_ms == max(bt for start, bt in blocks if start <= last_input)
 
 
 def test_mixdown_averages_channels_and_16k_mono_passes_through_untouched():
@@ -332,7 +409,8 @@ def test_gate_replaces_muted_frames_with_silence_and_counts_them():
     frames = [frame_at(t) for t in np.arange(900.0, 1500.0, 20.0)]
     out = [gate.apply(f) for f in frames]
     muted = [f.t_ms for f, o in zip(frames, out, strict=True) if not o.pcm.any()]
-    assert muted == [t for t in np.arange(900.0, 1500.0, 20.0) if 960 <= t <= 1330]  # played until 1230
+    # Handed over from 1000, played until 1230.
+    assert muted == [t for t in np.arange(900.0, 1500.0, 20.0) if 960 <= t <= 1330]
     assert gate.muted_frames == len(muted)
     kept = [o for o in out if o.pcm.any()]
     assert all(np.array_equal(o.pcm, frame_at(0).pcm) for o in kept)
@@ -370,6 +448,6 @@ def test_latency_summary_and_status_line():
     assert stats.latency_summary(last=10)["p50"] == 10.0
     status = BridgeStatus("connected", {"meeting-audio": -20.0}, True, 1.5, 100, 3)
     line = format_status(status, "interview", width=200)
-    assert line.startswith("interview: connected | meeting-audio [")
-    assert "-20 dBFS" in line and "muted" in line and "1.5 ms" in line and "dropped 3" in line
+    assert line.startswith("interview: connected | meeting [")
+    assert "-20 dB" in line and "muted" in line and "+1.5 ms" in line and "lost 3" in line
     assert len(format_status(status, "x" * 300)) == 120

@@ -161,6 +161,20 @@ async def test_openai_client_unreachable_server_raises_llm_error_fast() -> None:
     await llm.aclose()
 
 
+async def test_openai_client_stalled_or_endless_stream_raises_llm_error() -> None:
+    async with fake_openai_server(ScriptedLLM(["a b c"], ttft_ms=0, words_per_s=1)) as url:
+        stalled = OpenAIChatLLM(model="m", base_url=url, stall_timeout_s=0.3)
+        endless = OpenAIChatLLM(model="m", base_url=url, max_duration_s=0.5)
+        try:
+            with pytest.raises(LLMError, match="timed out"):
+                await collect(stalled.stream([user("hi")]))
+            with pytest.raises(LLMError, match=r"took over 0\.5 s"):
+                await collect(endless.stream([user("hi")]))
+        finally:
+            await stalled.aclose()
+            await endless.aclose()
+
+
 # --- factory ----------------------------------------------------------------------------------
 
 
@@ -224,8 +238,12 @@ async def test_local_server_streams_a_reply(local_server) -> None:
     llm = OpenAIChatLLM(model="local", base_url=local_server.base_url, max_tokens=30)
     try:
         deltas = await collect(
-            llm.stream([{"role": "system", "content": LLMSettings().system_prompt},
-                        user("What is the capital of France?")])
+            llm.stream(
+                [
+                    {"role": "system", "content": LLMSettings().system_prompt},
+                    user("What is the capital of France?"),
+                ]
+            )
         )
     finally:
         await llm.aclose()
@@ -243,8 +261,9 @@ async def test_closing_the_stream_stops_generation_on_the_local_server(local_ser
     await stream.aclose()
     deadline = time.monotonic() + 30
     last_busy = None
-    while busy := [s for s in await asyncio.to_thread(_slots, local_server.base_url)
-                   if s["is_processing"]]:
+    while busy := [
+        s for s in await asyncio.to_thread(_slots, local_server.base_url) if s["is_processing"]
+    ]:
         last_busy = busy[0]
         assert time.monotonic() < deadline, "the server kept generating after aclose"
         await asyncio.sleep(0.02)

@@ -36,7 +36,8 @@ def test_join_writes_the_concatenation_and_a_stamp(tmp_path: Path, parts) -> Non
     assert models.prepare_joined(paths, dest, sha, progress=False) == dest
     assert dest.read_bytes() == whole
     assert sorted(p.name for p in dest.parent.iterdir() if not p.name.endswith(".lock")) == [
-        "model.gguf", "model.gguf.verified.json"
+        "model.gguf",
+        "model.gguf.verified.json",
     ]
 
 
@@ -126,9 +127,7 @@ def test_bundled_packages_are_located() -> None:
     assert len(part_paths) == 6 and all(p.is_file() for p in part_paths)
 
 
-def test_models_command_prepares_then_checks(
-    tmp_path: Path, parts, monkeypatch, capsys
-) -> None:
+def test_models_command_prepares_then_checks(tmp_path: Path, parts, monkeypatch, capsys) -> None:
     paths, _, sha = parts
     monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)

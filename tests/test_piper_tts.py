@@ -158,7 +158,8 @@ async def test_context_that_espeak_reads_differently_falls_back_to_plain_synthes
 def test_context_is_limited_to_the_sentence_of_the_chunk() -> None:
     # Piper speaks sentence by sentence: other sentences would only cost synthesis time.
     assert sentence_context("Hi. The answer is", "forty", "two. Really? Yes!") == (
-        "The answer is", "two."
+        "The answer is",
+        "two.",
     )
     assert sentence_context("The answer is", "forty-two.", "Really?") == ("The answer is", "")
     assert sentence_context("Done!", "Next", "one") == ("", "one")

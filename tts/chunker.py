@@ -268,8 +268,9 @@ class SentenceChunker(_Chunker):
 
 
 class LookaheadChunker(_Chunker):
-    """The first chunk as soon as it has `min_first_words` words and `lookahead_words` complete
-    words follow it (with the defaults: when 4 words are complete, the first 2 go out), ending
+    """The first chunk as soon as it has `min_first_words` words and `lookahead_words` words
+    follow it, the last of which may still be arriving (with the defaults: when the 4th word
+    starts, the first 2 go out), ending
     at the last clause or sentence boundary within `max_first_words` if the words already there
     reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
     `min_clause_words` words, or at `max_chunk_words`. Every chunk but the last has at least
@@ -299,10 +300,14 @@ class LookaheadChunker(_Chunker):
             words.append(words[-1] + _is_word(t.text))
         cuts = [i for i in range(1, n) if not _binds(tokens[i - 1], tokens[i])]
         if not self._first_done:
+            # The word still arriving counts as lookahead: the cut only needs the word after
+            # it complete, and waiting for one more token costs a token's time (~50-70 ms).
+            growing = int(self._open and _is_word(tokens[-1].text))
             ready = [
                 i
                 for i in cuts
-                if words[i] >= o.min_first_words and words[n] - words[i] >= o.lookahead_words
+                if words[i] >= o.min_first_words
+                and words[n] - words[i] + growing >= o.lookahead_words
             ]
             at_boundary = [i for i in ready if words[i] <= o.max_first_words and self._boundary(i)]
             return max(at_boundary, default=ready[0] if ready else None)

@@ -141,7 +141,11 @@ class PiperTTS:
 
         run_options = onnxruntime.RunOptions()
         job = asyncio.get_running_loop().run_in_executor(
-            piper_executor, self._render, text, left_context.strip(), right_context.strip(),
+            piper_executor,
+            self._render,
+            text,
+            left_context.strip(),
+            right_context.strip(),
             run_options,
         )
         try:
@@ -288,4 +292,3 @@ def fade_edges(audio: np.ndarray, n: int) -> None:
     ramp = np.sin(np.linspace(0.0, np.pi / 2, n)) ** 2
     audio[:n] *= ramp
     audio[-n:] *= ramp[::-1]
-
