@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help). Each module defines `add_arguments(parser)` and
@@ -39,6 +40,9 @@ def _load(module: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # OpenMP threads (llama.cpp, CTranslate2) spin while waiting by default; on two shared
+    # cores spinning starves the other engines. Must be set before those libraries load.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     from agent.config import ConfigError
 

@@ -4,10 +4,11 @@ local."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from agent.config import LLMSettings
 from agent.engines import LanguageModel, SpeechToText, TextToSpeech
@@ -31,24 +32,6 @@ def load_speech_engines(output_rate: int) -> tuple[SpeechToText, TextToSpeech]:
     return stt, tts
 
 
-def make_openai_llm(
-    settings: LLMSettings,
-    *,
-    base_url: str | None,
-    model: str | None = None,
-    api_key: str | None = None,
-) -> LanguageModel:
-    from agent.llm_openai import OpenAIChatLLM
-
-    return OpenAIChatLLM(
-        base_url=base_url or settings.base_url or None,
-        model=model or settings.model or "local",
-        api_key=api_key or settings.api_key or "not-needed",
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-    )
-
-
 @contextlib.asynccontextmanager
 async def open_llm(
     settings: LLMSettings,
@@ -60,33 +43,31 @@ async def open_llm(
 ) -> AsyncIterator[LanguageModel]:
     """The LLM named by `spec` (`local`, `openai:MODEL`, `script:PATH`; empty: the settings'
     provider). A local spec starts the bundled llama.cpp server for the duration."""
-    import asyncio
+    from agent.llm_factory import make_llm_from_spec, parse_llm_spec
 
     spec = spec or ("local" if settings.provider == "local" else f"openai:{settings.model}")
-    kind, _, arg = spec.partition(":")
-    if kind == "script":
-        from agent.llm_scripted import ScriptedLLM
-
-        yield ScriptedLLM.from_file(
-            Path(arg), ttft_ms=script_ttft_ms, words_per_s=script_words_per_s
-        )
-    elif kind == "openai":
-        llm = make_openai_llm(settings, base_url=base_url, model=arg)
-        try:
-            yield llm
-        finally:
-            await llm.aclose()
-    elif kind == "local":
+    if base_url:
+        settings = dataclasses.replace(settings, base_url=base_url)
+    server = None
+    local_url = None
+    if parse_llm_spec(spec)[0] == "local":
         from agent.llm_local import LocalLLMServer
 
         server = LocalLLMServer()
-        url = await asyncio.to_thread(server.start)
+        local_url = await asyncio.to_thread(server.start)
         await asyncio.to_thread(server.warm, settings.system_prompt)
-        llm = make_openai_llm(settings, base_url=url)
-        try:
-            yield llm
-        finally:
-            await llm.aclose()
+    llm = make_llm_from_spec(
+        spec,
+        settings,
+        local_base_url=local_url,
+        script_ttft_ms=script_ttft_ms,
+        script_words_per_s=script_words_per_s,
+    )
+    try:
+        yield llm
+    finally:
+        aclose = getattr(llm, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if server is not None:
             await asyncio.to_thread(server.stop)
-    else:
-        raise ValueError(f"unknown LLM spec {spec!r}: use local, openai:MODEL or script:PATH")

@@ -41,14 +41,21 @@ def parse_llm_spec(spec: str) -> tuple[str, str]:
 
 
 def make_llm_from_spec(
-    spec: str, settings: LLMSettings, *, local_base_url: str | None = None
+    spec: str,
+    settings: LLMSettings,
+    *,
+    local_base_url: str | None = None,
+    script_ttft_ms: float = 150.0,
+    script_words_per_s: float = 15.0,
 ) -> LanguageModel:
     """The model named by a simulate spec; `settings` supply the rest (key, base URL, limits).
     A "local" spec needs `local_base_url` (start agent.llm_local.LocalLLMServer first)."""
     kind, arg = parse_llm_spec(spec)
     if kind == "script":
         try:
-            return ScriptedLLM.from_file(arg)
+            return ScriptedLLM.from_file(
+                arg, ttft_ms=script_ttft_ms, words_per_s=script_words_per_s
+            )
         except (OSError, ValueError) as e:
             raise ConfigError(f"--llm script:{arg}: {e}") from e
     chosen = dataclasses.replace(settings, provider=kind, model=arg or settings.model)

@@ -1,11 +1,23 @@
-"""Frame-level voice activity from webrtcvad. The turn-level decisions (sliding-window vote,
-trailing silence, barge-in) are pure logic in `state_machine.machine`."""
+"""Frame-level voice activity: webrtcvad, gated by frame energy against the noise floor.
+
+webrtcvad keeps saying "speech" for about 100 ms after speech stops (its built-in hangover),
+even on digital silence. The turn engine measures trailing silence from the last voiced frame,
+so that hangover would add ~100 ms to every reply. A frame therefore counts as voiced only if
+webrtcvad says so AND it is clearly louder than the background (an adaptive noise floor).
+The turn-level decisions (window vote, trailing silence, barge-in) are pure logic in
+`state_machine.machine`.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+
+MIN_SPEECH_RMS = 120.0  # -49 dBFS: quieter frames are never speech
+FLOOR_MARGIN = 2.0  # speech is at least 6 dB over the noise floor
+FLOOR_DOWN = 0.5  # the floor follows quieter frames quickly...
+FLOOR_UP = 0.002  # ...and louder ones slowly, so speech itself does not raise it much
 
 
 class VoiceActivityDetector:
@@ -15,9 +27,14 @@ class VoiceActivityDetector:
         if aggressiveness not in (0, 1, 2, 3):
             raise ValueError(f"webrtcvad aggressiveness must be 0-3, got {aggressiveness}")
         self._vad = webrtcvad.Vad(aggressiveness)
+        self.noise_floor = MIN_SPEECH_RMS / FLOOR_MARGIN
 
     def is_speech(self, pcm: np.ndarray) -> bool:
         """`pcm`: one 20 ms frame, int16 mono at 16 kHz."""
         if len(pcm) != FRAME_SAMPLES:
             raise ValueError(f"VAD frames are {FRAME_SAMPLES} samples, got {len(pcm)}")
-        return self._vad.is_speech(pcm.tobytes(), INPUT_RATE)
+        rms = float(np.sqrt(np.mean(pcm.astype(np.float32) ** 2)))
+        loud = rms >= max(MIN_SPEECH_RMS, FLOOR_MARGIN * self.noise_floor)
+        rate = FLOOR_DOWN if rms < self.noise_floor else FLOOR_UP
+        self.noise_floor += rate * (rms - self.noise_floor)
+        return loud and self._vad.is_speech(pcm.tobytes(), INPUT_RATE)

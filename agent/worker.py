@@ -54,14 +54,14 @@ async def entrypoint(ctx: object) -> None:
     """One job: join the room, wait for the user, converse until they leave."""
     from livekit.agents import AutoSubscribe, JobContext
 
-    from agent.engine_loader import make_openai_llm
+    from agent.llm_factory import make_llm
     from agent.room_session import run_room_session
 
     assert isinstance(ctx, JobContext)
     settings = load_settings()
     userdata = ctx.proc.userdata
     if "llm" not in userdata:  # one client (and connection pool) per process
-        userdata["llm"] = make_openai_llm(settings.llm, base_url=os.environ.get(LOCAL_LLM_URL_ENV))
+        userdata["llm"] = make_llm(settings.llm, local_base_url=os.environ.get(LOCAL_LLM_URL_ENV))
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
     participant = await ctx.wait_for_participant()
     log.info("job %s: talking with %s in %s", ctx.job.id, participant.identity, ctx.room.name)

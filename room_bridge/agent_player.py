@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from room_bridge.capture import CaptureError
 from room_bridge.echo_gate import EchoGate
 from room_bridge.frames import now_ms
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 RATE = 48_000
 BLOCK = RATE // 50  # 20 ms
-MAX_BUFFER = RATE // 5  # 200 ms: a later frame replaces the oldest, so playback never lags
+MAX_BUFFER = RATE // 5  # 200 ms; beyond that the oldest audio goes, so playback never lags
 
 
 class AgentPlayer:
@@ -44,11 +45,14 @@ class AgentPlayer:
     def _open(self) -> None:
         import sounddevice as sd
 
-        self._stream = sd.OutputStream(
-            device=self._device, samplerate=RATE, channels=1, dtype="int16",
-            blocksize=BLOCK, latency="low", callback=self._callback,
-        )
-        self._stream.start()
+        try:
+            self._stream = sd.OutputStream(
+                device=self._device, samplerate=RATE, channels=1, dtype="int16",
+                blocksize=BLOCK, latency="low", callback=self._callback,
+            )
+            self._stream.start()
+        except sd.PortAudioError as e:
+            raise CaptureError(f"cannot open the output for the agent's voice: {e}") from e
         log.info("playing the agent's voice, output latency %.0f ms", self._stream.latency * 1000)
 
     def feed(self, pcm: np.ndarray) -> None:

@@ -179,10 +179,10 @@ class RoomBridge:
 
         for name in self._captures:
             source = rtc.AudioSource(INPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
+            self._sources[name] = source  # from now on _leave closes it, published or not
             track = rtc.LocalAudioTrack.create_audio_track(name, source)
             options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
             await room.local_participant.publish_track(track, options)
-            self._sources[name] = source
 
     async def _leave(self, room: rtc.Room) -> None:
         """Stop publishing into `room` and disconnect from it (if still connected)."""
@@ -259,6 +259,8 @@ class RoomBridge:
         summary: dict[str, Any] = {"joins": self.joins, "tracks": tracks}
         if self.gate is not None:
             summary["echo_gate_muted_frames"] = self.gate.muted_frames
+        if self._player is not None:
+            summary["agent_played_ms"] = round(self._player.played_ms)
         return summary
 
     def status(self) -> BridgeStatus:

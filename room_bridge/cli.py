@@ -18,6 +18,7 @@ import platform
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 SUMMARY_PREFIX = "voxroom bridge summary: "
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_bridge(args, url, token_source))
 
 
-async def _bridge(args: argparse.Namespace, url: str, token_source: Any) -> int:
+async def _bridge(args: argparse.Namespace, url: str, token_source: Callable[[], str]) -> int:
     from room_bridge.bridge import BridgeError, RoomBridge
     from room_bridge.capture import CaptureError, open_loopback, open_microphone
     from room_bridge.devices import DeviceNotFound, choose_output, query_devices
@@ -130,7 +131,6 @@ async def _bridge(args: argparse.Namespace, url: str, token_source: Any) -> int:
         return 1
 
     bridge = RoomBridge(url, token_source, meeting, mic=mic, gate=gate, player=player)
-    logging.getLogger(__name__).info("capturing %s", meeting.label)
     task = asyncio.create_task(bridge.run())
     _stop_on_signals(task)
     status = asyncio.create_task(_status_line(bridge, args.room or url))

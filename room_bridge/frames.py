@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.room_session import FrameRechunker
 
 # soxr's low-quality preset looks ~6 ms ahead when going from 48 kHz to 16 kHz (HQ: ~21 ms)
 # and still keeps the whole speech band clean. That lookahead makes each frame wait for the
@@ -57,7 +58,7 @@ class FrameAssembler:
             self._resampler = soxr.ResampleStream(
                 in_rate, INPUT_RATE, 1, dtype="float32", quality=RESAMPLE_QUALITY
             )
-        self._pending = np.zeros(0, np.int16)
+        self._rechunk = FrameRechunker()
         self._in_total = 0  # input samples (per channel) pushed so far
         self._out_total = 0  # output samples emitted in whole frames so far
         self._blocks: collections.deque[tuple[int, float]] = collections.deque()  # (start, t_ms)
@@ -72,12 +73,9 @@ class FrameAssembler:
         if self._resampler is not None:
             mono = self._resampler.resample_chunk(mono)
         pcm = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
-        self._pending = np.concatenate([self._pending, pcm])
         frames = []
-        while self._pending.size >= FRAME_SAMPLES:
-            frame = CapturedFrame(self._pending[:FRAME_SAMPLES].copy(), self._newest_origin())
-            frames.append(frame)
-            self._pending = self._pending[FRAME_SAMPLES:]
+        for chunk in self._rechunk.push(pcm):
+            frames.append(CapturedFrame(chunk.copy(), self._newest_origin()))
             self._out_total += FRAME_SAMPLES
         return frames
 

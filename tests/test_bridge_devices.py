@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from room_bridge.bridge import BridgeStatus, TrackStats, backoff_s
 from room_bridge import capture
+from room_bridge.agent_player import AgentPlayer
+from room_bridge.bridge import BridgeStatus, TrackStats, backoff_s
 from room_bridge.capture import CaptureError, device_list_from_pyaudio, open_loopback
 from room_bridge.devices import (
     DEFAULT_MONITOR,
@@ -24,9 +26,11 @@ from room_bridge.devices import (
     describe,
 )
 from room_bridge.echo_gate import EchoGate
-from room_bridge.frames import CapturedFrame, FrameAssembler, FrameQueue
+from room_bridge.frames import CapturedFrame, FrameAssembler, FrameQueue, now_ms
 from room_bridge.levels import FLOOR_DBFS, LevelMeter, level_dbfs, meter_bar
 from room_bridge.status_line import format_status
+
+RATE_48K = 48_000
 
 
 def dev(index: int, name: str, hostapi: str, ins: int, outs: int, rate: float = 48000.0):
@@ -182,26 +186,28 @@ def test_device_by_index_and_listing():
 # ---- back-end choice and fallbacks ---------------------------------------------------------
 
 
+def open_double(name: str, opened: list[tuple[str, object]], *, fail: bool = False):
+    """Test double for a back-end's open(): records what it was asked to open."""
+
+    async def open_(*args: object, **kwargs: object) -> str:
+        if fail:
+            raise CaptureError(f"{name} cannot open")
+        opened.append((name, args[0]))
+        return name
+
+    return open_
+
+
 @pytest.fixture
 def backends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
-    """Test doubles for the three back-ends' open(): they record what they were asked to
-    open. The device list comes from `devices_double`, set per test."""
+    """The three back-ends' open() replaced by doubles; the device list is set per test
+    with `devices_double`."""
     opened: list[tuple[str, object]] = []
-
-    def double(name: str, fail: bool = False):
-        async def open_(*args: object, **kwargs: object) -> str:
-            if fail:
-                raise CaptureError(f"{name} cannot open")
-            opened.append((name, args[0]))
-            return name
-        return open_
-
-    monkeypatch.setattr(capture.SoundDeviceCapture, "open", double("sounddevice"))
-    monkeypatch.setattr(capture.ParecCapture, "open", double("parec"))
-    monkeypatch.setattr(capture.PyAudioWPatchCapture, "open", double("pyaudiowpatch"))
+    monkeypatch.setattr(capture.SoundDeviceCapture, "open", open_double("sounddevice", opened))
+    monkeypatch.setattr(capture.ParecCapture, "open", open_double("parec", opened))
+    monkeypatch.setattr(capture.PyAudioWPatchCapture, "open", open_double("pyaudiowpatch", opened))
     monkeypatch.setattr(capture.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(capture, "_has_pyaudiowpatch", lambda: False)
-    backends.double = double  # type: ignore[attr-defined]
     return opened
 
 
@@ -227,7 +233,8 @@ async def test_linux_falls_back_to_parec(monkeypatch, backends):
     assert await open_loopback("Linux", "x.monitor") == "parec"
     assert backends[-1][1].pulse_source == "x.monitor"
     devices_double(monkeypatch, LINUX)
-    monkeypatch.setattr(capture.SoundDeviceCapture, "open", backends.double("sd", fail=True))
+    failing = open_double("sounddevice", backends, fail=True)
+    monkeypatch.setattr(capture.SoundDeviceCapture, "open", failing)
     assert await open_loopback("Linux", None) == "parec"  # sounddevice could not open it
 
 
@@ -430,6 +437,28 @@ def test_gate_ignores_silent_playback_and_separates_phrases():
 def test_gate_rejects_a_span_that_ends_before_it_starts():
     with pytest.raises(ValueError):
         EchoGate().note_played(np.full(960, 8000, np.int16), 100.0, 50.0)
+
+
+async def test_agent_player_tells_the_gate_what_it_handed_to_the_device():
+    gate = EchoGate(lead_ms=0, tail_ms=0)
+    player = AgentPlayer(gate, device=None)
+    player._loop = asyncio.get_running_loop()  # what start() sets, without opening a device
+    player.feed(np.full(RATE_48K // 2, 8000, np.int16))  # 500 ms: only the newest 200 ms stay
+    device_clock = SimpleNamespace(outputBufferDacTime=100.030, currentTime=100.000)
+    blocks = []
+    for _ in range(12):
+        out = np.ones((960, 1), np.int16)
+        t0 = now_ms()
+        player._callback(out, 960, device_clock, None)
+        blocks.append((t0, out[:, 0].copy()))
+    await asyncio.sleep(0)  # the notes reach the gate through the event loop
+    assert all((b == 8000).all() for _, b in blocks[:10]) and not blocks[10][1].any()
+    assert player.played_ms == pytest.approx(200.0)
+    first_handed = blocks[0][0]
+    assert gate.is_muted(first_handed + 1)
+    # The last block was handed at about t, reaches the DAC 30 ms later and lasts 20 ms.
+    assert gate.is_muted(blocks[9][0] + 45)
+    assert not gate.is_muted(blocks[9][0] + 80)
 
 
 # ---- status --------------------------------------------------------------------------------
