@@ -20,6 +20,7 @@ from agent.config import Settings, load_settings
 log = logging.getLogger("voxroom.worker")
 
 LOCAL_LLM_URL_ENV = "VOXROOM_LOCAL_LLM_URL"  # set by the worker for its job processes
+SESSION_LOAD_THRESHOLD = 0.999  # full when every session slot is taken (LiveKit wants < 1)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,10 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="job processes kept prewarmed (models loaded) ahead of dispatch",
     )
     p.add_argument(
-        "--load-threshold",
-        type=float,
-        default=0.75,
-        help="report the worker full above this load (0-1)",
+        "--max-sessions",
+        type=int,
+        default=4,
+        help="conversations one worker takes before LiveKit sends jobs elsewhere",
     )
     p.add_argument("--health-port", type=int, default=0, help="health-check HTTP port (0: any)")
     p.add_argument("--log-level", default="INFO")
@@ -105,7 +106,10 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         api_secret=settings.livekit.api_secret,
         job_executor_type=JobExecutorType.PROCESS,
         num_idle_processes=args.idle_processes,
-        load_threshold=args.load_threshold,
+        # Load is the share of session slots in use, not CPU: the models' own bursts (an LLM
+        # reply pins a core) would otherwise mark a worker with one conversation as full.
+        load_fnc=lambda srv: len(srv.active_jobs) / args.max_sessions,
+        load_threshold=SESSION_LOAD_THRESHOLD,
         initialize_process_timeout=120.0,
         port=args.health_port,
         setup_fnc=prewarm,

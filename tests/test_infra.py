@@ -355,7 +355,7 @@ def test_deployment_runs_unprivileged_on_a_read_only_root_filesystem() -> None:
 
 def test_deployment_gets_two_whole_cores() -> None:
     resources = agent_container(k8s_docs()["Deployment"])["resources"]
-    # The worker's load (and so --load-threshold) is measured against the CPU limit.
+    # Two cores per worker: the size --max-sessions is chosen for.
     assert quantity(resources["limits"]["cpu"]) == 2
     for resource in ("cpu", "memory"):
         assert quantity(resources["requests"][resource]) <= quantity(resources["limits"][resource])
@@ -381,7 +381,8 @@ def test_autoscaler_scales_the_deployment_before_workers_refuse_jobs() -> None:
     container = agent_container(deployment)
     assert quantity(container["resources"]["requests"]["cpu"]) > 0  # utilisation is of this
     _, args = worker_args(container.get("args", []))
-    assert metric["resource"]["target"]["averageUtilization"] < args.load_threshold * 100
+    assert args.max_sessions >= 1
+    assert metric["resource"]["target"]["averageUtilization"] < 100  # scale before saturation
 
 
 def test_disruption_budget_selects_the_deployment_pods() -> None:
