@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "models": ("agent.models", "prepare and check the bundled offline models"),
     "simulate": ("agent.simulate", "run the voice pipeline on a WAV file, no LiveKit"),
     "token": ("agent.tokens", "print a join token for a room"),
+    "transcripts": ("agent.transcript_store", "print the stored conversation turns"),
 }
 
 

@@ -37,7 +37,7 @@ class LLMSettings:
     max_tokens: int = 120
     temperature: float = 0.3
     system_prompt: str = (
-        "You are voxroom, a friendly voice assistant. Your replies are spoken aloud, so answer "
+        "You are a friendly voice assistant. Your replies are spoken aloud, so answer "
         "in one to three short, plain sentences. No lists, no markdown, no emoji."
     )
 

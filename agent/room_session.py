@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +16,8 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE
 if TYPE_CHECKING:
     from livekit import rtc
 
+    from agent.transcript_store import TranscriptStore
+
 log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 48_000
@@ -23,6 +26,7 @@ TOPIC_TRANSCRIPTION = "lk.transcription"
 ATTR_SEGMENT_ID = "lk.segment_id"
 ATTR_TRACK_ID = "lk.transcribed_track_id"
 ATTR_FINAL = "lk.transcription_final"
+PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-dispatch
 
 
 class LiveKitAudioSink:
@@ -153,8 +157,10 @@ async def run_room_session(
     tts: Any,
     llm: Any,
     system_prompt: str,
+    store: TranscriptStore | None = None,
 ) -> None:
-    """Talk with `participant` until they leave or the room closes."""
+    """Talk with `participant` until they leave or the room closes. With a `store`, every
+    finished turn is committed durably and the room's earlier turns are the history."""
     from livekit import rtc
 
     from agent.history import ChatHistory
@@ -168,13 +174,28 @@ async def run_room_session(
     publisher = RoomPublisher(room, participant.identity)
     publisher.agent_track_id = publication.sid
     publisher.start()
+    history = ChatHistory(system_prompt)
+    session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
+    persisted: set[asyncio.Task[None]] = set()
+    if store is not None:
+        for turn in await asyncio.to_thread(store.turns, room.name, PERSISTED_HISTORY_TURNS):
+            history.add_user(turn["user_text"])
+            history.add_assistant(turn["heard_text"])
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        publisher.on_event(kind, data)
+        if kind == "turn" and store is not None:
+            task = asyncio.create_task(asyncio.to_thread(store.append, room.name, session_id, data))
+            persisted.add(task)
+            task.add_done_callback(persisted.discard)
+
     engine = TurnEngine(
         stt=stt,
         llm=llm,
         tts=tts,
         sink=LiveKitAudioSink(source),
-        history=ChatHistory(system_prompt),
-        on_event=publisher.on_event,
+        history=history,
+        on_event=on_event,
     )
     await engine.start()
     left = asyncio.Event()
@@ -191,6 +212,7 @@ async def run_room_session(
         listen.cancel()
         await asyncio.gather(listen, return_exceptions=True)
         await engine.aclose()
+        await asyncio.gather(*persisted)  # every finished turn is on disk before we go
         await publisher.aclose()
         await source.aclose()
         log.info("session with %s ended after %d turns", participant.identity, len(engine.turns))

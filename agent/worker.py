@@ -38,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="conversations one worker takes before LiveKit sends jobs elsewhere",
     )
     p.add_argument("--health-port", type=int, default=0, help="health-check HTTP port (0: any)")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=600.0,
+        help="on SIGTERM, seconds to let active conversations finish (no new jobs meanwhile)",
+    )
     p.add_argument("--log-level", default="INFO")
 
 
@@ -45,10 +51,12 @@ def prewarm(proc: object) -> None:
     """Runs once in every job process before it takes a job: load and warm the speech models."""
     from agent.engine_loader import load_speech_engines
     from agent.room_session import OUTPUT_RATE
+    from agent.transcript_store import TranscriptStore
 
     stt, tts = load_speech_engines(OUTPUT_RATE)
     proc.userdata["stt"] = stt  # type: ignore[attr-defined]
     proc.userdata["tts"] = tts  # type: ignore[attr-defined]
+    proc.userdata["store"] = TranscriptStore()  # type: ignore[attr-defined]
 
 
 async def entrypoint(ctx: object) -> None:
@@ -73,8 +81,26 @@ async def entrypoint(ctx: object) -> None:
         tts=userdata["tts"],
         llm=userdata["llm"],
         system_prompt=settings.llm.system_prompt,
+        store=userdata["store"],
     )
     ctx.shutdown("participant left")
+
+
+async def _drain(server: object, stop: asyncio.Event, timeout_s: float) -> None:
+    """Take no new jobs and let the active conversations end, for at most `timeout_s`; a
+    second signal stops at once."""
+    n = len(server.active_jobs)  # type: ignore[attr-defined]
+    print(f"voxroom: draining, {n} active conversation(s), up to {timeout_s:.0f} s", flush=True)
+    stop.clear()
+    drain = asyncio.create_task(server.drain(timeout=None))  # type: ignore[attr-defined]
+    again = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait(
+        [drain, again], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+    )
+    for task in (drain, again):
+        task.cancel()
+    await asyncio.gather(drain, again, return_exceptions=True)
+    print("voxroom: drained" if drain in done else "voxroom: stopping now", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,9 +153,10 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     run_task = asyncio.create_task(server.run(devmode=False))
     try:
-        await asyncio.wait(
-            [run_task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
-        )
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([run_task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            await _drain(server, stop, args.drain_timeout)
     finally:
         await server.aclose()
         await asyncio.gather(run_task, return_exceptions=True)

@@ -37,7 +37,8 @@ QUESTION = "What is the capital of France?"
 def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[None]:
     """`voxroom agent` as a subprocess registered with `server`."""
     full_env = {**os.environ, "LIVEKIT_URL": server.url, "LIVEKIT_API_KEY": server.api_key,
-                "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1", **env}
+                "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1",
+                "VOXROOM_STORE_PATH": str(log_path.parent / "transcripts.sqlite3"), **env}
     proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent"], env=full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     registered = threading.Event()
