@@ -36,6 +36,10 @@ class LLMSettings:
     api_key: str = field(default="", repr=False)
     max_tokens: int = 120
     temperature: float = 0.3
+    # "local": when the primary has said nothing after first_token_budget_s (or failed), the
+    # bundled model is asked too and the first to speak answers. Only for provider "openai".
+    fallback: str = ""
+    first_token_budget_s: float = 1.5
     system_prompt: str = (
         "You are a friendly voice assistant. Your replies are spoken aloud, so answer "
         "in one to three short, plain sentences. No lists, no markdown, no emoji."
@@ -145,6 +149,10 @@ def validate(s: Settings) -> None:
             )
         if not s.llm.base_url and not s.llm.api_key:
             raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set llm.base_url)")
+    if s.llm.fallback not in ("", "local"):
+        raise ConfigError(f"llm.fallback must be '' or 'local', got {s.llm.fallback!r}")
+    if s.llm.first_token_budget_s <= 0:
+        raise ConfigError("llm.first_token_budget_s must be positive")
     if s.llm.max_tokens <= 0:
         raise ConfigError("llm.max_tokens must be positive")
     if s.stt.provider not in ("whisper", "deepgram"):

@@ -114,15 +114,16 @@ class _Decoder:
         import ctranslate2
 
         o = self._options
-        pcm = np.concatenate([audio.astype(np.float32) / 32768.0, np.zeros(_samples(o.end_pad_s), np.float32)])
-        features = self._features(pcm)
+        pad = np.zeros(_samples(o.end_pad_s), np.float32)
+        features = self._features(np.concatenate([audio.astype(np.float32) / 32768.0, pad]))
         encoded = self._whisper.encode(ctranslate2.StorageView.from_array(features[None]))
         context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
-        # Timestamp mode (no <|notimestamps|>): the first timestamp is forced so a prefix can follow.
+        # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
         prompt = [*context, self._sot, self._timestamp_begin, *prefix]
         seconds = len(audio) / INPUT_RATE
         budget = len(prefix) + 8 + math.ceil(seconds * o.max_tokens_per_s)
-        # CTranslate2 caps the result (prefix included) at min(max_length / 2, max_length - len(context)).
+        # CTranslate2 caps the result (prefix included) at
+        # min(max_length / 2, max_length - len(context)).
         max_length = min(448, max(2 * budget, budget + len(context)))
         result = self._whisper.generate(
             encoded, [prompt], beam_size=1, max_length=max_length,
@@ -137,7 +138,8 @@ class _Decoder:
         return self._tokenizer.decode(list(ids)).strip()
 
     def normalized(self, ids: Sequence[int]) -> str:
-        return " ".join("".join(c for c in self.text(ids).lower() if c.isalnum() or c == " ").split())
+        text = self.text(ids).lower()
+        return " ".join("".join(c for c in text if c.isalnum() or c == " ").split())
 
     def is_word_boundary(self, ids: Sequence[int], i: int) -> bool:
         """Whether a committed prefix may end before token `i` (a new word or punctuation)."""
@@ -330,7 +332,8 @@ class WhisperSTTStream:
         o = self._options
         window, search = _samples(o.max_window_s), _samples(o.window_cut_search_s)
         while utt.length - (start := utt.cuts[-1] if utt.cuts else utt.window_start) > window:
-            candidates = [(db, end) for end, db in utt.levels if start + window - search < end <= start + window]
+            lo, hi = start + window - search, start + window
+            candidates = [(db, end) for end, db in utt.levels if lo < end <= hi]
             utt.cuts.append(min(candidates)[1] if candidates else start + window)
 
     def _speech_end(self, utt: _Utterance) -> int:

@@ -63,14 +63,13 @@ async def entrypoint(ctx: object) -> None:
     """One job: join the room, wait for the user, converse until they leave."""
     from livekit.agents import AutoSubscribe, JobContext
 
-    from agent.llm_factory import make_llm
     from agent.room_session import run_room_session
 
     assert isinstance(ctx, JobContext)
     settings = load_settings()
     userdata = ctx.proc.userdata
     if "llm" not in userdata:  # one client (and connection pool) per process
-        userdata["llm"] = make_llm(settings.llm, local_base_url=os.environ.get(LOCAL_LLM_URL_ENV))
+        userdata["llm"] = _process_llm(settings)
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
     participant = await ctx.wait_for_participant()
     log.info("job %s: talking with %s in %s", ctx.job.id, participant.identity, ctx.room.name)
@@ -84,6 +83,29 @@ async def entrypoint(ctx: object) -> None:
         store=userdata["store"],
     )
     ctx.shutdown("participant left")
+
+
+def _process_llm(settings: Settings) -> object:
+    """The LLM client of this job process, with the local fallback when configured."""
+    from agent.llm_factory import make_llm
+
+    local_url = os.environ.get(LOCAL_LLM_URL_ENV)
+    llm = make_llm(settings.llm, local_base_url=local_url)
+    if settings.llm.provider == "openai" and settings.llm.fallback == "local":
+        from dataclasses import replace
+
+        from agent.llm_fallback import FallbackLLM
+
+        local = make_llm(
+            replace(settings.llm, provider="local", model=""), local_base_url=local_url
+        )
+        llm = FallbackLLM(
+            llm,
+            local,
+            first_token_budget_s=settings.llm.first_token_budget_s,
+            on_fallback=lambda why: log.warning("LLM fallback: %s", why),
+        )
+    return llm
 
 
 async def _drain(server: object, stop: asyncio.Event, timeout_s: float) -> None:
@@ -117,7 +139,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from livekit.agents import AgentServer, JobExecutorType
 
     local_llm = None
-    if settings.llm.provider == "local":
+    if settings.llm.provider == "local" or settings.llm.fallback == "local":
         from agent.llm_local import LocalLLMServer
 
         local_llm = LocalLLMServer()
