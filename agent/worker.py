@@ -72,6 +72,15 @@ async def entrypoint(ctx: object) -> None:
         userdata["llm"] = _process_llm(settings)
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
     participant = await ctx.wait_for_participant()
+    from agent.copilot import requested_mode, run_copilot_session
+
+    if requested_mode(ctx.job.metadata, ctx.room) == "copilot":
+        log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
+        await run_copilot_session(
+            ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=userdata["llm"]
+        )
+        ctx.shutdown("candidate left")
+        return
     log.info("job %s: talking with %s in %s", ctx.job.id, participant.identity, ctx.room.name)
     await run_room_session(
         ctx.room,

@@ -12,17 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
 import wave
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +23,7 @@ from livekit import api, rtc
 
 from agent.livekit_server import LiveKitServer
 from agent.tokens import create_join_token
-from room_bridge.cli import SUMMARY_PREFIX
+from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 from tests.speech import RATE, espeak
 
 pytestmark = [
@@ -41,50 +33,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
 ]
 
-SINK = "voxroom_test"
 SENTENCE = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
 WINDOW = RATE // 50  # 20 ms
 
 
 @pytest.fixture(scope="module")
 def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A private PulseAudio daemon whose only sink is the null sink `voxroom_test`; yields
-    the environment that points clients (parec, paplay, the ALSA `pulse` device) at it."""
-    for tool in ("pulseaudio", "pactl", "paplay", "parec"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed (Debian: pulseaudio, pulseaudio-utils)",
-                        pytrace=False)
-    home = tmp_path_factory.mktemp("pulse")
-    socket_path = home / "native"
-    # Its own HOME and runtime dir: nothing touches the user's PulseAudio or its cookie.
-    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(home),
-           "PULSE_RUNTIME_PATH": str(home / "runtime"), "PULSE_STATE_PATH": str(home / "state"),
-           "PULSE_SERVER": f"unix:{socket_path}"}
-    env.pop("PULSE_SINK", None)
-    env.pop("PULSE_SOURCE", None)
-    daemon = subprocess.Popen(
-        # -n: no default modules (no hardware, no D-Bus); root needs no --system here.
-        ["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
-         "--log-target=stderr",
-         "-L", f"module-native-protocol-unix auth-anonymous=1 socket={socket_path}",
-         "-L", f"module-null-sink sink_name={SINK} rate=48000 channels=2"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode != 0:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                daemon.kill()
-                pytest.fail(f"pulseaudio did not start:\n{daemon.communicate()[1][-2000:]}")
-            time.sleep(0.1)
+    with pulse_daemon(tmp_path_factory.mktemp("pulse")) as env:
         yield env
-    finally:
-        daemon.terminate()
-        try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
 
 
 @pytest.fixture(scope="module")
@@ -97,66 +53,6 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarr
         w.setframerate(RATE)
         w.writeframes(pcm.tobytes())
     return path, pcm
-
-
-# ---- the bridge as a process ---------------------------------------------------------------
-
-
-@dataclass
-class BridgeProcess:
-    proc: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-
-    def wait_for(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if any(text in line for line in self.lines):
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        pytest.fail(f"the bridge never logged {text!r}:\n" + "".join(self.lines[-40:]))
-
-    def stop(self) -> dict:
-        """SIGINT (Ctrl-C), then its summary line."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            pytest.fail("the bridge did not stop on SIGINT:\n" + "".join(self.lines[-40:]))
-        time.sleep(0.1)  # the reader thread takes the last lines
-        assert self.proc.returncode == 0, "".join(self.lines[-40:])
-        summary = [line for line in self.lines if line.startswith(SUMMARY_PREFIX)]
-        assert summary, "".join(self.lines[-40:])
-        return json.loads(summary[-1][len(SUMMARY_PREFIX):])
-
-
-@contextmanager
-def bridge_process(
-    server: LiveKitServer, env: dict[str, str], *args: str
-) -> Iterator[BridgeProcess]:
-    full_env = {**env, "LIVEKIT_API_KEY": server.api_key, "LIVEKIT_API_SECRET": server.api_secret,
-                "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "bridge", "--url", server.url, *args],
-        env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
-    )
-    bridge = BridgeProcess(proc)
-
-    def drain() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            bridge.lines.append(line)
-
-    threading.Thread(target=drain, daemon=True).start()
-    try:
-        yield bridge
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 # ---- a listener in the room ----------------------------------------------------------------
@@ -239,12 +135,6 @@ def tone_windows(pcm: np.ndarray, freq: float, *, min_dbfs: float = -50.0) -> in
         if power[k - 2 : k + 3].sum() > 0.5 * power.sum():
             count += 1
     return count
-
-
-async def paplay(env: dict[str, str], wav: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        "paplay", f"--device={SINK}", "--latency-msec=20", str(wav), env=env)
-    assert await proc.wait() == 0
 
 
 # ---- tests ---------------------------------------------------------------------------------

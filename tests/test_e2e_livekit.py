@@ -8,13 +8,7 @@ and reads the agent's `lk.agent.state` attribute and `lk.transcription` streams.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import jiwer
@@ -23,6 +17,7 @@ import pytest
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.tokens import create_join_token
+from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
 from tests.livekit_user import RoomUser
 from tests.speech import RATE, espeak, last_voiced_sample, with_silence
@@ -31,39 +26,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPLY = "The capital of France is Paris. It is a beautiful old city on the river Seine."
 QUESTION = "What is the capital of France?"
-
-
-@contextmanager
-def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[None]:
-    """`voxroom agent` as a subprocess registered with `server`."""
-    full_env = {**os.environ, "LIVEKIT_URL": server.url, "LIVEKIT_API_KEY": server.api_key,
-                "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1",
-                "VOXROOM_STORE_PATH": str(log_path.parent / "transcripts.sqlite3"), **env}
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent"], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    registered = threading.Event()
-
-    def drain() -> None:
-        with open(log_path, "w") as log:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if "worker registered" in line:
-                    registered.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    try:
-        if not registered.wait(180):
-            proc.kill()
-            pytest.fail(f"the worker did not register:\n{log_path.read_text()[-3000:]}")
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +66,7 @@ async def test_spoken_question_gets_the_scripted_spoken_answer(
     livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
 ) -> None:
     async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        env = {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": base_url,
-               "VOXROOM_LLM_MODEL": "scripted-test-double"}
+        env = scripted_llm_env(base_url)
         with agent_worker(livekit_server, tmp_path / "worker.log", **env):
             user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
             try:

@@ -1,5 +1,11 @@
+"""agent/web_server.py: the page, /api/config and the token service: what a token grants, who
+may ask for one (loopback, shared secret, trusted proxy), the rate limit, and tokens that
+livekit-server refuses (expired, forged, over-granted)."""
+
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -11,8 +17,18 @@ import jwt
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.config import LiveKitSettings, Settings
-from agent.web_server import browser_livekit_url, create_web_app, is_loopback
+from agent.config import ConfigError, LiveKitSettings, Settings
+from agent.livekit_server import LiveKitServer
+from agent.web_server import (
+    RateLimiter,
+    WebSettings,
+    access_of,
+    browser_livekit_url,
+    create_web_app,
+    identify,
+    is_loopback,
+    parse_networks,
+)
 
 SETTINGS = Settings(
     livekit=LiveKitSettings(
@@ -20,6 +36,10 @@ SETTINGS = Settings(
         api_key="testkey",
         api_secret="a-test-secret-of-32-bytes-or-more",
     )
+)
+SECRET = "an-access-code-0123456789"
+PROXY_AUTH = WebSettings(
+    trusted_auth_header="X-Auth-User", trusted_proxies=parse_networks("::1, 127.0.0.1")
 )
 
 
@@ -31,42 +51,82 @@ def static_dir(tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def serve(static_dir: Path, **kwargs) -> AsyncIterator[TestClient]:
-    app = create_web_app(SETTINGS, static_dir=static_dir, **kwargs)
+async def serve(
+    static_dir: Path, web_settings: WebSettings | None = None, settings: Settings = SETTINGS,
+    **kwargs,
+) -> AsyncIterator[TestClient]:
+    app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings, **kwargs)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         yield client
 
 
-def decode(token: str) -> dict:
-    return jwt.decode(token, SETTINGS.livekit.api_secret, algorithms=["HS256"])
+def decode(token: str, secret: str = SETTINGS.livekit.api_secret) -> dict:
+    return jwt.decode(token, secret, algorithms=["HS256"])
 
 
-async def test_token_is_issued_for_the_room_and_identity(static_dir: Path) -> None:
+# ---- the token ------------------------------------------------------------------------------
+
+
+async def test_token_grants_one_room_a_microphone_and_the_agent(static_dir: Path) -> None:
     async with serve(static_dir) as client:
-        resp = await client.post(
-            "/api/token", json={"room": "voxroom-demo", "identity": "alice_1", "name": "Alice"}
-        )
+        resp = await client.post("/api/token", json={"room": "voxroom-demo", "name": "Alice"})
         assert resp.status == 200
+        assert resp.headers["Cache-Control"] == "no-store"
         body = await resp.json()
     assert body["url"] == "ws://127.0.0.1:7880"
-    assert body["identity"] == "alice_1"
     claims = decode(body["token"])
     assert claims["iss"] == "testkey"
-    assert claims["sub"] == "alice_1"
+    assert claims["sub"] == body["identity"] and body["identity"].startswith("user-")
     assert claims["name"] == "Alice"
-    assert claims["video"]["room"] == "voxroom-demo"
-    assert claims["video"]["roomJoin"] is True
-    assert claims["roomConfig"]["agents"][0]["agentName"] == SETTINGS.livekit.agent_name
-    assert 590 <= claims["exp"] - time.time() <= 600
+    assert claims["video"] == {
+        "roomJoin": True,
+        "room": "voxroom-demo",
+        "canPublish": True,
+        "canPublishSources": ["microphone"],
+        "canSubscribe": True,
+        "canPublishData": True,
+    }
+    assert claims["roomConfig"] == {"agents": [{"agentName": SETTINGS.livekit.agent_name}]}
+    assert claims["exp"] - claims["nbf"] == 600
+    assert SETTINGS.livekit.api_secret not in json.dumps(body)
 
 
-async def test_identity_is_made_up_when_not_given(static_dir: Path) -> None:
+async def test_token_lifetime_is_configurable_up_to_ten_minutes(static_dir: Path) -> None:
+    async with serve(static_dir, WebSettings(token_ttl_s=60)) as client:
+        body = await (await client.post("/api/token", json={"room": "r"})).json()
+    claims = decode(body["token"])
+    assert claims["exp"] - claims["nbf"] == 60
+    for ttl in (0, 601, 86400):
+        with pytest.raises(ConfigError, match="VOXROOM_WEB_TOKEN_TTL_S"):
+            WebSettings(token_ttl_s=ttl)
+
+
+async def test_every_caller_gets_its_own_identity(static_dir: Path) -> None:
     async with serve(static_dir) as client:
         first = await (await client.post("/api/token", json={"room": "r1"})).json()
         second = await (await client.post("/api/token", json={"room": "r1", "name": ""})).json()
     assert first["identity"] != second["identity"]
-    assert decode(first["token"])["sub"] == first["identity"]
     assert "name" not in decode(second["token"])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"identity": "alice"},  # someone else's identity would evict them from the room
+        {"ttl": 86400},
+        {"grants": {"roomAdmin": True}},
+        {"canPublishSources": ["camera", "screen_share"]},
+        {"agent": "other"},
+    ],
+)
+async def test_requests_for_more_than_the_minimum_are_refused(
+    static_dir: Path, extra: dict
+) -> None:
+    async with serve(static_dir) as client:
+        resp = await client.post("/api/token", json={"room": "r", **extra})
+        assert resp.status == 400
+        message = (await resp.json())["error"]
+    assert message.startswith("Unknown field(s): ") and next(iter(extra)) in message
 
 
 @pytest.mark.parametrize(
@@ -76,8 +136,7 @@ async def test_identity_is_made_up_when_not_given(static_dir: Path) -> None:
         {"room": "has space"},
         {"room": "r" * 65},
         {"room": 7},
-        {"identity": "alice"},
-        {"room": "ok", "identity": "a/b"},
+        {"name": "no room"},
         {"room": "ok", "name": "n" * 65},
         {"room": "ok", "name": ["list"]},
         ["room", "ok"],
@@ -98,15 +157,19 @@ async def test_body_that_is_not_json_is_refused(static_dir: Path) -> None:
         assert "JSON" in (await resp.json())["error"]
 
 
-async def test_static_page_is_served(static_dir: Path) -> None:
+# ---- the page -------------------------------------------------------------------------------
+
+
+async def test_static_page_and_config_are_served(static_dir: Path) -> None:
     async with serve(static_dir) as client:
         index = await client.get("/")
         assert index.status == 200
         assert "<title>voxroom</title>" in await index.text()
         script = await client.get("/app.js")
-        assert script.status == 200
         assert await script.text() == "console.log('voxroom')"
         assert (await client.get("/missing.js")).status == 404
+        config = await client.get("/api/config")
+        assert await config.json() == {"mode": "livekit", "access": "open"}
 
 
 async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
@@ -114,6 +177,9 @@ async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
         resp = await client.get("/")
         assert resp.status == 503
         assert "make web" in await resp.text()
+
+
+# ---- who may ask ----------------------------------------------------------------------------
 
 
 def _non_loopback_ipv4() -> str | None:
@@ -127,24 +193,171 @@ def _non_loopback_ipv4() -> str | None:
     return None if is_loopback(address) else address
 
 
-@pytest.mark.parametrize(("allow_remote", "status"), [(False, 403), (True, 200)])
-async def test_remote_requests_need_allow_remote(
-    static_dir: Path, allow_remote: bool, status: int
-) -> None:
+@asynccontextmanager
+async def remote_client(static_dir: Path, web_settings: WebSettings):
+    """A client that reaches the app from a non-loopback address of this machine, as another
+    device on the network would."""
     address = _non_loopback_ipv4()
     if address is None:
         pytest.skip("this machine has no non-loopback IPv4 address")
-    app = create_web_app(SETTINGS, static_dir=static_dir, allow_remote=allow_remote)
+    app = create_web_app(SETTINGS, static_dir=static_dir, web_settings=web_settings)
     async with TestServer(app, host=address) as server:
-        # Connect from that address too, so the server sees a non-loopback peer.
         connector = aiohttp.TCPConnector(local_addr=(address, 0))
         async with aiohttp.ClientSession(connector=connector) as session:
-            for request in (
-                lambda: session.get(server.make_url("/")),
-                lambda: session.post(server.make_url("/api/token"), json={"room": "r"}),
-            ):
-                async with request() as resp:
-                    assert resp.status == status
+            yield session, server
+
+
+@pytest.mark.parametrize(
+    ("web_settings", "headers", "status", "access"),
+    [
+        (WebSettings(), {}, 403, "closed"),
+        (WebSettings(shared_secret=SECRET), {}, 401, "code"),
+        (WebSettings(shared_secret=SECRET), {"Authorization": "Bearer wrong-code"}, 401, "code"),
+        (WebSettings(shared_secret=SECRET), {"Authorization": f"Basic {SECRET}"}, 401, "code"),
+        (WebSettings(shared_secret=SECRET), {"Authorization": f"Bearer {SECRET}"}, 200, "open"),
+        # A forwarded loopback address from an untrusted peer is not believed.
+        (WebSettings(), {"X-Forwarded-For": "127.0.0.1"}, 403, "closed"),
+        # The trusted auth header counts only from the trusted proxy, which this peer is not.
+        (WebSettings(trusted_auth_header="X-Auth-User", trusted_proxies=parse_networks("10.9.9.9")),
+         {"X-Auth-User": "alice"}, 403, "closed"),
+    ],
+)
+async def test_off_loopback_a_secret_is_required(
+    static_dir: Path, web_settings: WebSettings, headers: dict, status: int, access: str
+) -> None:
+    async with remote_client(static_dir, web_settings) as (session, server):
+        async with session.post(
+            server.make_url("/api/token"), json={"room": "r"}, headers=headers
+        ) as resp:
+            assert resp.status == status
+            if status != 200:
+                message = (await resp.json())["error"]
+                assert SECRET not in message and message.endswith(".")
+            if status == 401:
+                assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+        async with session.get(server.make_url("/api/config"), headers=headers) as resp:
+            assert (await resp.json())["access"] == access
+        async with session.get(server.make_url("/")) as resp:
+            assert resp.status == 200  # the page itself is public: it holds no secret
+
+
+@pytest.mark.parametrize(
+    ("web_settings", "headers", "status"),
+    [
+        # A reverse proxy on this machine: its visitors must not count as local.
+        (WebSettings(), {"X-Forwarded-For": "203.0.113.7"}, 403),
+        (WebSettings(), {"Forwarded": "for=203.0.113.7"}, 403),
+        (WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
+         {"X-Forwarded-For": "203.0.113.7"}, 403),
+        (WebSettings(trusted_proxies=parse_networks("127.0.0.1")), {}, 403),
+        (WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
+         {"X-Forwarded-For": "127.0.0.1"}, 200),
+        (WebSettings(shared_secret=SECRET), {"X-Forwarded-For": "203.0.113.7",
+                                              "Authorization": f"Bearer {SECRET}"}, 200),
+        (PROXY_AUTH, {"X-Forwarded-For": "203.0.113.7", "X-Auth-User": "alice@example.org"}, 200),
+        (PROXY_AUTH, {"X-Forwarded-For": "203.0.113.7", "X-Auth-User": " "}, 403),
+    ],
+)
+async def test_behind_a_reverse_proxy(
+    static_dir: Path, web_settings: WebSettings, headers: dict, status: int
+) -> None:
+    async with serve(static_dir, web_settings) as client:
+        resp = await client.post("/api/token", json={"room": "r"}, headers=headers)
+        assert resp.status == status
+
+
+def test_client_address_through_a_chain_of_trusted_proxies() -> None:
+    ws = WebSettings(trusted_proxies=parse_networks("10.0.0.0/8, 127.0.0.1"))
+    # The left-most entries are whatever the client wrote; only the right-most untrusted hop
+    # was added by a trusted proxy.
+    chain = {"X-Forwarded-For": "127.0.0.1, 198.51.100.4, 10.1.2.3"}
+    caller = identify("127.0.0.1", chain, ws)
+    assert (caller.address, caller.local, caller.via_trusted_proxy) == ("198.51.100.4", False, True)
+    caller = identify("192.0.2.50", chain, ws)  # not a trusted proxy: its header is ignored
+    assert (caller.address, caller.local, caller.via_trusted_proxy) == ("192.0.2.50", False, False)
+    assert identify("::1", {}, WebSettings()).local
+    assert identify("::ffff:127.0.0.1", {}, WebSettings()).local
+    assert access_of(identify(None, {}, WebSettings()), {}, WebSettings()) == "closed"
+
+
+def test_web_settings_from_the_environment() -> None:
+    ws = WebSettings.from_env({
+        "VOXROOM_WEB_SHARED_SECRET": SECRET,
+        "VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X-Forwarded-User",
+        "VOXROOM_WEB_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8",
+        "VOXROOM_WEB_TOKEN_TTL_S": "300",
+        "VOXROOM_WEB_RATE_LIMIT_PER_MIN": "30",
+    })
+    assert (ws.shared_secret, ws.trusted_auth_header, ws.token_ttl_s, ws.rate_per_min) == (
+        SECRET, "X-Forwarded-User", 300, 30.0,
+    )
+    assert [str(n) for n in ws.trusted_proxies] == ["127.0.0.1/32", "10.0.0.0/8"]
+    assert SECRET not in repr(ws)
+    assert WebSettings.from_env({}) == WebSettings()
+
+
+@pytest.mark.parametrize(
+    ("env", "complaint"),
+    [
+        ({"VOXROOM_WEB_SHARED_SECRET": "short"}, "at least 16"),
+        ({"VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X-User"}, "needs VOXROOM_WEB_TRUSTED_PROXIES"),
+        ({"VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X User", "VOXROOM_WEB_TRUSTED_PROXIES": "::1"},
+         "header name"),
+        ({"VOXROOM_WEB_TRUSTED_PROXIES": "proxy.local"}, "not an IP address"),
+        ({"VOXROOM_WEB_TOKEN_TTL_S": "ten"}, "must be a number"),
+        ({"VOXROOM_WEB_RATE_LIMIT_PER_MIN": "0"}, "must be positive"),
+    ],
+)
+def test_bad_web_settings_say_what_is_wrong(env: dict, complaint: str) -> None:
+    with pytest.raises(ConfigError, match=complaint):
+        WebSettings.from_env(env)
+
+
+# ---- the rate limit -------------------------------------------------------------------------
+
+
+def test_rate_limiter_is_a_token_bucket_per_client() -> None:
+    now = [0.0]
+    limiter = RateLimiter(10, clock=lambda: now[0])
+    assert [limiter.take("a") for _ in range(10)] == [0.0] * 10
+    assert limiter.take("a") == pytest.approx(6.0)  # one token every 6 s
+    assert limiter.take("b") == 0.0  # another client has its own bucket
+    now[0] = 5.0
+    assert limiter.take("a") == pytest.approx(1.0)
+    now[0] = 6.0
+    assert limiter.take("a") == 0.0
+    assert limiter.take("a") > 0
+
+
+def test_rate_limiter_forgets_clients_whose_bucket_refilled() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0], max_clients=3)
+    for key in "abc":
+        limiter.take(key)
+    now[0] = 120.0
+    limiter.take("d")  # over the limit of clients: the refilled ones go
+    assert set(limiter._buckets) == {"d"}
+
+
+async def test_token_endpoint_answers_429_with_retry_after(static_dir: Path) -> None:
+    now = [1000.0]
+    async with serve(static_dir, WebSettings(rate_per_min=3), clock=lambda: now[0]) as client:
+        statuses = [
+            (await client.post("/api/token", json={"room": "r"})).status for _ in range(3)
+        ]
+        assert statuses == [200] * 3
+        resp = await client.post("/api/token", json={"room": "r"})
+        assert resp.status == 429
+        assert resp.headers["Retry-After"] == "20"
+        assert "Wait a minute" in (await resp.json())["error"]
+        # Refused bodies and wrong codes count too: the limit also slows down guessing.
+        assert (await client.post("/api/token", data=b"junk")).status == 429
+        assert (await client.get("/api/config")).status == 200  # the page still loads
+        now[0] += 20
+        assert (await client.post("/api/token", json={"room": "r"})).status == 200
+
+
+# ---- helpers --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -177,3 +390,66 @@ def test_is_loopback(address: str | None, expected: bool) -> None:
 def test_browser_livekit_url(url: str, expected: str) -> None:
     assert browser_livekit_url(url) == expected
 
+
+# ---- what livekit-server makes of the tokens ------------------------------------------------
+
+
+def _tampered(token: str, **claims) -> str:
+    """`token` with its payload changed and its signature kept, as a browser could try."""
+    header, payload, signature = token.split(".")
+    data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    data.update(claims)
+    raw = base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+    return f"{header}.{raw}.{signature}"
+
+
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning")  # the dev secret
+async def test_livekit_server_refuses_expired_forged_and_over_granted_tokens(
+    livekit_server: LiveKitServer, static_dir: Path
+) -> None:
+    from livekit import rtc
+    from livekit.rtc.participant import PublishTrackError
+
+    settings = Settings(livekit=livekit_server.livekit_settings())
+    async with serve(static_dir, settings=settings) as client:
+        body = await (await client.post("/api/token", json={"room": "refusals"})).json()
+    token, secret = body["token"], livekit_server.api_secret
+    claims = decode(token, secret)
+    now = int(time.time())
+    refused = {
+        # Past the server's clock leeway (a minute).
+        "token is expired": jwt.encode(
+            {**claims, "nbf": now - 900, "exp": now - 300}, secret, algorithm="HS256"
+        ),
+        "signature is invalid": jwt.encode(
+            claims, "not-the-secret-of-this-livekit-server", algorithm="HS256"
+        ),
+    }
+    over_granted = _tampered(
+        token, video={**claims["video"], "roomAdmin": True, "roomList": True,
+                      "canPublishSources": ["microphone", "camera", "screen_share"]},
+    )
+    for reason, bad in [*refused.items(), ("signature is invalid", over_granted)]:
+        room = rtc.Room()
+        with pytest.raises(rtc.ConnectError, match=reason):
+            await room.connect(livekit_server.url, bad)
+
+    # The token as issued joins, and can do only what it grants.
+    room = rtc.Room()
+    await room.connect(livekit_server.url, token)
+    try:
+        screen = rtc.LocalAudioTrack.create_audio_track("screen", rtc.AudioSource(48_000, 1))
+        options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_SCREENSHARE_AUDIO)
+        with pytest.raises(PublishTrackError):  # the server never accepts it
+            await room.local_participant.publish_track(screen, options)
+        async with aiohttp.ClientSession() as session:
+            for method, request in (("ListRooms", {}),
+                                    ("RemoveParticipant", {"room": "refusals", "identity": "x"})):
+                async with session.post(
+                    f"{livekit_server.http_url}/twirp/livekit.RoomService/{method}",
+                    json=request, headers={"Authorization": f"Bearer {token}"},
+                ) as resp:
+                    assert resp.status == 401, method
+    finally:
+        await room.disconnect()

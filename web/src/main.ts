@@ -1,32 +1,25 @@
-// The voxroom page: join a room, talk to the agent, see its state and the transcript.
-// Logic that needs no DOM lives in transcript.ts, agentState.ts and messages.ts.
+// The voxroom page: join, talk to the agent, see its state, the transcript, the copilot's
+// answers and each turn's latency. The connection itself is a VoiceSession (through LiveKit
+// or direct, as GET /api/config says); logic that needs no DOM lives in its own modules.
 
+import { type Connection, statusView } from './agentState';
+import { LevelMeter } from './audioLevel';
+import { accessCodeFromHash, parseConfig, type ServerConfig } from './config';
+import { COPILOT_TOPIC, CopilotAnswers } from './copilot';
+import { microphoneChoices } from './devices';
+import { DirectSession } from './directSession';
+import { LiveKitSession } from './livekitSession';
 import {
-  ConnectionError,
-  ConnectionErrorReason,
-  ConnectionState,
-  DisconnectReason,
-  MediaDeviceFailure,
-  type Participant,
-  ParticipantKind,
-  type RemoteParticipant,
-  type RemoteTrack,
-  Room,
-  RoomEvent,
-  type TextStreamReader,
-  Track,
-} from 'livekit-client';
-
-import { ATTR_AGENT_STATE, type Connection, statusView } from './agentState';
-import {
-  type JoinProblem,
+  accessClosedMessage,
+  accessCodeHint,
   joinMessage,
-  type MicProblem,
   micMessage,
   NO_AGENT_AFTER_S,
   noAgentMessage,
 } from './messages';
-import { type LocalIdentity, Transcript, TRANSCRIPTION_TOPIC } from './transcript';
+import { formatLatency, METRICS_TOPIC, parseMetrics } from './metrics';
+import { JoinFailure, MicFailure, type SessionEvents, type VoiceSession } from './session';
+import { Transcript, TRANSCRIPTION_TOPIC } from './transcript';
 
 function element<T extends HTMLElement>(id: string): T {
   const el = document.getElementById(id);
@@ -37,9 +30,13 @@ function element<T extends HTMLElement>(id: string): T {
 const ui = {
   form: element<HTMLFormElement>('join-form'),
   room: element<HTMLInputElement>('room'),
+  roomField: element<HTMLElement>('room-field'),
   name: element<HTMLInputElement>('name'),
+  code: element<HTMLInputElement>('code'),
+  codeField: element<HTMLElement>('code-field'),
   join: element<HTMLButtonElement>('join'),
   leave: element<HTMLButtonElement>('leave'),
+  mode: element<HTMLElement>('mode'),
   status: element<HTMLElement>('status'),
   statusLabel: element<HTMLElement>('status-label'),
   statusHint: element<HTMLElement>('status-hint'),
@@ -47,24 +44,50 @@ const ui = {
   errorText: element<HTMLElement>('error-text'),
   retryMic: element<HTMLButtonElement>('retry-mic'),
   startAudio: element<HTMLButtonElement>('start-audio'),
+  controls: element<HTMLElement>('controls'),
+  mute: element<HTMLButtonElement>('mute'),
+  micSelect: element<HTMLSelectElement>('mic-select'),
+  latency: element<HTMLElement>('latency'),
   transcript: element<HTMLOListElement>('transcript'),
   emptyTranscript: element<HTMLElement>('transcript-empty'),
+  copilot: element<HTMLOListElement>('copilot'),
+  emptyCopilot: element<HTMLElement>('copilot-empty'),
   audio: element<HTMLAudioElement>('agent-audio'),
 };
 
-/** Raised on the way to joining; carries what to tell the user. */
-class JoinFailure extends Error {
-  constructor(readonly problem: JoinProblem) {
-    super(problem.kind);
-  }
-}
+const CODE_KEY = 'voxroom.accessCode';
 
-let room: Room | undefined;
+let config: ServerConfig | undefined;
+let session: VoiceSession | undefined;
+let muted = false;
+let wakeLock: WakeLockSentinel | undefined;
 const transcript = new Transcript();
+const copilot = new CopilotAnswers();
+const meter = new LevelMeter();
+const streamTopics = new Map<string, string>(); // open stream id -> topic
+const metricsText = new Map<string, string>(); // open metrics stream id -> text so far
+
+// For tests and for curious people at the console: how loud the agent's voice arrives.
+(window as unknown as { __voxroom: object }).__voxroom = {
+  remoteLevel: () => meter.level(),
+  mode: () => config?.mode,
+};
 
 const params = new URLSearchParams(location.search);
 ui.room.value = params.get('room') ?? ui.room.value;
 ui.name.value = params.get('name') ?? ui.name.value;
+/** An access code link (`…#code=XYZ`) fills the field; the code leaves the address bar. */
+function takeCodeFromLink(): void {
+  const linkCode = accessCodeFromHash(location.hash);
+  if (!linkCode) return;
+  sessionStorage.setItem(CODE_KEY, linkCode);
+  history.replaceState(null, '', location.pathname + location.search);
+  ui.code.value = linkCode;
+  if (ui.errorText.textContent === accessCodeHint) clearError();
+}
+ui.code.value = sessionStorage.getItem(CODE_KEY) ?? '';
+takeCodeFromLink();
+window.addEventListener('hashchange', takeCodeFromLink);
 
 ui.form.addEventListener('submit', (event) => {
   event.preventDefault();
@@ -72,229 +95,249 @@ ui.form.addEventListener('submit', (event) => {
 });
 ui.leave.addEventListener('click', () => void leave());
 ui.retryMic.addEventListener('click', () => {
-  if (room) void enableMicrophone(room);
+  if (session) void enableMicrophone(session);
 });
-ui.startAudio.addEventListener('click', () => {
-  void room?.startAudio().catch(() => undefined).then(refreshAudioPrompt);
+ui.startAudio.addEventListener('click', () => void playAgentAudio());
+ui.mute.addEventListener('click', () => {
+  muted = !muted;
+  void session?.setMuted(muted);
+  render();
 });
+ui.micSelect.addEventListener('change', () => {
+  if (session) void enableMicrophone(session, ui.micSelect.value);
+});
+navigator.mediaDevices?.addEventListener('devicechange', () => void refreshDevices());
+
+async function loadConfig(): Promise<ServerConfig | undefined> {
+  try {
+    const response = await fetch('/api/config', { cache: 'no-store' });
+    config = parseConfig(await response.json());
+  } catch {
+    config = undefined;
+  }
+  if (!config) {
+    showError(joinMessage({ kind: 'web-unreachable' }));
+    return undefined;
+  }
+  ui.mode.hidden = false;
+  ui.mode.textContent = config.mode === 'direct' ? 'Direct connection' : 'Through LiveKit';
+  ui.roomField.hidden = config.mode === 'direct'; // direct mode has one conversation, no rooms
+  ui.codeField.hidden = config.access !== 'code';
+  if (config.access === 'closed') showError(accessClosedMessage);
+  else if (config.access === 'code' && !ui.code.value) showError(accessCodeHint);
+  render();
+  return config;
+}
 
 async function join(): Promise<void> {
-  if (room) return;
-  const r = new Room({
-    audioCaptureDefaults: { echoCancellation: true, noiseSuppression: true, autoGainControl: true },
-  });
-  room = r;
-  listen(r);
+  if (session) return;
   // Phones (and desktop browsers with strict autoplay rules) only let audio start inside a
-  // user gesture: this click. Unlock both LiveKit's audio and our <audio> element now, before
-  // the first await; the agent's track is attached to the element later.
-  const audioUnlocked = r.startAudio().catch(() => undefined);
+  // user gesture: this click. Unlock the <audio> element and the level meter before the first
+  // await; the agent's track is put into the element later.
   ui.audio.srcObject = new MediaStream();
-  ui.audio.play().catch(() => undefined);
+  void ui.audio.play().catch(() => undefined);
+  meter.unlock();
+  void keepScreenOn(true);
 
+  const cfg = config ?? (await loadConfig());
+  if (!cfg || session) return;
+  const events = eventsFor(() => s);
+  const s: VoiceSession =
+    cfg.mode === 'direct' ? new DirectSession(events) : new LiveKitSession(events);
+  session = s;
+  muted = false;
   clearError();
   transcript.clear();
+  copilot.clear();
   renderTranscript();
-  const roomName = ui.room.value.trim() || ui.room.placeholder;
-  let url = '';
+  renderCopilot();
+  ui.latency.hidden = true;
   render();
+  const accessCode = cfg.access === 'code' ? ui.code.value.trim() : '';
   try {
-    const grant = await fetchToken(roomName, ui.name.value.trim());
-    url = grant.url;
-    if (room !== r) return; // Leave was pressed meanwhile
-    await r.connect(url, grant.token);
+    await s.connect({
+      room: ui.room.value.trim() || ui.room.placeholder,
+      name: ui.name.value.trim(),
+      accessCode,
+    });
   } catch (err) {
-    if (room === r) {
-      room = undefined;
-      await r.disconnect();
-      const problem = joinProblem(err, url);
+    if (session === s) {
+      session = undefined;
+      void keepScreenOn(false);
+      await s.disconnect();
+      const problem =
+        err instanceof JoinFailure ? err.problem : { kind: 'other' as const, detail: String(err) };
       if (problem) showError(joinMessage(problem));
       render();
     }
     return;
   }
+  if (accessCode) sessionStorage.setItem(CODE_KEY, accessCode);
   setTimeout(() => {
-    if (room === r && !agentOf(r)) showError(noAgentMessage);
+    if (session === s && !s.agentPresent()) showError(noAgentMessage);
   }, NO_AGENT_AFTER_S * 1000);
-  await audioUnlocked;
-  refreshAudioPrompt();
-  await enableMicrophone(r);
+  render();
+  await enableMicrophone(s);
 }
 
 async function leave(): Promise<void> {
-  const r = room;
-  room = undefined;
+  const s = session;
+  session = undefined;
+  void keepScreenOn(false);
   ui.retryMic.hidden = true;
   ui.startAudio.hidden = true;
+  setRemoteAudio(undefined);
   render();
-  await r?.disconnect();
+  await s?.disconnect();
 }
 
-async function fetchToken(roomName: string, name: string): Promise<{ token: string; url: string }> {
-  let response: Response;
-  try {
-    response = await fetch('/api/token', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ room: roomName, name }),
-    });
-  } catch {
-    throw new JoinFailure({ kind: 'web-unreachable' });
-  }
-  const body: { token?: string; url?: string; error?: string } = await response
-    .json()
-    .catch(() => ({}));
-  if (!response.ok || !body.token || !body.url) {
-    throw new JoinFailure({
-      kind: 'token-rejected',
-      status: response.status,
-      message: body.error ?? '',
-    });
-  }
-  return { token: body.token, url: body.url };
+/** The session's events, ignored once it is no longer the page's session. */
+function eventsFor(current: () => VoiceSession): SessionEvents {
+  const live = () => session !== undefined && session === current();
+  return {
+    changed: () => {
+      if (!live()) return;
+      if (session?.agentPresent() && ui.errorText.textContent === noAgentMessage) clearError();
+      render();
+    },
+    ended: (message) => {
+      if (!live()) return;
+      session = undefined;
+      void keepScreenOn(false);
+      ui.retryMic.hidden = true;
+      setRemoteAudio(undefined);
+      render();
+      showError(message);
+    },
+    remoteAudio: (track) => {
+      if (live()) setRemoteAudio(track);
+    },
+    textOpened: (topic, stream) => {
+      if (!live() || !session) return;
+      streamTopics.set(stream.streamId, topic);
+      if (topic === TRANSCRIPTION_TOPIC) transcript.open(stream, session.localIdentity());
+      else if (topic === COPILOT_TOPIC) copilot.open(stream.streamId, stream.attributes);
+      else if (topic === METRICS_TOPIC) metricsText.set(stream.streamId, '');
+    },
+    textChunk: (streamId, text) => {
+      const topic = streamTopics.get(streamId);
+      if (topic === TRANSCRIPTION_TOPIC && transcript.append(streamId, text)) renderTranscript();
+      else if (topic === COPILOT_TOPIC && copilot.append(streamId, text)) renderCopilot();
+      else if (topic === METRICS_TOPIC) {
+        metricsText.set(streamId, (metricsText.get(streamId) ?? '') + text);
+      }
+    },
+    textClosed: (streamId, attributes) => {
+      const topic = streamTopics.get(streamId);
+      streamTopics.delete(streamId);
+      if (topic === TRANSCRIPTION_TOPIC) {
+        if (transcript.close(streamId, attributes)) renderTranscript();
+      } else if (topic === COPILOT_TOPIC) {
+        if (copilot.close(streamId, attributes)) renderCopilot();
+      }
+      else if (topic === METRICS_TOPIC) {
+        showLatency(metricsText.get(streamId) ?? '');
+        metricsText.delete(streamId);
+      }
+    },
+    data: (topic, text) => {
+      if (live() && topic === METRICS_TOPIC) showLatency(text);
+    },
+  };
 }
 
-/** What to tell the user about a failed join; undefined when there is nothing to tell. */
-function joinProblem(err: unknown, url: string): JoinProblem | undefined {
-  if (err instanceof JoinFailure) return err.problem;
-  if (err instanceof ConnectionError) {
-    switch (err.reason) {
-      case ConnectionErrorReason.NotAllowed:
-        return { kind: 'livekit-refused', url };
-      case ConnectionErrorReason.ServerUnreachable:
-      case ConnectionErrorReason.WebSocket:
-        return { kind: 'livekit-unreachable', url };
-      case ConnectionErrorReason.Timeout:
-        return { kind: 'livekit-timeout', url };
-      case ConnectionErrorReason.Cancelled:
-        return undefined;
-    }
-  }
-  return { kind: 'other', detail: err instanceof Error ? err.message : String(err) };
-}
-
-async function enableMicrophone(r: Room): Promise<void> {
+async function enableMicrophone(s: VoiceSession, deviceId?: string): Promise<void> {
   ui.retryMic.hidden = true;
   if (!window.isSecureContext || !navigator.mediaDevices?.getUserMedia) {
     showError(micMessage('insecure'));
     return;
   }
   try {
-    await r.localParticipant.setMicrophoneEnabled(true);
-    clearError();
+    await s.enableMicrophone(deviceId);
+    await s.setMuted(muted);
+    if (ui.errorText.textContent !== noAgentMessage) clearError();
   } catch (err) {
-    if (room !== r) return;
-    showError(micMessage(micProblem(err), err instanceof Error ? err.message : String(err)));
+    if (session !== s) return;
+    const failure = err instanceof MicFailure ? err : new MicFailure('other', String(err));
+    showError(micMessage(failure.problem, failure.detail));
     ui.retryMic.hidden = false;
   }
+  await refreshDevices();
 }
 
-function micProblem(err: unknown): MicProblem {
-  switch (MediaDeviceFailure.getFailure(err)) {
-    case MediaDeviceFailure.PermissionDenied:
-      return 'denied';
-    case MediaDeviceFailure.NotFound:
-      return 'not-found';
-    case MediaDeviceFailure.DeviceInUse:
-      return 'busy';
-    default:
-      return 'other';
-  }
+async function refreshDevices(): Promise<void> {
+  const devices = await navigator.mediaDevices?.enumerateDevices().catch(() => []);
+  const choices = microphoneChoices(devices ?? []);
+  const active = session?.microphoneId();
+  ui.micSelect.replaceChildren(
+    ...choices.map((choice) => {
+      const option = document.createElement('option');
+      option.value = choice.id;
+      option.textContent = choice.label;
+      option.selected = choice.id === active;
+      return option;
+    }),
+  );
+  ui.micSelect.disabled = choices.length < 2;
 }
 
-function listen(r: Room): void {
-  let joined = false; // a failed join is reported by join(), not as a lost connection
-  r.on(RoomEvent.Connected, () => {
-    joined = true;
-  })
-    .on(RoomEvent.ConnectionStateChanged, render)
-    .on(RoomEvent.ParticipantConnected, (p: RemoteParticipant) => {
-      if (isAgent(p) && ui.errorText.textContent === noAgentMessage) clearError();
-      render();
-    })
-    .on(RoomEvent.ParticipantDisconnected, render)
-    .on(RoomEvent.ParticipantAttributesChanged, render)
-    .on(RoomEvent.TrackSubscribed, (track: RemoteTrack, _pub, participant: RemoteParticipant) => {
-      if (track.kind === Track.Kind.Audio && isAgent(participant)) track.attach(ui.audio);
-    })
-    .on(RoomEvent.TrackUnsubscribed, (track: RemoteTrack) => {
-      track.detach(ui.audio);
-    })
-    .on(RoomEvent.AudioPlaybackStatusChanged, () => {
-      if (room === r) refreshAudioPrompt();
-    })
-    .on(RoomEvent.Disconnected, (reason?: DisconnectReason) => {
-      if (room !== r || !joined) return; // we left on purpose, or never got in
-      room = undefined;
-      ui.retryMic.hidden = true;
-      ui.startAudio.hidden = true;
-      render();
-      if (reason !== DisconnectReason.CLIENT_INITIATED) {
-        showError('The connection to the room ended. Press Join to connect again.');
-      }
-    });
-  r.registerTextStreamHandler(TRANSCRIPTION_TOPIC, (reader, sender) => {
-    void readTranscription(r, reader, sender.identity);
-  });
+function setRemoteAudio(track: MediaStreamTrack | undefined): void {
+  ui.audio.srcObject = track ? new MediaStream([track]) : null;
+  meter.attach(track);
+  if (track) void playAgentAudio();
 }
 
-async function readTranscription(r: Room, reader: TextStreamReader, sender: string): Promise<void> {
-  const streamId = reader.info.id;
-  const local: LocalIdentity = {
-    identity: r.localParticipant.identity,
-    trackSids: new Set(r.localParticipant.trackPublications.keys()),
-  };
-  transcript.open({ streamId, attributes: reader.info.attributes, senderIdentity: sender }, local);
+/** Play the agent's voice; when the browser wants a gesture first, ask for a tap. */
+async function playAgentAudio(): Promise<void> {
+  meter.unlock();
   try {
-    for await (const chunk of reader) {
-      if (transcript.append(streamId, chunk)) renderTranscript();
-    }
+    await ui.audio.play();
+    ui.startAudio.hidden = true;
   } catch {
-    // an aborted stream keeps the text it carried
+    ui.startAudio.hidden = session === undefined;
   }
-  // the trailer's attributes (final or not) are merged into info when the stream ends
-  if (transcript.close(streamId, reader.info.attributes)) renderTranscript();
 }
 
-function isAgent(p: Participant): boolean {
-  return p.kind === ParticipantKind.AGENT || ATTR_AGENT_STATE in p.attributes;
-}
-
-function agentOf(r: Room): RemoteParticipant | undefined {
-  return [...r.remoteParticipants.values()].find(isAgent);
-}
-
-/** Where the page stands; a room that has not started connecting is still fetching its token. */
-function connectionOf(r: Room | undefined): Connection {
-  switch (r?.state) {
-    case undefined:
-      return 'idle';
-    case ConnectionState.Connected:
-      return 'connected';
-    case ConnectionState.Reconnecting:
-    case ConnectionState.SignalReconnecting:
-      return 'reconnecting';
-    default:
-      return 'connecting';
+/** A phone's screen stays on while talking (where the browser offers a wake lock). */
+async function keepScreenOn(on: boolean): Promise<void> {
+  if (!on) {
+    await wakeLock?.release().catch(() => undefined);
+    wakeLock = undefined;
+  } else if (!wakeLock && 'wakeLock' in navigator) {
+    wakeLock = await navigator.wakeLock.request('screen').catch(() => undefined);
   }
+}
+
+// The browser drops the wake lock when the page is hidden; take it again on return.
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && session) {
+    wakeLock = undefined;
+    void keepScreenOn(true);
+  }
+});
+
+function showLatency(text: string): void {
+  const turn = parseMetrics(text);
+  if (!turn) return;
+  ui.latency.textContent = formatLatency(turn);
+  ui.latency.hidden = false;
 }
 
 function render(): void {
-  const connection = connectionOf(room);
-  const inRoom = connection !== 'idle';
-  ui.join.disabled = inRoom;
-  ui.leave.disabled = !inRoom;
-  ui.room.disabled = inRoom;
-  ui.name.disabled = inRoom;
-  const agent = room ? agentOf(room) : undefined;
-  const view = statusView(connection, agent?.attributes[ATTR_AGENT_STATE]);
+  const connection: Connection = session?.connection() ?? 'idle';
+  const inSession = session !== undefined;
+  ui.join.disabled = inSession || config?.access === 'closed';
+  ui.leave.disabled = !inSession;
+  for (const input of [ui.room, ui.name, ui.code]) input.disabled = inSession;
+  const view = statusView(connection, session?.agentState());
   ui.status.className = `status status-${view.key}`;
+  ui.status.dataset.state = view.key;
   ui.statusLabel.textContent = view.label;
-  ui.statusHint.textContent = view.hint;
-}
-
-function refreshAudioPrompt(): void {
-  ui.startAudio.hidden = !room || room.canPlaybackAudio;
+  ui.statusHint.textContent =
+    muted && connection === 'connected' ? 'Your microphone is muted.' : view.hint;
+  ui.controls.hidden = connection !== 'connected' && connection !== 'reconnecting';
+  ui.mute.textContent = muted ? 'Unmute' : 'Mute';
+  ui.mute.setAttribute('aria-pressed', String(muted));
 }
 
 function renderTranscript(): void {
@@ -304,7 +347,12 @@ function renderTranscript(): void {
   list.replaceChildren(
     ...lines.map((line) => {
       const li = document.createElement('li');
-      li.className = `line line-${line.speaker}${line.final ? '' : ' line-partial'}`;
+      li.className = [
+        'line',
+        `line-${line.speaker}`,
+        ...(line.final ? [] : ['line-partial']),
+        ...(line.cut ? ['line-cut'] : []),
+      ].join(' ');
       const who = document.createElement('span');
       who.className = 'who';
       who.textContent = line.speaker === 'user' ? 'You' : 'Agent';
@@ -312,11 +360,45 @@ function renderTranscript(): void {
       text.className = 'text';
       text.textContent = line.text;
       li.append(who, text);
+      if (line.cut) {
+        const cut = document.createElement('span');
+        cut.className = 'cut';
+        cut.textContent = 'interrupted';
+        li.append(cut);
+      }
       return li;
     }),
   );
   ui.emptyTranscript.hidden = lines.length > 0;
   if (atBottom) list.scrollTop = list.scrollHeight;
+}
+
+function renderCopilot(): void {
+  const answers = copilot.list();
+  ui.copilot.replaceChildren(
+    ...answers.map((answer) => {
+      const li = document.createElement('li');
+      li.className = answer.done ? 'answer' : 'answer answer-pending';
+      if (answer.question) {
+        const question = document.createElement('p');
+        question.className = 'question';
+        question.textContent = answer.question;
+        li.append(question);
+      }
+      const text = document.createElement('p');
+      text.className = 'text';
+      text.textContent = answer.text;
+      li.append(text);
+      if (answer.status && answer.status !== 'complete') {
+        const status = document.createElement('p');
+        status.className = 'status-note';
+        status.textContent = answer.status === 'failed' ? 'The answer failed.' : 'Cancelled.';
+        li.append(status);
+      }
+      return li;
+    }),
+  );
+  ui.emptyCopilot.hidden = answers.length > 0;
 }
 
 function showError(message: string): void {
@@ -330,3 +412,4 @@ function clearError(): void {
 }
 
 render();
+void loadConfig();

@@ -3,6 +3,27 @@
 
 export type MicProblem = 'insecure' | 'denied' | 'not-found' | 'busy' | 'other';
 
+/** What a getUserMedia error means to the user, by its DOMException name. */
+export function micProblemOf(err: unknown): MicProblem {
+  const name = err instanceof Error || err instanceof DOMException ? err.name : '';
+  switch (name) {
+    case 'NotAllowedError':
+    case 'PermissionDeniedError':
+    case 'SecurityError':
+      return 'denied';
+    case 'NotFoundError':
+    case 'DevicesNotFoundError':
+    case 'OverconstrainedError':
+      return 'not-found';
+    case 'NotReadableError':
+    case 'TrackStartError':
+    case 'AbortError':
+      return 'busy';
+    default:
+      return 'other';
+  }
+}
+
 export function micMessage(problem: MicProblem, detail = ''): string {
   switch (problem) {
     case 'insecure':
@@ -36,6 +57,7 @@ export type JoinProblem =
   | { kind: 'livekit-unreachable'; url: string }
   | { kind: 'livekit-refused'; url: string }
   | { kind: 'livekit-timeout'; url: string }
+  | { kind: 'direct-failed' }
   | { kind: 'other'; detail: string };
 
 export function joinMessage(problem: JoinProblem): string {
@@ -61,6 +83,11 @@ export function joinMessage(problem: JoinProblem): string {
         `The LiveKit server at ${problem.url} did not finish the connection in time. ` +
         'A firewall may be blocking its UDP ports.'
       );
+    case 'direct-failed':
+      return (
+        'The audio connection to the voxroom server could not be set up. ' +
+        'A firewall may be blocking its UDP ports, or the server is on another network.'
+      );
     case 'other':
       return `Joining failed: ${problem.detail}`;
   }
@@ -71,3 +98,14 @@ export const NO_AGENT_AFTER_S = 20;
 export const noAgentMessage =
   `No agent has joined the room after ${NO_AGENT_AFTER_S} seconds. Check that an agent worker ` +
   '("voxroom agent") is running and connected to the same LiveKit server.';
+
+export const accessClosedMessage =
+  'This voxroom server only lets its own machine join. Ask its operator for an access code ' +
+  'link, or open the page on the machine running voxroom.';
+
+export const accessCodeHint = 'This voxroom server needs an access code from this device.';
+
+export const directLostMessage =
+  'The connection to the agent ended. Press Join to connect again.';
+
+export const roomLostMessage = 'The connection to the room ended. Press Join to connect again.';

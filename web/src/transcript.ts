@@ -6,6 +6,9 @@
 // - one short stream per update, each carrying the whole text so far (the user's partials).
 // So: the text of a segment is everything its *latest* stream carried; a newer stream for the
 // same segment id replaces the text of the older one.
+//
+// An agent segment whose final text has fewer words than it showed before was cut: the user
+// talked over the agent, and the final text is what was heard (the agent sends it so).
 
 export const TRANSCRIPTION_TOPIC = 'lk.transcription';
 export const ATTR_SEGMENT_ID = 'lk.segment_id';
@@ -13,18 +16,21 @@ export const ATTR_TRACK_ID = 'lk.transcribed_track_id';
 export const ATTR_FINAL = 'lk.transcription_final';
 
 export type Speaker = 'user' | 'agent';
+export type Attributes = Readonly<Record<string, string>>;
 
 export interface TranscriptLine {
   readonly segmentId: string;
   readonly speaker: Speaker;
   readonly text: string;
   readonly final: boolean;
+  /** the agent was interrupted: `text` is what the user heard of a longer answer */
+  readonly cut: boolean;
 }
 
 /** What main.ts knows about one incoming stream when it opens. */
 export interface StreamInfo {
   readonly streamId: string;
-  readonly attributes: Readonly<Record<string, string>> | undefined;
+  readonly attributes: Attributes | undefined;
   readonly senderIdentity: string;
 }
 
@@ -49,7 +55,7 @@ export function segmentIdOf(stream: StreamInfo): string {
   return stream.attributes?.[ATTR_SEGMENT_ID] || stream.streamId;
 }
 
-export function isFinal(attributes: Readonly<Record<string, string>> | undefined): boolean {
+export function isFinal(attributes: Attributes | undefined): boolean {
   return attributes?.[ATTR_FINAL] === 'true';
 }
 
@@ -61,6 +67,13 @@ interface Segment {
   streamId: string;
   /** the current stream has not sent text yet: the older text stays shown until it does */
   stale: boolean;
+  /** the most words the segment showed before it was final */
+  peakWords: number;
+}
+
+function wordCount(text: string): number {
+  const trimmed = text.trim();
+  return trimmed ? trimmed.split(/\s+/).length : 0;
 }
 
 export class Transcript {
@@ -76,7 +89,13 @@ export class Transcript {
     if (existing) {
       Object.assign(existing, update, { streamId: stream.streamId, stale: true });
     } else {
-      this.segments.set(segmentId, { ...update, text: '', streamId: stream.streamId, stale: false });
+      this.segments.set(segmentId, {
+        ...update,
+        text: '',
+        streamId: stream.streamId,
+        stale: false,
+        peakWords: 0,
+      });
     }
   }
 
@@ -86,6 +105,7 @@ export class Transcript {
     if (!segment || !delta) return false;
     segment.text = segment.stale ? delta : segment.text + delta;
     segment.stale = false;
+    if (!segment.final) segment.peakWords = Math.max(segment.peakWords, wordCount(segment.text));
     return true;
   }
 
@@ -93,7 +113,7 @@ export class Transcript {
    * A stream ended; `attributes` are its attributes after the close (a trailer may have marked
    * it final). Returns whether the transcript changed.
    */
-  close(streamId: string, attributes: Readonly<Record<string, string>> | undefined): boolean {
+  close(streamId: string, attributes: Attributes | undefined): boolean {
     const segment = this.current(streamId);
     this.streams.delete(streamId);
     if (!segment || segment.final || !isFinal(attributes)) return false;
@@ -105,7 +125,9 @@ export class Transcript {
     const out: TranscriptLine[] = [];
     for (const [segmentId, s] of this.segments) {
       const text = s.text.trim();
-      if (text) out.push({ segmentId, speaker: s.speaker, text, final: s.final });
+      if (!text) continue;
+      const cut = s.final && s.speaker === 'agent' && wordCount(text) < s.peakWords;
+      out.push({ segmentId, speaker: s.speaker, text, final: s.final, cut });
     }
     return out;
   }

@@ -17,7 +17,7 @@ describe('Transcript', () => {
     t.close('s1', partial);
     t.open(stream('s2', partial), me);
     // until the newer stream speaks, the older text stays on screen
-    expect(t.lines()).toEqual([{ segmentId: 'SG_1', speaker: 'user', text: 'what is', final: false }]);
+    expect(t.lines()).toEqual([{ segmentId: 'SG_1', speaker: 'user', text: 'what is', final: false, cut: false }]);
     t.append('s2', 'what is the time');
     t.close('s2', partial);
     const final = { ...partial, 'lk.transcription_final': 'true' };
@@ -25,7 +25,7 @@ describe('Transcript', () => {
     t.append('s3', 'What is the time?');
     t.close('s3', final);
     expect(t.lines()).toEqual([
-      { segmentId: 'SG_1', speaker: 'user', text: 'What is the time?', final: true },
+      { segmentId: 'SG_1', speaker: 'user', text: 'What is the time?', final: true, cut: false },
     ]);
   });
 
@@ -35,7 +35,7 @@ describe('Transcript', () => {
     t.open(stream('s1', header), me);
     expect(t.append('s1', 'It is ')).toBe(true);
     t.append('s1', 'noon.');
-    expect(t.lines()).toEqual([{ segmentId: 'SG_a', speaker: 'agent', text: 'It is noon.', final: false }]);
+    expect(t.lines()).toEqual([{ segmentId: 'SG_a', speaker: 'agent', text: 'It is noon.', final: false, cut: false }]);
     expect(t.close('s1', { ...header, 'lk.transcription_final': 'true' })).toBe(true);
     expect(t.lines()[0]?.final).toBe(true);
   });
@@ -73,5 +73,41 @@ describe('Transcript', () => {
     t.open(stream('s2', {}), me);
     t.append('s2', 'two');
     expect(t.lines().map((l) => l.text)).toEqual(['one', 'two']);
+  });
+
+  it('marks an agent segment cut when its final text is shorter than what it showed', () => {
+    const t = new Transcript();
+    const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
+    t.open(stream('p1', partial), me);
+    t.append('p1', 'Paris is the capital');
+    t.open(stream('p2', partial), me);
+    t.append('p2', 'Paris is the capital of France. It is old.');
+    const final = { ...partial, 'lk.transcription_final': 'true' };
+    t.open(stream('f', final), me);
+    t.append('f', 'Paris is the capital of');
+    t.close('f', final);
+    expect(t.lines()).toEqual([
+      { segmentId: 'agent-1', speaker: 'agent', text: 'Paris is the capital of', final: true, cut: true },
+    ]);
+  });
+
+  it('does not mark a whole answer, or the user, as cut', () => {
+    const t = new Transcript();
+    const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
+    t.open(stream('p', partial), me);
+    t.append('p', 'It is  noon. ');
+    const final = { ...partial, 'lk.transcription_final': 'true' };
+    t.open(stream('f', final), me);
+    t.append('f', 'It is noon.');
+    t.close('f', final);
+    const user = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic' };
+    t.open(stream('u1', { ...user, 'lk.transcription_final': 'false' }), me);
+    t.append('u1', 'what is the time now');
+    t.open(stream('u2', { ...user, 'lk.transcription_final': 'true' }), me);
+    t.append('u2', 'What time?');
+    expect(t.lines().map((l) => [l.speaker, l.cut])).toEqual([
+      ['agent', false],
+      ['user', false],
+    ]);
   });
 });

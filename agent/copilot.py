@@ -1,0 +1,387 @@
+"""Copilot mode in a LiveKit room: the bridge's "meeting-audio" track (the interviewer) into the
+copilot engine, the answers out as text streams to the candidate only.
+
+Who is who in the room:
+- the bridge: publishes "meeting-audio"; its metadata is {"voxroom.mode": "copilot"} when run
+  with `--agent-mode copilot`, and its default identity starts with "meeting-bridge-";
+- the candidate: named by "voxroom.candidate" in the dispatch or room metadata, else the
+  first other standard participant. Only the candidate gets answers (text-stream topic
+  `voxroom.copilot`, `destination_identities`) and only the candidate may send documents;
+  anyone else in the room (a third participant) can neither read nor steer the answers.
+
+Documents (resume, job description) come as text or byte streams on `voxroom.context`
+(attribute `voxroom.context.name`, e.g. "resume"; at most 200 kB), or as file names in the
+dispatch or room metadata ("voxroom.resume", "voxroom.job_description"), read only from the
+directory in $VOXROOM_CONTEXT_DIR. Each is acknowledged on `voxroom.context.status`.
+
+Each answer is one text stream, written delta by delta, with the attributes
+`voxroom.copilot.answer_id`, `voxroom.copilot.question` and `voxroom.copilot.final` "false";
+its close sets `voxroom.copilot.final` "true" and `voxroom.copilot.status` (complete | failed |
+cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.client_topics import TOPIC_COPILOT
+from agent.engines import INPUT_RATE
+
+if TYPE_CHECKING:
+    from livekit import rtc
+
+    from agent.context_index import ContextIndex
+    from agent.copilot_engine import CopilotOptions
+
+log = logging.getLogger(__name__)
+
+MEETING_TRACK = "meeting-audio"  # room_bridge.bridge.MEETING_TRACK
+BRIDGE_IDENTITY_PREFIX = "meeting-bridge-"  # room_bridge.cli's default identity
+KEY_MODE = "voxroom.mode"
+KEY_CANDIDATE = "voxroom.candidate"
+DOCUMENT_KEYS = {"voxroom.resume": "resume", "voxroom.job_description": "job_description"}
+CONTEXT_DIR_ENV = "VOXROOM_CONTEXT_DIR"
+TOPIC_CONTEXT = "voxroom.context"
+TOPIC_CONTEXT_STATUS = "voxroom.context.status"
+ATTR_CONTEXT_NAME = "voxroom.context.name"
+ATTR_ANSWER_ID = "voxroom.copilot.answer_id"
+ATTR_QUESTION = "voxroom.copilot.question"
+ATTR_FINAL = "voxroom.copilot.final"
+ATTR_STATUS = "voxroom.copilot.status"
+ATTR_AGENT_STATE = "lk.agent.state"
+_DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def parse_metadata(text: str | None) -> dict[str, Any]:
+    """A metadata string as a JSON object; anything else (empty, not JSON, not an object) is
+    no metadata."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def requested_mode(job_metadata: str, room: rtc.Room) -> str:
+    """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
+    "voice"."""
+    sources = [job_metadata, room.metadata,
+               *(p.metadata for p in room.remote_participants.values())]
+    if any(parse_metadata(s).get(KEY_MODE) == "copilot" for s in sources):
+        return "copilot"
+    return "voice"
+
+
+def is_bridge(participant: rtc.RemoteParticipant) -> bool:
+    return (
+        parse_metadata(participant.metadata).get(KEY_MODE) == "copilot"
+        or participant.identity.startswith(BRIDGE_IDENTITY_PREFIX)
+        or any(pub.name == MEETING_TRACK for pub in participant.track_publications.values())
+    )
+
+
+def context_file(directory: str | None, name: object) -> Path | None:
+    """The file `name` inside `directory`, or None (with a warning) when there is no
+    directory or the name leaves it: metadata must not read arbitrary files of the worker."""
+    if not directory or not isinstance(name, str) or not name:
+        log.warning("context file %r ignored: $%s is not set", name, CONTEXT_DIR_ENV)
+        return None
+    root = Path(directory).resolve()
+    path = (root / name).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        log.warning("context file %r ignored: not a file inside %s", name, root)
+        return None
+    return path
+
+
+@functools.cache
+def shared_embedder() -> Any:
+    """The MiniLM embedder of this process, loaded on first use (~0.5 s, ~90 MB)."""
+    from agent.text_embedder import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    return embedder
+
+
+class LiveKitAnswerSink:
+    """Answers as text streams to the candidate only."""
+
+    def __init__(self, room: rtc.Room, candidate: str) -> None:
+        self._room = room
+        self._candidate = candidate
+        self._writers: dict[int, rtc.TextStreamWriter] = {}
+
+    async def open(self, answer_id: int, question: str) -> None:
+        self._writers[answer_id] = await self._room.local_participant.stream_text(
+            destination_identities=[self._candidate],
+            topic=TOPIC_COPILOT,
+            attributes={ATTR_ANSWER_ID: str(answer_id), ATTR_QUESTION: question,
+                        ATTR_FINAL: "false"},
+        )
+
+    async def write(self, answer_id: int, text: str) -> None:
+        await self._writers[answer_id].write(text)
+
+    async def close(self, answer_id: int, status: str) -> None:
+        writer = self._writers.pop(answer_id, None)
+        if writer is not None:
+            await writer.aclose(attributes={ATTR_FINAL: "true", ATTR_STATUS: status})
+
+
+class CopilotSession:
+    """One interview: runs until the candidate leaves (or `aclose`)."""
+
+    def __init__(
+        self,
+        room: rtc.Room,
+        *,
+        stt: Any,
+        llm: Any,
+        embedder: Any,
+        job_metadata: str = "",
+        options: CopilotOptions | None = None,
+        context_dir: str | None = None,
+    ) -> None:
+        self.room = room
+        self._stt, self._llm, self._embedder = stt, llm, embedder
+        self._metadata = {**parse_metadata(room.metadata), **parse_metadata(job_metadata)}
+        self._options = options
+        self._context_dir = context_dir
+        self.candidate: str | None = None
+        self.index: ContextIndex | None = None
+        self.engine: Any = None
+        self._candidate_known = asyncio.Event()
+        self._left = asyncio.Event()
+        self._listeners: dict[str, asyncio.Task[None]] = {}  # by track sid
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._handlers = [
+            ("participant_connected", self._on_participant),
+            ("participant_disconnected", self._on_participant_left),
+            ("track_subscribed", self._on_track_subscribed),
+            ("track_unsubscribed", self._on_track_unsubscribed),
+            ("disconnected", self._on_disconnected),
+        ]
+
+    async def run(self) -> None:
+        from agent.context_index import ContextIndex
+        from agent.copilot_engine import CopilotEngine
+
+        room = self.room
+        for event, handler in self._handlers:
+            room.on(event, handler)
+        room.register_text_stream_handler(TOPIC_CONTEXT, self._on_text_document)
+        room.register_byte_stream_handler(TOPIC_CONTEXT, self._on_byte_document)
+        try:
+            self.index = ContextIndex(self._embedder)
+            for p in room.remote_participants.values():
+                self._on_participant(p)
+            await self._wait(self._candidate_known)
+            if self._left.is_set():
+                return
+            assert self.candidate is not None
+            log.info("copilot for %s in %s", self.candidate, room.name)
+            self.engine = CopilotEngine(
+                stt=self._stt, llm=self._llm, sink=LiveKitAnswerSink(room, self.candidate),
+                context=self.index, options=self._options, on_event=self._log_event)
+            await self.engine.start()
+            self._spawn(self._load_metadata_documents())
+            self._spawn(self.engine.warm())
+            await room.local_participant.set_attributes({ATTR_AGENT_STATE: "listening"})
+            for p in room.remote_participants.values():
+                for pub in p.track_publications.values():
+                    if pub.track is not None:
+                        self._on_track_subscribed(pub.track, pub, p)
+            await self._left.wait()
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        room = self.room
+        for event, handler in self._handlers:
+            room.off(event, handler)
+        room.unregister_text_stream_handler(TOPIC_CONTEXT)
+        room.unregister_byte_stream_handler(TOPIC_CONTEXT)
+        tasks = [*self._listeners.values(), *self._tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._listeners.clear()
+        if self.engine is not None:
+            await self.engine.aclose()
+            log.info("copilot session ended after %d answers", len(self.engine.answers))
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+    async def _wait(self, event: asyncio.Event) -> None:
+        left = asyncio.ensure_future(self._left.wait())
+        wanted = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({left, wanted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+            wanted.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- participants ---------------------------------------------------------------------
+
+    def _on_participant(self, p: rtc.RemoteParticipant) -> None:
+        from livekit import rtc
+
+        if self.candidate is not None or p.kind != rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD:
+            return
+        named = self._metadata.get(KEY_CANDIDATE)
+        if (named and p.identity == named) or (not named and not is_bridge(p)):
+            self.candidate = p.identity
+            self._candidate_known.set()
+
+    def _on_disconnected(self, *_: object) -> None:
+        self._left.set()
+
+    def _on_participant_left(self, p: rtc.RemoteParticipant) -> None:
+        if p.identity == self.candidate:
+            self._left.set()
+
+    # ---- the meeting audio ----------------------------------------------------------------
+
+    def _on_track_subscribed(
+        self, track: rtc.Track, pub: rtc.RemoteTrackPublication, p: rtc.RemoteParticipant
+    ) -> None:
+        if self.engine is None or pub.name != MEETING_TRACK or p.identity == self.candidate:
+            return
+        if pub.sid not in self._listeners:
+            log.info("listening to %s's %s", p.identity, MEETING_TRACK)
+            self._listeners[pub.sid] = asyncio.create_task(self._listen(track))
+
+    def _on_track_unsubscribed(
+        self, _track: rtc.Track, pub: rtc.RemoteTrackPublication, _p: rtc.RemoteParticipant
+    ) -> None:
+        task = self._listeners.pop(pub.sid, None)
+        if task is not None:
+            task.cancel()
+
+    async def _listen(self, track: rtc.Track) -> None:
+        from livekit import rtc
+
+        from agent.room_session import FrameRechunker
+
+        stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
+        rechunk = FrameRechunker()
+        try:
+            async for event in stream:
+                for frame in rechunk.push(np.frombuffer(event.frame.data, np.int16)):
+                    self.engine.push_frame(frame)
+        finally:
+            await stream.aclose()
+
+    # ---- documents ------------------------------------------------------------------------
+
+    async def _load_metadata_documents(self) -> None:
+        from agent.context_index import ContextError, document_text
+
+        directory = self._context_dir or os.environ.get(CONTEXT_DIR_ENV)
+        for key, name in DOCUMENT_KEYS.items():
+            if key not in self._metadata:
+                continue
+            path = context_file(directory, self._metadata[key])
+            if path is None:
+                continue
+            try:
+                data = await asyncio.to_thread(path.read_bytes)
+                await self._index_document(name, document_text(data))
+            except (OSError, ContextError) as e:
+                log.warning("context file %s refused: %s", path, e)
+
+    def _on_text_document(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        self._spawn(self._receive_document(reader, sender, binary=False))
+
+    def _on_byte_document(self, reader: rtc.ByteStreamReader, sender: str) -> None:
+        self._spawn(self._receive_document(reader, sender, binary=True))
+
+    async def _receive_document(self, reader: Any, sender: str, *, binary: bool) -> None:
+        from agent.context_index import MAX_DOCUMENT_BYTES, ContextError, document_text
+
+        attrs = reader.info.attributes or {}
+        name = attrs.get(ATTR_CONTEXT_NAME, "context")
+        if sender != self.candidate:
+            reader.close()
+            log.warning("document from %s ignored: only the candidate may send documents", sender)
+            return
+        if not _DOCUMENT_NAME.match(name):
+            reader.close()
+            await self._acknowledge(name, error="the name must be 1-32 of a-z, 0-9, _")
+            return
+        received = bytearray()
+        try:
+            async for chunk in reader:
+                received += chunk if binary else chunk.encode()
+                if len(received) > MAX_DOCUMENT_BYTES:
+                    raise ContextError(f"document is over the limit of {MAX_DOCUMENT_BYTES} bytes")
+            await self._index_document(name, document_text(bytes(received)))
+        except ContextError as e:
+            reader.close()
+            await self._acknowledge(name, error=str(e))
+        except Exception as e:  # a broken stream: the session goes on
+            log.warning("receiving document %s failed: %s", name, e)
+            await self._acknowledge(name, error="the upload failed")
+
+    async def _index_document(self, name: str, text: str) -> None:
+        assert self.index is not None
+        pieces = await self.index.add_document_async(name, text)
+        log.info("indexed %s: %d pieces", name, pieces)
+        await self._acknowledge(name, pieces=pieces)
+        if self.engine is not None and self.engine.options.context_pieces is None:
+            self._spawn(self.engine.warm())  # the documents are the prompt's prefix
+
+    async def _acknowledge(self, name: str, *, pieces: int = 0, error: str = "") -> None:
+        if self.candidate is None:
+            return
+        status = {"name": name, "status": "refused" if error else "indexed", "pieces": pieces}
+        if error:
+            status["error"] = error
+        try:
+            await self.room.local_participant.send_text(
+                json.dumps(status), destination_identities=[self.candidate],
+                topic=TOPIC_CONTEXT_STATUS)
+        except Exception as e:  # the candidate may have left meanwhile
+            log.debug("context status not sent: %s", e)
+
+    # ---- the rest -------------------------------------------------------------------------
+
+    def _log_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind in ("answer_done", "not_a_question", "answer_cancelled"):
+            log.info("%s %s", kind, data)
+        elif kind == "transcript" and data.get("final"):
+            log.info("question: %s", data["text"])
+
+
+async def run_copilot_session(
+    room: rtc.Room,
+    *,
+    job_metadata: str,
+    stt: Any,
+    llm: Any,
+    embedder: Any = None,
+    options: CopilotOptions | None = None,
+) -> CopilotSession:
+    """The worker's entry point for copilot mode: runs until the candidate leaves."""
+    if embedder is None:
+        embedder = await asyncio.to_thread(shared_embedder)
+    session = CopilotSession(room, stt=stt, llm=llm, embedder=embedder,
+                             job_metadata=job_metadata, options=options)
+    await session.run()
+    return session

@@ -1,0 +1,615 @@
+"""The interview copilot's engine: the interviewer's audio in, short written answers out.
+
+LiveKit-independent (agent.copilot connects it to a room): 20 ms frames of the meeting audio
+go in through `push_frame`; answers come out through an `AnswerSink`, one stream per answer,
+written delta by delta.
+
+Two parts:
+- `QuestionEndpointer`, pure: decides where a question ends from the VAD decisions and the
+  candidate transcripts (as the voice turn engine's state machine does), with the question
+  check of agent.question_detector as the text cue. It starts an answer speculatively on a
+  stable candidate that asks something, keeps it when the final text is nearly the same, and
+  drops utterances that ask nothing (kept briefly as the next question's preamble: "I see you
+  were at Northwind. What did you do there?").
+- `CopilotEngine`: runs it against real engines: VAD, STT, the context index, the LLM. A
+  speculative answer generates into a buffer; nothing reaches the sink before the endpoint
+  confirms it, then the buffer goes out at once and the rest as it streams.
+
+Unlike the voice agent, answering never blocks listening: the interviewer may go on while an
+answer streams, and a newer confirmed answer supersedes an unfinished older one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage, LanguageModel, SpeechToText
+from agent.question_detector import check_question
+from state_machine import actions as A
+from state_machine.similarity import spoken_words, text_similarity
+
+log = logging.getLogger(__name__)
+
+COPILOT_SYSTEM_PROMPT = (
+    "You are an interview copilot. The candidate you help is in a job interview, and you get "
+    "the interviewer's words as text. Write what the candidate could say: two to four short "
+    "lines, each starting with '- ', at most twelve words each, in the first person. Put the "
+    "direct answer first. Use facts from the candidate's documents when they fit; never "
+    "invent employers, numbers or dates. No greeting, no heading, no closing remark."
+)
+FAILED_ANSWER = "(no answer: the language model did not respond)"
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class CopilotOptions:
+    """Durations in seconds; frames are the 20 ms VAD frames."""
+
+    frame_s: float = 0.020
+    vad_window_s: float = 0.300
+    """Sliding window for the speech-start vote."""
+    vad_start_ratio: float = 0.5
+    """Speech starts when more than this share of the window's frames are voiced."""
+    pre_roll_s: float = 0.300
+    """Audio kept from before the speech-start decision."""
+    resume_frames: int = 3
+    """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
+    dropped)."""
+    candidate_silence_s: float = 0.060
+    """Trailing silence after which the utterance so far is transcribed; the decode then
+    overlaps the rest of the endpoint wait."""
+    speculative_start: bool = True
+    speculative_silence_s: float = 0.250
+    """A candidate that asks something is stable after this much silence (or at once when
+    the question looks complete): the answer starts, unseen until the endpoint."""
+    endpoint_silence_cued_s: float = 0.300
+    """Silence that ends a complete question (agent.question_detector)."""
+    endpoint_silence_s: float = 0.700
+    """Silence that ends anything else: a question without an ending cue is answered then,
+    a statement is dropped. Interviewers pause inside long questions; 0.7 s lets most
+    "Tell me about a time when... you" pauses pass."""
+    max_utterance_s: float = 30.0
+    similarity_keep: float = 0.92
+    """A speculative answer is kept when its question is this similar to the final one."""
+    preamble_keep_s: float = 20.0
+    """A statement this recent is put before the next question as its context."""
+    preamble_max_chars: int = 300
+    context_pieces: int | None = 2
+    """Chunks of the candidate's documents in each prompt, the nearest to the question. Each
+    costs its prompt tokens at the LLM's prefill rate (the bundled model on 2 cores: ~45 ms a
+    token), so few and short. None: every chunk, in document order, the same for every
+    question: a long prompt prefix, but one that `warm()` puts in the LLM's cache once, so a
+    question then costs only its own tokens."""
+    max_answer_lines: int = 4
+    """Generation stops after this many lines: the answer stays short and its end comes
+    early."""
+
+    def frames(self, seconds: float) -> int:
+        return max(1, round(seconds / self.frame_s))
+
+
+_EPS = 1e-6
+
+
+# ---- the pure part ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Utterance:
+    id: int
+    onset: float
+    last_voiced: float
+    candidate: tuple[str, float] | None = None  # (text, audio covered until)
+    in_flight: bool = False
+    endpoint_reached: bool = False
+
+    def fresh(self) -> bool:
+        return self.candidate is not None and self.candidate[1] >= self.last_voiced
+
+
+@dataclass
+class _Pending:
+    id: int
+    text: str
+
+
+class QuestionEndpointer:
+    """Pure decisions: fed VAD decisions per frame, candidate transcripts and the time; answers
+    with `state_machine.actions`: OpenUtterance, RequestCandidate, DiscardUtterance,
+    StartReply (speculative or not), CancelReply, ConfirmReply + CommitUserTurn, Notify."""
+
+    def __init__(self, options: CopilotOptions | None = None) -> None:
+        self.options = o = options or CopilotOptions()
+        self._window: deque[bool] = deque(maxlen=o.frames(o.vad_window_s))
+        self._run = 0
+        self._run_start = 0.0
+        self._utt: _Utterance | None = None
+        self._pending: _Pending | None = None  # a speculative answer, not yet confirmed
+        self._next_id = 0
+        self._preamble = ""
+        self._preamble_at = -1e9
+
+    def on_frame(self, voiced: bool, now: float) -> list[A.Action]:
+        o = self.options
+        out: list[A.Action] = []
+        self._window.append(voiced)
+        if voiced:
+            if self._run == 0:
+                self._run_start = now - o.frame_s
+            self._run += 1
+        else:
+            self._run = 0
+        utt = self._utt
+        if utt is None:
+            if voiced and sum(self._window) > o.vad_start_ratio * self._window.maxlen:
+                self._next_id += 1
+                self._utt = _Utterance(self._next_id, self._run_start, now)
+                out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
+                out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
+                                                     "onset": self._run_start}))
+        elif voiced and self._run >= 2:  # a lone voiced frame is noise
+            utt.last_voiced = now
+            if self._run == o.resume_frames:
+                utt.endpoint_reached = False
+                self._cancel_pending("the interviewer went on", out)
+        return out + self.tick(now)
+
+    def on_candidate(
+        self, utterance_id: int, text: str, covered_until: float, now: float
+    ) -> list[A.Action]:
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.in_flight = False
+        utt.candidate = (text, covered_until)
+        return [A.Notify("transcript", {"text": text, "final": False}), *self.tick(now)]
+
+    def tick(self, now: float) -> list[A.Action]:
+        o = self.options
+        out: list[A.Action] = []
+        utt = self._utt
+        if utt is None:
+            return out
+        silence = now - utt.last_voiced + _EPS
+        fresh = utt.fresh()
+        if not fresh and not utt.in_flight and (
+            silence >= o.candidate_silence_s or utt.endpoint_reached
+        ):
+            utt.in_flight = True
+            out.append(A.RequestCandidate(utt.id))
+        if utt.endpoint_reached:
+            if fresh:
+                self._end(utt, now, out)
+            return out
+        complete = False
+        if fresh:
+            assert utt.candidate is not None
+            check = check_question(utt.candidate[0])
+            complete = check.complete
+            self._maybe_speculate(utt, check.is_question, silence, complete, now, out)
+        threshold = o.endpoint_silence_cued_s if complete else o.endpoint_silence_s
+        if silence >= threshold or now - utt.onset + _EPS >= o.max_utterance_s:
+            utt.endpoint_reached = True
+            out.append(A.Notify("speech_end", {"utterance_id": utt.id,
+                                               "last_voiced": utt.last_voiced}))
+            if fresh:
+                self._end(utt, now, out)
+        return out
+
+    def _maybe_speculate(
+        self, utt: _Utterance, asks: bool, silence: float, complete: bool, now: float,
+        out: list[A.Action],
+    ) -> None:
+        o = self.options
+        if not asks:
+            self._cancel_pending("the text asks nothing", out)
+            return
+        if not o.speculative_start or not (silence >= o.speculative_silence_s or complete):
+            return
+        assert utt.candidate is not None
+        text = self._with_preamble(utt.candidate[0], now)
+        p = self._pending
+        if p is not None:
+            if text_similarity(p.text, text) >= o.similarity_keep:
+                return
+            self._cancel_pending("the question changed", out)
+        self._start(text, speculative=True, out=out)
+
+    def _end(self, utt: _Utterance, now: float, out: list[A.Action]) -> None:
+        assert utt.candidate is not None
+        self._utt = None
+        text = spoken_words(utt.candidate[0])
+        if not check_question(text).is_question:
+            out.append(A.DiscardUtterance(utt.id))
+            self._cancel_pending("no question", out)
+            if text:
+                fresh = now - self._preamble_at <= self.options.preamble_keep_s
+                joined = f"{self._preamble} {text}" if fresh else text
+                self._preamble = joined[-self.options.preamble_max_chars :].strip()
+                self._preamble_at = now
+            out.append(A.Notify("not_a_question", {"utterance_id": utt.id, "text": text}))
+            return
+        question = self._with_preamble(text, now)
+        self._preamble = ""
+        p = self._pending
+        kept = False
+        if p is not None:
+            similarity = text_similarity(p.text, question)
+            kept = similarity >= self.options.similarity_keep
+            out.append(A.Notify("speculative", {"kept": kept, "similarity": round(similarity, 3)}))
+            if not kept:
+                self._cancel_pending("the final question differs", out)
+        if not kept:
+            self._start(question, speculative=False, out=out)
+        assert self._pending is not None
+        reply_id, self._pending = self._pending.id, None
+        out.append(A.Notify("transcript", {"text": question, "final": True}))
+        out.append(A.CommitUserTurn(question, utt.id))
+        out.append(A.ConfirmReply(reply_id))
+
+    def _with_preamble(self, text: str, now: float) -> str:
+        text = spoken_words(text)
+        if self._preamble and now - self._preamble_at <= self.options.preamble_keep_s:
+            return f"{self._preamble} {text}"
+        return text
+
+    def _start(self, text: str, *, speculative: bool, out: list[A.Action]) -> None:
+        self._next_id += 1
+        self._pending = _Pending(self._next_id, text)
+        out.append(A.StartReply(self._next_id, text, speculative))
+
+    def _cancel_pending(self, reason: str, out: list[A.Action]) -> None:
+        if self._pending is not None:
+            out.append(A.CancelReply(self._pending.id, reason))
+            self._pending = None
+
+
+# ---- prompts --------------------------------------------------------------------------------
+
+
+def copilot_messages(system_prompt: str, pieces: list[Any], question: str) -> list[ChatMessage]:
+    """Fixed system prompt, then the documents' pieces (in document order, so that questions
+    that retrieve the same pieces share the prompt prefix), then the question."""
+    user = f"Interviewer: {question}"
+    if pieces:
+        lines = "\n".join(f"- ({p.source}) {p.text}" for p in sorted(pieces, key=_chunk_id))
+        user = f"From the candidate's documents:\n{lines}\n\n{user}"
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+
+
+def _chunk_id(piece: Any) -> int:
+    return int(piece.chunk_id)
+
+
+# ---- the engine ---------------------------------------------------------------------------
+
+
+class AnswerSink(Protocol):
+    """Where answers are shown: one stream per answer."""
+
+    async def open(self, answer_id: int, question: str) -> None: ...
+
+    async def write(self, answer_id: int, text: str) -> None: ...
+
+    async def close(self, answer_id: int, status: str) -> None:
+        """`status`: complete | failed | cancelled (superseded by a newer answer, or the
+        session ended)."""
+        ...
+
+
+class ContextSearch(Protocol):
+    async def search_async(self, question: str, k: int = 3) -> list[Any]: ...
+
+    async def pieces_async(self) -> list[Any]: ...
+
+
+class VoiceDetector(Protocol):
+    def is_speech(self, pcm: np.ndarray) -> bool: ...
+
+
+@dataclass
+class AnswerRecord:
+    """One confirmed answer and its timings (engine clock, seconds)."""
+
+    answer_id: int
+    question: str
+    speech_end: float
+    committed_at: float
+    started_at: float
+    speculative: bool
+    first_token_at: float | None = None
+    first_shown_at: float | None = None
+    done_at: float | None = None
+    status: str = ""
+    text: str = ""
+    pieces: list[Any] = field(default_factory=list)
+
+    def latency_ms(self) -> dict[str, float | None]:
+        def ms(t: float | None) -> float | None:
+            return None if t is None else round((t - self.speech_end) * 1000, 1)
+
+        return {"endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
+                "whole_answer": ms(self.done_at)}
+
+
+@dataclass
+class _Answer:
+    id: int
+    text_in: str
+    speculative: bool
+    started_at: float
+    confirmed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    text: str = ""
+    first_token_at: float | None = None
+    record: AnswerRecord | None = None
+    task: asyncio.Task[None] | None = None
+    pieces: list[Any] = field(default_factory=list)
+
+
+class CopilotEngine:
+    def __init__(
+        self,
+        *,
+        stt: SpeechToText,
+        llm: LanguageModel,
+        sink: AnswerSink,
+        context: ContextSearch | None = None,
+        options: CopilotOptions | None = None,
+        system_prompt: str = COPILOT_SYSTEM_PROMPT,
+        vad: VoiceDetector | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self.options = options or CopilotOptions()
+        self.endpointer = QuestionEndpointer(self.options)
+        self.answers: list[AnswerRecord] = []
+        self.context = context
+        self._stt, self._llm, self._sink = stt, llm, sink
+        self._system_prompt = system_prompt
+        if vad is None:
+            from agent.vad import VoiceActivityDetector
+
+            vad = VoiceActivityDetector()
+        self._vad = vad
+        self._clock = clock
+        self._emit_event = on_event or (lambda _k, _d: None)
+        self._recent: deque[np.ndarray] = deque(maxlen=self.options.frames(self.options.pre_roll_s))
+        self._frames: list[np.ndarray] | None = None  # the utterance being collected
+        self._frames_until = 0.0
+        self._utt_id = 0
+        self._speech_end = 0.0
+        self._candidate: asyncio.Task[None] | None = None
+        self._live: dict[int, _Answer] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
+
+    async def aclose(self) -> None:
+        tasks = [t for t in (self._ticker, self._candidate) if t is not None]
+        tasks += [a.task for a in self._live.values() if a.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._live.clear()
+
+    @property
+    def idle(self) -> bool:
+        """No utterance being heard and no answer on its way."""
+        return self._frames is None and not self._live
+
+    async def _tick_forever(self) -> None:
+        while True:  # covers a muted or silent track: frames drive the endpointer otherwise
+            await asyncio.sleep(self.options.frame_s)
+            self._apply(self.endpointer.tick(self._clock()))
+
+    def push_frame(self, pcm: np.ndarray) -> None:
+        """One 20 ms frame of the interviewer (int16, 16 kHz mono, FRAME_SAMPLES long)."""
+        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
+            raise ValueError(f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
+                             f"{pcm.dtype} {pcm.shape}")
+        now = self._clock()
+        self._recent.append(pcm)
+        if self._frames is not None:
+            self._frames.append(pcm)
+            self._frames_until = now
+        self._apply(self.endpointer.on_frame(self._vad.is_speech(pcm), now))
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def _apply(self, actions: list[A.Action]) -> None:
+        for action in actions:
+            self._execute(action)
+
+    def _execute(self, a: A.Action) -> None:
+        now = self._clock()
+        match a:
+            case A.OpenUtterance(utterance_id=uid):
+                self._utt_id = uid
+                self._frames = list(self._recent)
+                self._frames_until = now
+            case A.DiscardUtterance():
+                self._frames = None
+            case A.RequestCandidate(utterance_id=uid):
+                self._request_candidate(uid)
+            case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
+                self._start_answer(rid, text, spec, now)
+            case A.CancelReply(reply_id=rid, reason=reason):
+                self._cancel_answer(rid, reason)
+            case A.CommitUserTurn():
+                self._frames = None
+            case A.ConfirmReply(reply_id=rid):
+                self._confirm(rid, now)
+            case A.Notify(type=kind, data=data):
+                if kind == "speech_end":
+                    self._speech_end = data["last_voiced"]
+                self._emit(kind, data)
+
+    def _request_candidate(self, uid: int) -> None:
+        if self._frames is None or uid != self._utt_id:
+            return
+        pcm = np.concatenate(self._frames) if self._frames else np.zeros(0, np.int16)
+        covered = self._frames_until
+        self._candidate = asyncio.get_running_loop().create_task(
+            self._transcribe(uid, pcm, covered), name=f"copilot-candidate-{uid}")
+
+    async def _transcribe(self, uid: int, pcm: np.ndarray, covered_until: float) -> None:
+        try:
+            text = await self._stt.transcribe(pcm)
+        except Exception as e:  # no words rather than a hung question
+            log.warning("transcription failed: %s: %s", type(e).__name__, e)
+            text = ""
+        self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
+
+    # ---- answers ------------------------------------------------------------------------
+
+    def _start_answer(self, rid: int, text: str, speculative: bool, now: float) -> None:
+        answer = _Answer(rid, text, speculative, now)
+        answer.task = asyncio.get_running_loop().create_task(
+            self._run_answer(answer), name=f"copilot-answer-{rid}")
+        self._live[rid] = answer
+        self._emit("answer_started", {"answer_id": rid, "speculative": speculative})
+
+    def _cancel_answer(self, rid: int, reason: str) -> None:
+        answer = self._live.pop(rid, None)
+        if answer is not None and answer.task is not None:
+            answer.task.cancel()
+        self._emit("answer_cancelled", {"answer_id": rid, "reason": reason})
+
+    def _confirm(self, rid: int, now: float) -> None:
+        answer = self._live.get(rid)
+        if answer is None:
+            return
+        for other in list(self._live.values()):  # the newest question is the one that matters
+            if other.id != rid and other.record is not None:
+                self._live.pop(other.id)
+                assert other.task is not None
+                other.task.cancel()
+        question = check_question(answer.text_in).question or answer.text_in
+        answer.record = AnswerRecord(
+            rid, question, speech_end=self._speech_end, committed_at=now,
+            started_at=answer.started_at, speculative=answer.speculative,
+            first_token_at=answer.first_token_at)
+        self.answers.append(answer.record)
+        answer.confirmed.set()
+
+    async def _run_answer(self, answer: _Answer) -> None:
+        generate = asyncio.create_task(self._generate(answer), name=f"copilot-llm-{answer.id}")
+        opened = False
+        try:
+            await answer.confirmed.wait()
+            record = answer.record
+            assert record is not None
+            await self._sink.open(answer.id, record.question)
+            opened = True
+            status = await self._publish(answer, record, generate)
+            await self._sink.close(answer.id, status)
+            record.done_at = self._clock()
+            record.status = status
+            record.text = answer.text
+            record.pieces = answer.pieces
+            self._emit("answer_done", {"answer_id": answer.id, "status": status,
+                                       "latency_ms": record.latency_ms()})
+        except asyncio.CancelledError:
+            if opened:
+                await self._sink.close(answer.id, "cancelled")
+                assert answer.record is not None
+                answer.record.status = "cancelled"
+                answer.record.text = answer.text
+            raise
+        finally:
+            generate.cancel()
+            await asyncio.gather(generate, return_exceptions=True)
+            self._live.pop(answer.id, None)
+
+    async def _publish(
+        self, answer: _Answer, record: AnswerRecord, generate: asyncio.Task[None]
+    ) -> str:
+        """Write the answer's text as it grows (the buffer of a speculative start at once);
+        returns the status to close with."""
+        written = 0
+        while True:
+            answer.changed.clear()
+            if len(answer.text) > written:
+                delta, written = answer.text[written:], len(answer.text)
+                await self._sink.write(answer.id, delta)
+                if record.first_shown_at is None:
+                    record.first_shown_at = self._clock()
+                    record.first_token_at = answer.first_token_at
+                continue
+            if generate.done():
+                break
+            changed = asyncio.ensure_future(answer.changed.wait())
+            try:
+                await asyncio.wait({generate, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+        if generate.exception() is None:
+            return "complete"
+        e = generate.exception()
+        log.warning("answer %d failed: %s: %s", answer.id, type(e).__name__, e)
+        if written == 0:
+            await self._sink.write(answer.id, FAILED_ANSWER)
+        return "failed"
+
+    async def _generate(self, answer: _Answer) -> None:
+        answer.pieces = await self._pieces(answer.text_in)
+        messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
+        stream = self._llm.stream(messages)
+        try:
+            async for delta in stream:
+                if not delta:
+                    continue
+                if answer.first_token_at is None:
+                    answer.first_token_at = self._clock()
+                answer.text += delta
+                answer.changed.set()
+                lines = [x for x in answer.text.split("\n") if x.strip()]
+                if len(lines) > self.options.max_answer_lines:
+                    cut = answer.text.rstrip().rfind("\n")
+                    answer.text = answer.text[:cut + 1]
+                    break
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if not answer.text.strip():
+            raise RuntimeError("the LLM returned an empty answer")
+
+    async def _pieces(self, question: str) -> list[Any]:
+        k = self.options.context_pieces
+        if self.context is None or k == 0:
+            return []
+        if k is None:
+            return await self.context.pieces_async()
+        return await self.context.search_async(question, k)
+
+    async def warm(self, slots: int = 2) -> None:
+        """Put the prompt prefix every question shares in the LLM's cache: the system prompt,
+        and with `context_pieces=None` the documents. One request per server slot (the
+        bundled llama.cpp server has two), each closed after its first token."""
+        messages = copilot_messages(self._system_prompt, await self._pieces(""), "Hello.")
+
+        async def one() -> None:
+            stream = self._llm.stream(messages)
+            try:
+                async for _ in stream:
+                    break
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+
+        for result in await asyncio.gather(*(one() for _ in range(slots)),
+                                           return_exceptions=True):
+            if isinstance(result, Exception):
+                log.warning("warming the LLM failed: %s", result)
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        self._emit_event(kind, {"t": self._clock(), **data})

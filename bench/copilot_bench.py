@@ -1,0 +1,206 @@
+"""Interview copilot benchmark: end of an interviewer's question -> first answer words, and
+-> the whole answer, with the bundled models and no LiveKit.
+
+Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into the
+`CopilotEngine` with its real parts: webrtcvad, Whisper tiny.en, the MiniLM context index over
+a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
+by llama.cpp (its prompt cache warmed with the copilot's system prompt). A recording sink
+stands in for the candidate's screen. The end of the question is the last voiced sample of
+the speech fed; the next question starts after the answer is complete.
+
+Run from the repository root:
+    .venv/bin/python -m bench.copilot_bench [--questions N] [--llm local|script:PATH]
+`--pieces N|all` chooses the context in the prompt (CopilotOptions.context_pieces); `--json
+PATH` writes every answer's timings. The machine is shared: the load average is
+printed with the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE
+
+DATA = Path(__file__).resolve().parent / "copilot_data"
+QUESTIONS = (
+    "Tell me about yourself.",
+    "Where did you go to university, and what did you study?",
+    "What languages do you speak?",
+    "Have you ever mentored junior engineers?",
+    "Tell me about a time you had an outage in production.",
+    "What experience do you have with Kubernetes?",
+    "How did you make the checkout service faster?",
+    "Why do you want to work in payments?",
+    "What is your biggest weakness?",
+    "Describe a project you are proud of.",
+    "How do you handle a disagreement with your manager?",
+    "What do you know about our company?",
+    "Which programming languages do you use most?",
+    "How would you keep authorization latency under two hundred milliseconds?",
+    "What did you build at Tidewater Games?",
+    "Can you walk me through your resume?",
+    "How do you run a design review?",
+    "What would you do in your first ninety days?",
+    "Have you worked with Kafka?",
+    "Where do you see yourself in five years?",
+    "Why are you leaving your current job?",
+    "What are your salary expectations?",
+    "Do you have any questions for us?",
+    "Explain how you would design a rate limiter.",
+)
+
+
+@dataclass
+class TimedSink:
+    """The candidate's screen: when each answer's first text and its end arrived."""
+
+    opened: dict[int, str] = field(default_factory=dict)
+    first: dict[int, float] = field(default_factory=dict)
+    text: dict[int, str] = field(default_factory=dict)
+    closed: dict[int, tuple[float, str]] = field(default_factory=dict)
+
+    async def open(self, answer_id: int, question: str) -> None:
+        self.opened[answer_id] = question
+        self.text[answer_id] = ""
+
+    async def write(self, answer_id: int, text: str) -> None:
+        self.first.setdefault(answer_id, time.monotonic())
+        self.text[answer_id] += text
+
+    async def close(self, answer_id: int, status: str) -> None:
+        self.closed[answer_id] = (time.monotonic(), status)
+
+
+def speak(text: str) -> np.ndarray:
+    from tests.speech import espeak
+
+    return espeak(text)
+
+
+async def run(args: argparse.Namespace) -> list[dict]:
+    from agent.context_index import ContextIndex
+    from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine, CopilotOptions
+    from agent.engine_loader import open_llm
+    from agent.models import offline_env
+    from agent.stt_whisper import WhisperSTT
+    from agent.text_embedder import MiniLMEmbedder
+    from tests.speech import last_voiced_sample
+
+    offline_env()
+    stt = WhisperSTT()
+    stt.load()
+    stt.warmup()
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    index = ContextIndex(embedder)
+    for name in ("resume", "job_description"):
+        index.add_document(name, (DATA / f"{name}.md").read_text(encoding="utf-8"))
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.questions)]
+    speech = [speak(q) for q in questions]
+
+    from agent.config import LLMSettings
+
+    settings = LLMSettings(system_prompt=COPILOT_SYSTEM_PROMPT, max_tokens=args.max_tokens)
+    results = []
+    async with open_llm(settings, args.llm) as llm:
+        sink = TimedSink()
+        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index,
+                               options=CopilotOptions(context_pieces=args.pieces))
+        await engine.start()
+        await engine.warm()
+        silence = np.zeros(FRAME_SAMPLES, np.int16)
+        start = time.monotonic()
+        sent = 0  # frames fed, on the real-time schedule
+        try:
+            for question, pcm in zip(questions, speech, strict=True):
+                pcm = np.concatenate([np.zeros(INPUT_RATE // 2, np.int16), pcm])
+                pcm = np.pad(pcm, (0, -len(pcm) % FRAME_SAMPLES))
+                end_sample = INPUT_RATE // 2 + last_voiced_sample(pcm[INPUT_RATE // 2 :])
+                speech_end = None
+                done = len(engine.answers)
+                for i in range(len(pcm) // FRAME_SAMPLES):
+                    sent += 1
+                    await asyncio.sleep(max(0.0, start + sent * 0.02 - time.monotonic()))
+                    engine.push_frame(pcm[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES])
+                    if speech_end is None and (i + 1) * FRAME_SAMPLES >= end_sample:
+                        # this frame holds the last voiced sample; it "ends" that much earlier
+                        late = ((i + 1) * FRAME_SAMPLES - end_sample) / INPUT_RATE
+                        speech_end = time.monotonic() - late
+                deadline = time.monotonic() + args.timeout_s
+                while time.monotonic() < deadline and not (
+                    len(engine.answers) > done and engine.answers[-1].done_at is not None
+                    and engine.idle
+                ):
+                    sent += 1
+                    await asyncio.sleep(max(0.0, start + sent * 0.02 - time.monotonic()))
+                    engine.push_frame(silence)
+                results.append(_result(question, speech_end, engine.answers[done:], sink))
+                print(json.dumps(results[-1]), flush=True)
+        finally:
+            await engine.aclose()
+    index.close()
+    return results
+
+
+def _result(question: str, speech_end: float | None, answers: list, sink: TimedSink) -> dict:
+    if not answers or speech_end is None:
+        return {"question": question, "answered": False}
+    a = answers[-1]
+
+    def ms(t: float | None) -> float | None:
+        return None if t is None else round((t - speech_end) * 1000)
+
+    return {
+        "question": question, "answered": True, "heard": a.question,
+        "speculative": a.speculative, "endpoint_ms": ms(a.committed_at),
+        "llm_started_ms": ms(a.started_at), "llm_first_token_ms": ms(a.first_token_at),
+        "first_words_ms": ms(sink.first.get(a.answer_id)),
+        "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
+        "status": a.status, "answer": sink.text.get(a.answer_id, ""),
+        "pieces": [p.text[:60] for p in a.pieces],
+    }
+
+
+def summarize(results: list[dict]) -> None:
+    answered = [r for r in results if r["answered"]]
+    print(f"\n{len(answered)}/{len(results)} questions answered; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for key in ("endpoint_ms", "llm_started_ms", "llm_first_token_ms", "first_words_ms",
+                "whole_answer_ms"):
+        xs = [r[key] for r in answered if r.get(key) is not None]
+        if xs:
+            p50, p95 = np.percentile(xs, [50, 95])
+            print(f"{key:>20}: p50 {p50:6.0f}  p95 {p95:6.0f}  max {max(xs):6.0f}  (n={len(xs)})")
+
+
+def _pieces(text: str) -> int | None:
+    return None if text == "all" else int(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
+    parser.add_argument("--pieces", type=_pieces, default=2,
+                        help="document chunks per prompt, or 'all' (the whole documents as a "
+                        "cached prompt prefix)")
+    parser.add_argument("--max-tokens", type=int, default=120, help="as llm.max_tokens")
+    parser.add_argument("--timeout-s", type=float, default=15.0, help="longest wait per answer")
+    parser.add_argument("--json", type=Path, help="write every answer's timings here")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    summarize(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

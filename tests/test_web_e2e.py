@@ -1,0 +1,116 @@
+"""The web page end to end through LiveKit: headless Chromium joins a room on a real
+livekit-server, a real `voxroom agent` worker (answering through the scripted LLM test double)
+is dispatched to it, the fake microphone asks a spoken question, and the page shows the user's
+words, the agent's state cycle and its answer while the agent's voice arrives. And the page's
+access-code flow and error sentences, off this machine."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from agent.config import LiveKitSettings, Settings
+from agent.demo import WEB_DIR, ensure_web_build
+from agent.livekit_server import LiveKitServer
+from agent.llm_scripted import ScriptedLLM
+from agent.web_server import WebSettings, create_web_app
+from tests.agent_process import agent_worker, scripted_llm_env
+from tests.browser_user import (
+    AUDIBLE_RMS,
+    browser_page,
+    converse,
+    free_port,
+    is_subsequence,
+    question_wav,
+    save_screenshots,
+)
+from tests.fake_openai_server import fake_openai_server
+
+QUESTION = "What is the capital of France?"
+REPLY = "The capital of France is Paris."
+
+
+@contextlib.asynccontextmanager
+async def serve_page(
+    settings: Settings, web_settings: WebSettings | None = None
+) -> AsyncIterator[str]:
+    """The voxroom web app (the built page and /api/token) on a free loopback port."""
+    static_dir = ensure_web_build(WEB_DIR)
+    if static_dir is None:
+        pytest.fail("the web page could not be built (`make web`)", pytrace=False)
+    app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+async def test_browser_talks_to_the_agent_through_livekit(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    wav = question_wav(tmp_path / "question.wav", QUESTION)
+    settings = Settings(livekit=livekit_server.livekit_settings())
+    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
+        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
+            async with serve_page(settings) as origin, browser_page(wav) as page:
+                talk = await converse(page, f"{origin}/?room=web-e2e")
+                mode = await page.locator("#mode").text_content()
+                shots = await save_screenshots(page, "livekit")
+    print(f"\n{talk}\nscreenshots: {[str(p) for p in shots]}")
+    assert mode == "Through LiveKit"
+    assert "capital" in talk.user_text.lower(), talk.user_text
+    assert talk.agent_text == REPLY
+    assert is_subsequence(["listening", "thinking", "speaking", "listening"], talk.states), (
+        talk.states
+    )
+    assert talk.peak_level_speaking > AUDIBLE_RMS, talk
+
+
+async def test_access_code_flow_and_plain_errors_off_this_machine(tmp_path: Path) -> None:
+    code = "the-access-code-0123"
+    nowhere = LiveKitSettings(url=f"ws://127.0.0.1:{free_port()}")  # no LiveKit server there
+    wav = question_wav(tmp_path / "question.wav", QUESTION)
+    # Forwarded by a proxy nobody trusts: the server treats the browser as another device.
+    remote = {"X-Forwarded-For": "203.0.113.5"}
+    async with serve_page(Settings(livekit=nowhere), WebSettings(shared_secret=code)) as origin:
+        async with browser_page(wav, headers=remote) as page:
+            await page.goto(origin)
+            await page.locator("#code-field").wait_for()
+            error = page.locator("#error-text")
+            assert "needs an access code" in (await error.text_content() or "")
+            await page.fill("#code", "a-wrong-code-000000")
+            await page.click("#join")
+            await page.wait_for_function(
+                "document.getElementById('error-text').textContent.includes('refused')"
+            )
+            assert (await error.text_content() or "").startswith(
+                "The voxroom server refused to let you join: This voxroom server needs an "
+                "access code"
+            )
+            assert await page.locator("#status").get_attribute("data-state") == "idle"
+
+            # A link with the code: the field is filled, the fragment leaves the address bar,
+            # the token is issued, and the next problem is worded too.
+            await page.goto(f"{origin}/#code={code}")
+            await page.locator("#code-field").wait_for()
+            assert await page.input_value("#code") == code
+            assert "#" not in page.url
+            await page.click("#join")
+            await page.wait_for_function(
+                "document.getElementById('error-text').textContent.includes('could not be "
+                "reached')",
+                timeout=30_000,
+            )
+            assert nowhere.url in (await error.text_content() or "")
+            shots = await save_screenshots(page, "access-error")
+    print(f"\nscreenshots: {[str(p) for p in shots]}")

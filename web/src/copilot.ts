@@ -1,0 +1,70 @@
+// The copilot panel's answers, from text streams on the `voxroom.copilot` topic (agent/copilot.py
+// writes them): one stream per answer, its chunks deltas of the answer's text; the attributes
+// carry the question it answers, and the close its status. No DOM here.
+
+import type { Attributes } from './transcript';
+
+export const COPILOT_TOPIC = 'voxroom.copilot';
+export const ATTR_QUESTION = 'voxroom.copilot.question';
+export const ATTR_STATUS = 'voxroom.copilot.status';
+
+/** How an answer ended: "complete", "failed" or "cancelled"; undefined while it streams. */
+export type AnswerStatus = string | undefined;
+
+export interface CopilotAnswer {
+  readonly id: string;
+  readonly question: string;
+  readonly text: string;
+  readonly done: boolean;
+  readonly status: AnswerStatus;
+}
+
+interface Answer {
+  question: string;
+  text: string;
+  done: boolean;
+  status: AnswerStatus;
+}
+
+export class CopilotAnswers {
+  private readonly answers = new Map<string, Answer>();
+
+  constructor(private readonly keep = 20) {}
+
+  open(streamId: string, attributes: Attributes | undefined): void {
+    const question = attributes?.[ATTR_QUESTION] ?? '';
+    this.answers.set(streamId, { question, text: '', done: false, status: undefined });
+    // the oldest answers go once there are more than the panel keeps
+    for (const id of this.answers.keys()) {
+      if (this.answers.size <= this.keep) break;
+      this.answers.delete(id);
+    }
+  }
+
+  /** Returns whether the panel changed. */
+  append(streamId: string, delta: string): boolean {
+    const answer = this.answers.get(streamId);
+    if (!answer || !delta) return false;
+    answer.text += delta;
+    return true;
+  }
+
+  close(streamId: string, attributes: Attributes | undefined): boolean {
+    const answer = this.answers.get(streamId);
+    if (!answer) return false;
+    answer.done = true;
+    answer.status = attributes?.[ATTR_STATUS];
+    return true;
+  }
+
+  /** Answers with text, and those that ended without any (a failure is worth showing). */
+  list(): CopilotAnswer[] {
+    return [...this.answers]
+      .filter(([, a]) => a.text.trim() || (a.done && a.status && a.status !== 'complete'))
+      .map(([id, a]) => ({ id, ...a, text: a.text.trim() }));
+  }
+
+  clear(): void {
+    this.answers.clear();
+  }
+}

@@ -1,0 +1,210 @@
+// The conversation through a LiveKit room: a join token from the voxroom server, then
+// livekit-client. The agent is the room's agent participant; its state is its
+// `lk.agent.state` attribute and the transcripts come as `lk.transcription` text streams.
+
+import {
+  ConnectionError,
+  ConnectionErrorReason,
+  ConnectionState,
+  DisconnectReason,
+  type Participant,
+  ParticipantKind,
+  type RemoteParticipant,
+  type RemoteTrack,
+  Room,
+  RoomEvent,
+  type TextStreamReader,
+  Track,
+} from 'livekit-client';
+
+import { ATTR_AGENT_STATE, type Connection } from './agentState';
+import { COPILOT_TOPIC } from './copilot';
+import { type JoinProblem, micProblemOf, roomLostMessage } from './messages';
+import { METRICS_TOPIC } from './metrics';
+import {
+  authHeaders,
+  type JoinRequest,
+  JoinFailure,
+  MicFailure,
+  refusal,
+  type SessionEvents,
+  type VoiceSession,
+} from './session';
+import { type LocalIdentity, TRANSCRIPTION_TOPIC } from './transcript';
+
+const TEXT_TOPICS = [TRANSCRIPTION_TOPIC, COPILOT_TOPIC, METRICS_TOPIC];
+
+export class LiveKitSession implements VoiceSession {
+  readonly mode = 'livekit';
+  private readonly room: Room;
+  private joined = false; // a failed join is reported by connect(), not as a lost connection
+  private leaving = false;
+
+  constructor(private readonly events: SessionEvents) {
+    this.room = new Room({
+      audioCaptureDefaults: {
+        echoCancellation: true,
+        noiseSuppression: true,
+        autoGainControl: true,
+      },
+    });
+    this.listen();
+  }
+
+  async connect(request: JoinRequest): Promise<void> {
+    // Phones only let audio start inside a user gesture: this runs from the Join click,
+    // before the first await.
+    const audioUnlocked = this.room.startAudio().catch(() => undefined);
+    const { token, url } = await fetchToken(request);
+    if (this.leaving) throw new JoinFailure(undefined);
+    try {
+      await this.room.connect(url, token);
+    } catch (err) {
+      throw new JoinFailure(joinProblem(err, url));
+    }
+    this.joined = true;
+    await audioUnlocked;
+  }
+
+  async disconnect(): Promise<void> {
+    this.leaving = true;
+    await this.room.disconnect();
+  }
+
+  connection(): Connection {
+    switch (this.room.state) {
+      case ConnectionState.Connected:
+        return 'connected';
+      case ConnectionState.Reconnecting:
+      case ConnectionState.SignalReconnecting:
+        return 'reconnecting';
+      case ConnectionState.Disconnected:
+        return this.joined ? 'idle' : 'connecting'; // before connect(): fetching the token
+      default:
+        return 'connecting';
+    }
+  }
+
+  agentState(): string | undefined {
+    return this.agent()?.attributes[ATTR_AGENT_STATE];
+  }
+
+  agentPresent(): boolean {
+    return this.agent() !== undefined;
+  }
+
+  localIdentity(): LocalIdentity {
+    const local = this.room.localParticipant;
+    return { identity: local.identity, trackSids: new Set(local.trackPublications.keys()) };
+  }
+
+  async enableMicrophone(deviceId?: string): Promise<void> {
+    try {
+      if (deviceId) await this.room.switchActiveDevice('audioinput', deviceId);
+      await this.room.localParticipant.setMicrophoneEnabled(true);
+    } catch (err) {
+      throw new MicFailure(micProblemOf(err), err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  async setMuted(muted: boolean): Promise<void> {
+    const mic = this.room.localParticipant.getTrackPublication(Track.Source.Microphone);
+    if (muted) await mic?.mute();
+    else await mic?.unmute();
+  }
+
+  microphoneId(): string | undefined {
+    return this.room.getActiveDevice('audioinput');
+  }
+
+
+
+  private agent(): RemoteParticipant | undefined {
+    return [...this.room.remoteParticipants.values()].find(isAgent);
+  }
+
+  private listen(): void {
+    const changed = () => this.events.changed();
+    this.room
+      .on(RoomEvent.ConnectionStateChanged, changed)
+      .on(RoomEvent.ParticipantConnected, changed)
+      .on(RoomEvent.ParticipantDisconnected, changed)
+      .on(RoomEvent.ParticipantAttributesChanged, changed)
+      .on(RoomEvent.TrackSubscribed, (track: RemoteTrack, _pub, p: RemoteParticipant) => {
+        if (track.kind === Track.Kind.Audio && isAgent(p)) {
+          this.events.remoteAudio(track.mediaStreamTrack);
+        }
+      })
+      .on(RoomEvent.TrackUnsubscribed, (track: RemoteTrack, _pub, p: RemoteParticipant) => {
+        if (track.kind === Track.Kind.Audio && isAgent(p)) this.events.remoteAudio(undefined);
+      })
+      .on(RoomEvent.DataReceived, (payload: Uint8Array, _p, _kind, topic?: string) => {
+        if (topic) this.events.data(topic, new TextDecoder().decode(payload));
+      })
+      .on(RoomEvent.Disconnected, (reason?: DisconnectReason) => {
+        if (!this.joined || this.leaving) return; // we left on purpose, or never got in
+        changed();
+        if (reason !== DisconnectReason.CLIENT_INITIATED) this.events.ended(roomLostMessage);
+      });
+    for (const topic of TEXT_TOPICS) {
+      this.room.registerTextStreamHandler(topic, (reader, sender) => {
+        void this.readText(topic, reader, sender.identity);
+      });
+    }
+  }
+
+  private async readText(topic: string, reader: TextStreamReader, sender: string): Promise<void> {
+    const streamId = reader.info.id;
+    this.events.textOpened(topic, {
+      streamId,
+      attributes: reader.info.attributes,
+      senderIdentity: sender,
+    });
+    try {
+      for await (const chunk of reader) this.events.textChunk(streamId, chunk);
+    } catch {
+      // an aborted stream keeps the text it carried
+    }
+    // the trailer's attributes (final or not) are merged into info when the stream ends
+    this.events.textClosed(streamId, reader.info.attributes);
+  }
+}
+
+async function fetchToken(request: JoinRequest): Promise<{ token: string; url: string }> {
+  let response: Response;
+  try {
+    response = await fetch('/api/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...authHeaders(request.accessCode) },
+      body: JSON.stringify({ room: request.room, name: request.name }),
+    });
+  } catch {
+    throw new JoinFailure({ kind: 'web-unreachable' });
+  }
+  if (!response.ok) throw await refusal(response);
+  const body: { token?: string; url?: string } = await response.json().catch(() => ({}));
+  if (!body.token || !body.url) throw await refusal(response);
+  return { token: body.token, url: body.url };
+}
+
+/** What to tell the user about a failed connect; undefined when there is nothing to tell. */
+function joinProblem(err: unknown, url: string): JoinProblem | undefined {
+  if (err instanceof ConnectionError) {
+    switch (err.reason) {
+      case ConnectionErrorReason.NotAllowed:
+        return { kind: 'livekit-refused', url };
+      case ConnectionErrorReason.ServerUnreachable:
+      case ConnectionErrorReason.WebSocket:
+        return { kind: 'livekit-unreachable', url };
+      case ConnectionErrorReason.Timeout:
+        return { kind: 'livekit-timeout', url };
+      case ConnectionErrorReason.Cancelled:
+        return undefined;
+    }
+  }
+  return { kind: 'other', detail: err instanceof Error ? err.message : String(err) };
+}
+
+function isAgent(p: Participant): boolean {
+  return p.kind === ParticipantKind.AGENT || ATTR_AGENT_STATE in p.attributes;
+}
