@@ -82,7 +82,7 @@ web test-web:
 	@echo "no web/package.json: nothing to do for $@"
 endif
 
-demo: sysdeps venv livekit-server models web
+demo: sysdeps venv models web
 	$(VENV)/bin/voxroom demo
 
 test: test-python test-web
