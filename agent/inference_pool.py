@@ -46,10 +46,6 @@ class InferencePool:
         # sees that in set_running_or_notify_cancel() and is skipped.
         return await asyncio.wrap_future(future)
 
-    def pending(self) -> int:
-        """Jobs queued and not yet started (cancelled ones included until the thread skips them)."""
-        return self._jobs.qsize()
-
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None:

@@ -95,7 +95,7 @@ async def speech(voice: str, text: str) -> np.ndarray:
     from tests.speech import espeak
 
     key = hashlib.sha256(f"{voice}\n{text}".encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"{voice}-{key}.wav"
+    path = CACHE_DIR / f"stt-{voice}-{key}.wav"  # bench/corpus.py caches here too
     if not path.exists():
         pcm = espeak(text) if voice == "espeak" else await piper_speech(text)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,323 @@
+"""Whisper tiny.en streaming STT on real speech (beckett.wav, espeak-ng, Piper), plus the
+pieces that need no model: the hallucination filters and the shared inference pool."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
+from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
+from agent.stt_whisper import (
+    WhisperOptions,
+    WhisperSTT,
+    WhisperSTTStream,
+    agreed_prefix,
+    drop_late_segments,
+    first_repeated_ngram,
+)
+from bench.stt_bench import normalize
+from tests.speech import espeak, with_silence
+
+BECKETT_TEXT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    import jiwer
+
+    return jiwer.wer(normalize(reference), normalize(hypothesis))
+
+
+@pytest.fixture(scope="module")
+def beckett() -> np.ndarray:
+    import importlib.util
+
+    import soundfile as sf
+
+    spec = importlib.util.find_spec("moonshine_onnx")  # useful-moonshine-onnx ships the file
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(spec.submodule_search_locations[0]) / "assets" / "beckett.wav"
+    pcm, rate = sf.read(str(path), dtype="int16")
+    assert rate == INPUT_RATE
+    return pcm
+
+
+@pytest.fixture(scope="module")
+def stt() -> WhisperSTT:
+    engine = WhisperSTT()
+    engine.load()
+    engine.warmup()
+    return engine
+
+
+@pytest.fixture
+async def stream(stt: WhisperSTT) -> AsyncIterator[WhisperSTTStream]:
+    s = stt.stream()
+    yield s
+    await s.aclose()
+
+
+async def push_frames(stream: WhisperSTTStream, pcm: np.ndarray, *, realtime: bool) -> None:
+    """Push `pcm` in 20 ms frames, paced like a live microphone or as fast as possible."""
+    for i in range(0, len(pcm), FRAME_SAMPLES):
+        stream.push(pcm[i : i + FRAME_SAMPLES])
+        await asyncio.sleep(FRAME_SAMPLES / INPUT_RATE if realtime else 0)
+
+
+async def next_partial(stream: WhisperSTTStream, timeout_s: float) -> Transcript:
+    return await asyncio.wait_for(anext(aiter(stream.partials())), timeout_s)
+
+
+# --- one-shot transcription -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_transcribes_beckett(stt: WhisperSTT, beckett: np.ndarray) -> None:
+    assert wer(BECKETT_TEXT, await stt.transcribe(beckett)) <= 0.2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "What time is it in Tokyo right now?",
+        "Tell me about your experience with databases.",
+        "Where is the nearest train station?",
+    ],
+)
+async def test_transcribes_espeak_sentences(stt: WhisperSTT, sentence: str) -> None:
+    text = await stt.transcribe(with_silence(espeak(sentence), 0.2, 0.3))
+    assert wer(sentence, text) <= 0.25, text
+
+
+@pytest.fixture(scope="module")
+def piper():
+    from tts.piper_tts import PiperTTS
+
+    tts = PiperTTS(output_rate=INPUT_RATE)
+    tts.load()
+    return tts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Could you summarize the last meeting for me?",
+        "Remind me to call my mother tomorrow morning.",
+        "How many people live in New York City?",
+    ],
+)
+async def test_transcribes_piper_sentences(stt: WhisperSTT, piper, sentence: str) -> None:
+    speech = await piper.synthesize(sentence)
+    text = await stt.transcribe(with_silence(speech, 0.2, 0.3))
+    assert wer(sentence, text) <= 0.25, text
+
+
+@pytest.mark.slow
+async def test_silence_transcribes_to_nothing(stt: WhisperSTT) -> None:
+    assert await stt.transcribe(np.zeros(INPUT_RATE, np.int16)) == ""
+
+
+@pytest.mark.slow
+async def test_long_speech_is_decoded_window_by_window(beckett: np.ndarray) -> None:
+    # 4 s windows: beckett's 10 s are cut at quiet frames into three decodes.
+    options = WhisperOptions(max_window_s=4.0, window_cut_search_s=1.5)
+    engine = WhisperSTT(options=options)
+    engine.load()
+    assert wer(BECKETT_TEXT, await engine.transcribe(beckett)) <= 0.25
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_partials_while_speaking_then_final(
+    stream: WhisperSTTStream, beckett: np.ndarray
+) -> None:
+    partials: list[tuple[Transcript, str]] = []
+
+    async def collect() -> None:
+        async for p in stream.partials():
+            partials.append((p, stream.stable_text))
+
+    collector = asyncio.create_task(collect())
+    pcm = with_silence(beckett, 0.2, 0.3)
+    await push_frames(stream, pcm[: 3 * INPUT_RATE], realtime=True)
+    await push_frames(stream, pcm[3 * INPUT_RATE :], realtime=False)
+    final = await stream.finalize()
+    collector.cancel()
+
+    assert partials, "no partial while the user spoke"
+    assert all(not p.final and p.text for p, _ in partials)
+    assert wer(BECKETT_TEXT, final) <= 0.2, final
+    # Committed text only grows, and the final transcript keeps it.
+    stables = [s for _, s in partials]
+    for earlier, later in itertools.pairwise(stables):
+        assert later.startswith(earlier)
+    assert final.startswith(stables[-1])
+    assert stream.stable_text == ""  # finalize() started the next utterance
+
+
+@pytest.mark.slow
+async def test_paused_stream_decodes_no_partials(
+    stream: WhisperSTTStream, beckett: np.ndarray
+) -> None:
+    stream.set_paused(True)
+    await push_frames(stream, with_silence(beckett[: int(2.5 * INPUT_RATE)], 0.2, 0.3),
+                      realtime=False)
+    with pytest.raises(TimeoutError):
+        await next_partial(stream, timeout_s=1.0)
+    stream.set_paused(False)  # resuming decodes what is there
+    assert "ever" in (await next_partial(stream, timeout_s=10.0)).text.lower()
+    stream.set_paused(True)
+    assert wer("Ever tried. Ever failed.", await stream.finalize()) <= 0.25
+
+
+@pytest.mark.slow
+async def test_discard_drops_the_utterance(stream: WhisperSTTStream) -> None:
+    await push_frames(stream, with_silence(espeak("Tell me a joke about computers."), 0.2, 0.3),
+                      realtime=False)
+    stream.discard()
+    sentence = "Where is the nearest train station?"
+    await push_frames(stream, with_silence(espeak(sentence), 0.2, 0.3), realtime=False)
+    text = await stream.finalize()
+    assert wer(sentence, text) <= 0.25, text
+
+
+@pytest.mark.slow
+async def test_cancelled_finalize_leaves_a_working_stream(
+    stream: WhisperSTTStream, beckett: np.ndarray
+) -> None:
+    stream.set_paused(True)  # the final decode is the only job
+    await push_frames(stream, beckett, realtime=False)
+    finalizing = asyncio.create_task(stream.finalize())
+    await asyncio.sleep(0.1)  # the final decode is running in the pool thread
+    finalizing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await finalizing
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    sentence = "Where is the nearest train station?"
+    await push_frames(stream, with_silence(espeak(sentence), 0.2, 0.3), realtime=False)
+    text = await stream.finalize()  # the cancelled decode's result never shows up here
+    assert wer(sentence, text) <= 0.25, text
+
+
+@pytest.mark.slow
+async def test_aclose_stops_decoding_and_partials(stt: WhisperSTT, beckett: np.ndarray) -> None:
+    stream = stt.stream()
+    partials = stream.partials()
+    await push_frames(stream, beckett[: 2 * INPUT_RATE], realtime=False)  # a partial is due
+    await asyncio.sleep(0.05)
+    await stream.aclose()
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+    assert [p async for p in partials] == []
+    stream.push(beckett[:FRAME_SAMPLES])  # ignored after close
+
+
+@pytest.mark.slow
+def test_agreed_prefix_commits_whole_words_only(stt: WhisperSTT) -> None:
+    decoder = stt._loaded()
+    tokens = decoder._tokenizer
+
+    def ids(text: str) -> tuple[int, ...]:
+        return tuple(tokens.encode(text, add_special_tokens=False).ids)
+
+    older, newer = ids(" Ever tried, ever"), ids(" Ever tried, ever failed")
+    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "Ever tried, ever"
+    # The newer decode's last word may be cut off mid-word: never committed.
+    older, newer = ids(" Ever tried, ever failed"), ids(" Ever tried, ever failed")
+    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "Ever tried, ever"
+    older, newer = ids(" What does serene"), ids(" What does serendipity mean")
+    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "What does"
+
+
+# --- no model needed ------------------------------------------------------------------------
+
+
+def test_first_repeated_ngram() -> None:
+    said = "ever tried ever failed no matter try again fail again fail better".split()
+    assert first_repeated_ngram(said) is None
+    looped = "how many people live in new york city how many people".split()
+    assert first_repeated_ngram(looped) == 8
+    assert first_repeated_ngram("the the the the".split()) == 1
+
+
+def test_drop_late_segments() -> None:
+    ts, eot = 1000, 900  # timestamp tokens are >= ts, text tokens < eot
+    words = {1: "tell", 2: "me", 3: "a", 4: "joke", 5: "more"}
+
+    def normalized(ids) -> str:
+        return " ".join(words[i] for i in ids)
+
+    def t(seconds: float) -> int:
+        return ts + round(seconds / 0.02)
+
+    restart = [t(0), 1, 2, 3, 4, t(2), t(2), 1, 2, 3, t(4)]
+    assert drop_late_segments(restart, ts, eot, 3.4, normalized) == (1, 2, 3, 4)
+    late = [t(0), 1, 2, t(2), t(2), 5, t(6)]  # ends 2.6 s after a 3.4 s clip
+    assert drop_late_segments(late, ts, eot, 3.4, normalized) == (1, 2)
+    fine = [t(0), 1, 2, t(1.5), t(1.5), 3, 4, t(3.2), eot]
+    assert drop_late_segments(fine, ts, eot, 3.4, normalized) == (1, 2, 3, 4)
+
+
+def test_options_reject_a_window_longer_than_the_encoder() -> None:
+    with pytest.raises(ValueError):
+        WhisperOptions(max_window_s=29.5)
+    assert dataclasses.replace(WhisperOptions(), max_window_s=10.0).max_window_s == 10.0
+
+
+@pytest.fixture
+def blocked_pool() -> Iterator[tuple[InferencePool, threading.Event]]:
+    """A pool whose thread is held by a job until the event is set."""
+    pool, release = InferencePool("test"), threading.Event()
+    yield pool, release
+    release.set()
+
+
+async def test_pool_runs_finals_before_queued_partials(blocked_pool) -> None:
+    pool, release = blocked_pool
+    order: list[str] = []
+    blocker = asyncio.create_task(pool.run(release.wait, priority=PRIORITY_PARTIAL))
+    await asyncio.sleep(0.05)
+    partial = asyncio.create_task(
+        pool.run(lambda: order.append("partial"), priority=PRIORITY_PARTIAL)
+    )
+    final = asyncio.create_task(pool.run(lambda: order.append("final"), priority=PRIORITY_FINAL))
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(blocker, partial, final)
+    assert order == ["final", "partial"]
+
+
+async def test_pool_skips_cancelled_queued_jobs_and_drops_running_results(blocked_pool) -> None:
+    pool, release = blocked_pool
+    ran: list[str] = []
+    running = asyncio.create_task(pool.run(lambda: (release.wait(), ran.append("running"))))
+    await asyncio.sleep(0.05)
+    queued = asyncio.create_task(pool.run(lambda: ran.append("queued")))
+    await asyncio.sleep(0.05)
+    running.cancel()
+    queued.cancel()
+    for task in (running, queued):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    release.set()
+    assert await pool.run(lambda: "after") == "after"
+    assert ran == ["running"]  # the running job finished; the queued one never started
+
+
+async def test_pool_delivers_exceptions() -> None:
+    def fail() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await InferencePool("test").run(fail)
