@@ -12,6 +12,7 @@ import sys
 # `run(args) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("agent.worker", "run an agent worker that LiveKit dispatches to rooms"),
+    "bench": ("agent.bench", "latency per stage over a spoken corpus, simulate or through LiveKit"),
     "bridge": ("room_bridge.cli", "publish this computer's output audio into a room"),
     "demo": ("agent.demo", "start livekit-server, a worker and the web page on localhost"),
     "models": ("agent.models", "prepare and check the bundled offline models"),

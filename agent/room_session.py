@@ -164,6 +164,7 @@ async def run_room_session(
     from livekit import rtc
 
     from agent.history import ChatHistory
+    from agent.metrics import MetricsRecorder
     from agent.turn_engine import TurnEngine
 
     source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=60)
@@ -177,6 +178,7 @@ async def run_room_session(
     history = ChatHistory(system_prompt)
     session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
     persisted: set[asyncio.Task[None]] = set()
+    recorder = MetricsRecorder(session_id)
     if store is not None:
         for turn in await asyncio.to_thread(store.turns, room.name, PERSISTED_HISTORY_TURNS):
             history.add_user(turn["user_text"])
@@ -184,6 +186,7 @@ async def run_room_session(
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         publisher.on_event(kind, data)
+        recorder.on_event(kind, data)
         if kind == "turn" and store is not None:
             task = asyncio.create_task(asyncio.to_thread(store.append, room.name, session_id, data))
             persisted.add(task)
@@ -198,6 +201,7 @@ async def run_room_session(
         on_event=on_event,
     )
     await engine.start()
+    recorder.start()
     left = asyncio.Event()
 
     def on_disconnected(p: rtc.RemoteParticipant) -> None:
@@ -212,6 +216,7 @@ async def run_room_session(
         listen.cancel()
         await asyncio.gather(listen, return_exceptions=True)
         await engine.aclose()
+        await recorder.aclose()
         await asyncio.gather(*persisted)  # every finished turn is on disk before we go
         await publisher.aclose()
         await source.aclose()

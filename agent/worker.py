@@ -44,6 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=600.0,
         help="on SIGTERM, seconds to let active conversations finish (no new jobs meanwhile)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus /metrics (every job process summed) on this port",
+    )
     p.add_argument("--log-level", default="INFO")
 
 
@@ -104,6 +110,7 @@ def _process_llm(settings: Settings) -> object:
         from dataclasses import replace
 
         from agent.llm_fallback import FallbackLLM
+        from agent.metrics import record_fallback
 
         local = make_llm(
             replace(settings.llm, provider="local", model=""), local_base_url=local_url
@@ -112,7 +119,7 @@ def _process_llm(settings: Settings) -> object:
             llm,
             local,
             first_token_budget_s=settings.llm.first_token_budget_s,
-            on_fallback=lambda why: log.warning("LLM fallback: %s", why),
+            on_fallback=lambda why: record_fallback("llm_local", why),
         )
     return llm
 
@@ -141,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = load_settings(args.config)
+    if args.metrics_port is not None:
+        from agent.metrics import prepare_multiprocess_dir
+
+        prepare_multiprocess_dir()
     return asyncio.run(_serve(settings, args))
 
 
@@ -170,6 +181,8 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         initialize_process_timeout=120.0,
         port=args.health_port,
         setup_fnc=prewarm,
+        prometheus_port=args.metrics_port,
+        prometheus_multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"),
     )
     server.rtc_session(entrypoint, agent_name=args.agent_name or settings.livekit.agent_name)
 

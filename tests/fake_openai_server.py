@@ -1,48 +1,6 @@
-"""A TEST DOUBLE of an OpenAI-compatible chat server: streams ScriptedLLM replies as
-server-sent events, so the worker's real OpenAI client path is exercised end to end."""
+"""The scripted LLM test double as an OpenAI-compatible server, under the name the tests use;
+it lives in agent/scripted_llm_server.py because `voxroom bench` serves it too."""
 
-from __future__ import annotations
+from agent.scripted_llm_server import scripted_llm_server as fake_openai_server
 
-import json
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
-from aiohttp import web
-
-from agent.llm_scripted import ScriptedLLM
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@asynccontextmanager
-async def fake_openai_server(llm: ScriptedLLM) -> AsyncIterator[str]:
-    """Serves /v1/chat/completions on loopback; yields the base URL (…/v1)."""
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        async for word in llm.stream(body["messages"]):
-            chunk = {"id": "fake", "object": "chat.completion.chunk", "created": 0,
-                     "model": body.get("model", "scripted"),
-                     "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
-            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await resp.write(b"data: [DONE]\n\n")
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = _free_port()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+__all__ = ["fake_openai_server"]

@@ -16,10 +16,10 @@ import pytest
 
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
+from agent.room_client import RoomUser
 from agent.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
-from tests.livekit_user import RoomUser
 from tests.speech import RATE, espeak, last_voiced_sample, with_silence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -47,7 +47,7 @@ async def converse(server: LiveKitServer, room: str, question: str) -> tuple[Roo
     speech = espeak(question)
     lead = 0.5
     speech_end_sample = int(lead * RATE) + last_voiced_sample(speech)
-    t_end = await user.speak(with_silence(speech, lead, 0.0), speech_end_sample=speech_end_sample)
+    [t_end] = await user.speak(with_silence(speech, lead, 0.0), marks=[speech_end_sample])
     assert t_end is not None
     background = asyncio.create_task(user.silence(60))  # the mic stays open, as in a browser
     try:

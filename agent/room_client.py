@@ -1,11 +1,13 @@
-"""A user in a LiveKit room, for end-to-end tests: publishes speech from a microphone track in
-real time, records the agent's audio as it arrives, its `lk.agent.state` attribute and the
-`lk.transcription` text streams, each with the monotonic time it was seen."""
+"""A user in a LiveKit room, as a program: publishes speech from a microphone track in real
+time, and records the agent's audio as it arrives, its `lk.agent.state` attribute and the
+`lk.transcription` text streams, each with the monotonic time it was seen. `voxroom bench`
+talks to the agent through it, and so do the end-to-end tests."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,11 +56,11 @@ class RoomUser:
 
     # ---- speaking -------------------------------------------------------------------------
 
-    async def speak(self, pcm: np.ndarray, *, speech_end_sample: int | None = None) -> float | None:
-        """Send `pcm` (16 kHz int16) in real time; returns when the sample `speech_end_sample`
-        left the microphone (monotonic seconds), if given."""
+    async def speak(self, pcm: np.ndarray, *, marks: Sequence[int] = ()) -> list[float | None]:
+        """Send `pcm` (16 kHz int16) in real time; returns, for each sample index in `marks`,
+        when that sample left the microphone (monotonic seconds; None past the end)."""
         start = time.monotonic()
-        sent_end: float | None = None
+        sent: list[float | None] = [None] * len(marks)
         n = -(-len(pcm) // FRAME)
         for i in range(n):
             chunk = np.zeros(FRAME, np.int16)
@@ -66,11 +68,13 @@ class RoomUser:
             chunk[: len(part)] = part
             frame = rtc.AudioFrame(chunk.tobytes(), RATE, 1, FRAME)
             await self._source.capture_frame(frame)
-            if speech_end_sample is not None and i * FRAME <= speech_end_sample < (i + 1) * FRAME:
-                offset = (speech_end_sample - i * FRAME) / RATE
-                sent_end = time.monotonic() + self._source.queued_duration - FRAME / RATE + offset
+            for k, mark in enumerate(marks):
+                if i * FRAME <= mark < (i + 1) * FRAME:
+                    offset = (mark - i * FRAME) / RATE
+                    queued = self._source.queued_duration
+                    sent[k] = time.monotonic() + queued - FRAME / RATE + offset
             await asyncio.sleep(max(0.0, start + (i + 1) * FRAME / RATE - time.monotonic()))
-        return sent_end
+        return sent
 
     async def silence(self, seconds: float) -> None:
         await self.speak(np.zeros(int(seconds * RATE), np.int16))

@@ -1,0 +1,279 @@
+"""`voxroom bench`: the corpus of spoken questions and barge-ins through the agent, with
+p50/p95/p99 per stage, voice-to-voice and barge-in stop at the listener, and CPU and memory
+per session.
+
+Paths: `simulate` runs the turn engine in this process with no network; `livekit` starts a
+livekit-server and a `voxroom agent` worker, and a client that talks and listens over WebRTC.
+`--compare-agentsession` runs the same corpus through LiveKit Agents' AgentSession with the
+same engines (its defaults, then tuned to voxroom's endpointing) and prints the ratios.
+
+The default LLM is the scripted one (a test double with a fixed time to first token), so the
+figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
+Run from the repository root (the corpus lives in bench/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.bench_measure import (
+    STAGE_LABELS,
+    STAGES,
+    ItemResult,
+    RunResult,
+    comparison,
+    load_average,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--path", choices=("simulate", "livekit"), default="simulate",
+                   help="simulate: in process, no network; livekit: a real server and client")
+    p.add_argument("--llm", default=None,
+                   help="local | openai:MODEL | script:PATH (default: the corpus's scripted "
+                        "answers)")
+    p.add_argument("--llm-base-url", default=None, help="base URL for openai:MODEL")
+    p.add_argument("--script-ttft-ms", type=float, default=150.0,
+                   help="scripted LLM: time to first token")
+    p.add_argument("--script-words-per-s", type=float, default=15.0)
+    p.add_argument("--questions", type=int, default=None, help="only the first N questions")
+    p.add_argument("--barge-ins", type=int, default=None, help="only the first N barge-ins")
+    p.add_argument("--no-recordings", action="store_true",
+                   help="leave out the real recordings (synthetic voices only)")
+    p.add_argument("--compare-agentsession", action="store_true",
+                   help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
+                        "--path livekit")
+    p.add_argument("--json", type=Path, default=None, help="write every figure here")
+    p.add_argument("--plot", type=Path, default=None, help="PNG of the distributions")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="synthesized speech cache (default .cache/bench)")
+    p.add_argument("--from-json", type=Path, default=None,
+                   help="run nothing: print (and --plot) the results saved by an earlier --json")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        runs = [RunResult.from_json(r) for r in saved["runs"]]
+        report = saved | {"runs": [r.as_json() for r in runs],
+                          "comparison": comparison(runs, runs[0]) if len(runs) > 1 else {}}
+        _print(runs, report)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+        if args.plot:
+            plot(runs, args.plot)
+        return 0
+    try:
+        corpus_module = _corpus_module()
+    except ImportError as e:
+        print(f"voxroom bench: needs a checkout of the repository ({e})", file=sys.stderr)
+        return 2
+    load_corpus, cache_dir = corpus_module.load_corpus, corpus_module.CACHE_DIR
+    if args.compare_agentsession:
+        args.path = "livekit"
+    load_before = load_average()
+    corpus = asyncio.run(
+        load_corpus(args.cache_dir or cache_dir, recordings=not args.no_recordings)
+    ).limited(args.questions, args.barge_ins)
+    items = [*corpus.questions, *corpus.barge_ins]
+    if not items:
+        print("voxroom bench: the corpus is empty", file=sys.stderr)
+        return 2
+    runs = asyncio.run(_run_all(items, args))
+    report = _report(runs, args, load_before)
+    _print(runs, report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+    if args.plot:
+        plot(runs, args.plot)
+    return 0
+
+
+def _corpus_module() -> Any:
+    """bench/corpus.py of the repository this package runs from: the corpus and its speech
+    synthesis (tests/speech.py) live in the checkout, not in the installed package."""
+    import importlib
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "bench" / "corpus.py").exists() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module("bench.corpus")
+
+
+def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
+    print(format_table(runs))
+    if len(runs) > 1:
+        print(format_comparison(report["comparison"]))
+    print(f"load average {report['load_average']['start']} -> {report['load_average']['end']} "
+          f"(1/5/15 min) on {report['machine']['cpus']} CPUs, {report['date']}")
+
+
+async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult]:
+    from agent.config import load_settings
+
+    settings = load_settings(getattr(args, "config", None))
+    llm_name = args.llm or f"script (corpus answers, TTFT {args.script_ttft_ms:.0f} ms)"
+    if args.path == "simulate":
+        run = RunResult("voxroom", "simulate", llm_name)
+        with _Progress(len(items), run.name) as on_item:
+            run.items = await _simulate(items, args, settings, lambda r: on_item(r))
+        return [run]
+    from agent.bench_livekit import AGENTSESSION_CONFIGS, LiveKitBench
+
+    plan: list[tuple[RunResult, str | None]] = [(RunResult("voxroom", "livekit", llm_name), None)]
+    if args.compare_agentsession:
+        plan += [(RunResult(f"AgentSession {c}", "livekit", llm_name), c)
+                 for c in AGENTSESSION_CONFIGS]
+    async with LiveKitBench(items, args, settings) as bench:
+        for run, config in plan:
+            with _Progress(len(items), run.name) as on_item:
+                await bench.run(run, on_item, agentsession=config)
+    return [run for run, _ in plan]
+
+
+async def _simulate(
+    items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any
+) -> list[ItemResult]:
+    from agent.bench_simulate import run_simulate
+    from agent.engine_loader import open_llm
+    from agent.llm_scripted import ScriptedLLM
+    from bench.corpus import scripted_replies
+
+    script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)
+    if args.llm is None:
+        return await run_simulate(
+            items, llm_for=lambda item: ScriptedLLM(scripted_replies([item]), **script),
+            system_prompt=settings.llm.system_prompt, on_item=on_item)
+    async with open_llm(settings.llm, args.llm, base_url=args.llm_base_url,
+                        script_ttft_ms=args.script_ttft_ms,
+                        script_words_per_s=args.script_words_per_s) as llm:
+        return await run_simulate(items, llm_for=lambda _item: llm,
+                                  system_prompt=settings.llm.system_prompt, on_item=on_item)
+
+
+class _Progress:
+    """A tqdm bar over the items of one run, showing the last voice-to-voice."""
+
+    def __init__(self, total: int, name: str) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, desc=name, unit="item", file=sys.stderr)
+
+    def __enter__(self) -> Any:
+        def on_item(result: ItemResult) -> None:
+            v2v = result.voice_to_voice_ms
+            self._bar.set_postfix_str(f"{result.item} v2v {v2v:.0f} ms" if v2v else result.item)
+            self._bar.update()
+
+        return on_item
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.close()
+
+
+def _report(runs: list[RunResult], args: argparse.Namespace, load_before: list[float]) -> dict:
+    import os
+
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": "voxroom bench " + " ".join(sys.argv[sys.argv.index("bench") + 1 :])
+        if "bench" in sys.argv else "voxroom bench",
+        "machine": {"cpus": os.cpu_count(), "processor": _cpu_model(),
+                    "python": platform.python_version(), "system": platform.platform()},
+        "load_average": {"start": load_before, "end": load_average()},
+        "runs": [r.as_json() for r in runs],
+        "comparison": comparison(runs, runs[0]) if len(runs) > 1 else {},
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def format_table(runs: list[RunResult]) -> str:
+    """Stages down, p50/p95/p99 (n) of each run across, in milliseconds."""
+    width = max(len(label) for label in STAGE_LABELS.values()) + 2
+    head = "stage (ms)".ljust(width) + "".join(f"{r.name:>26}" for r in runs)
+    sub = " " * width + "".join(f"{'p50 / p95 / p99   (n)':>26}" for _ in runs)
+    lines = [head, sub]
+    summaries = [r.summary() for r in runs]
+    for stage in STAGES:
+        row = STAGE_LABELS[stage].ljust(width)
+        for s in summaries:
+            p = s["stages"][stage]
+            cell = f"{_fmt(p['p50'])} / {_fmt(p['p95'])} / {_fmt(p['p99'])} ({p['n']})"
+            row += f"{cell:>26}"
+        lines.append(row)
+    cpu = "CPU cores per session".ljust(width)
+    rss = "RSS per session (MB)".ljust(width)
+    flags = "items: premature/unanswered".ljust(width)
+    for s in summaries:
+        c = s["cpu_cores"]["p50"]
+        cpu += f"{'-' if c is None else f'{c:.2f} p50':>26}"
+        rss += f"{_fmt(s['rss_mb_peak']) + ' peak':>26}"
+        flags += f"{str(s['premature']) + ' / ' + str(s['unanswered']):>26}"
+    lines += [cpu, rss, flags]
+    return "\n".join(lines)
+
+
+def format_comparison(comp: dict[str, dict[str, Any]]) -> str:
+    """voxroom's p50 and p95 as a share of each other run's (0.65 = 35 % lower)."""
+    lines = ["", "voxroom / other (p50, p95); below 1 means voxroom is faster"]
+    for name, stages in comp.items():
+        lines.append(f"  vs {name}")
+        for stage in STAGES:
+            r = stages[stage]
+            if r["p50"] is None and r["p95"] is None:
+                continue
+            p50 = "-" if r["p50"] is None else f"{r['p50']:.2f}"
+            p95 = "-" if r["p95"] is None else f"{r['p95']:.2f}"
+            lines.append(f"    {STAGE_LABELS[stage]:<30} {p50:>6} {p95:>6}")
+    return "\n".join(lines)
+
+
+def plot(runs: list[RunResult], path: Path) -> None:
+    """One box plot per stage, one box per run, every turn as a dot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    stages = [s for s in STAGES if any(any(v is not None for v in r.values(s)) for r in runs)]
+    cols = 4
+    rows = -(-len(stages) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, stage in zip(axes.flat, stages, strict=False):
+        data = [[v for v in r.values(stage) if v is not None] for r in runs]
+        ax.boxplot(data, whis=(5, 95), showfliers=False)
+        for i, d in enumerate(data, start=1):
+            ax.scatter(i + rng.uniform(-0.15, 0.15, len(d)), d, s=8, alpha=0.6)
+        ax.set_title(STAGE_LABELS[stage], fontsize=10)
+        ax.set_ylabel("ms")
+        ax.set_xticks(range(1, len(runs) + 1), [r.name for r in runs], fontsize=7, rotation=15)
+    for ax in axes.flat[len(stages) :]:
+        ax.axis("off")
+    fig.suptitle("voxroom bench: per-turn latencies (box: p25-p75, whiskers: p5-p95)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,366 @@
+"""The LiveKit path of `voxroom bench`: a real livekit-server, a real worker subprocess
+(`voxroom agent`, or the AgentSession anchor of agent/bench_agentsession.py), and a client
+that talks and listens over WebRTC (agent.room_client.RoomUser).
+
+Each configuration gets a fresh worker and one conversation: a warm-up question first (not
+counted), then every corpus item in turn, each once the agent has gone quiet. The listener's
+figures come from the audio that arrived at the client; the stage latencies from the worker
+(voxroom: the turns it stores; AgentSession: its metrics events), matched to the item during
+which they were recorded. CPU and memory are those of the worker and its job processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
+from agent.bench_measure import (
+    HeardAudio,
+    ItemClock,
+    ItemResult,
+    ProcessUsage,
+    RunResult,
+    ms,
+    wait_until,
+)
+
+__all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
+
+ANSWER_TIMEOUT_S = 20.0  # longest wait for the agent's voice after the user's last word
+DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
+READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
+WARMUP_TEXT = "Hello, can you hear me?"
+
+
+class LiveKitBench:
+    """The shared part of every LiveKit run: the server, the LLM, a scratch directory."""
+
+    def __init__(self, items: list[Any], args: Any, settings: Any) -> None:
+        self.items = items
+        self.args = args
+        self.settings = settings
+        self._stack = contextlib.AsyncExitStack()
+        self.llm_url = ""
+        self.llm_model = ""
+
+    async def __aenter__(self) -> LiveKitBench:
+        from agent.livekit_server import LiveKitServer
+
+        self.dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="vxbench-")))
+        self.server = LiveKitServer(log_path=self.dir / "livekit-server.log")
+        await asyncio.to_thread(self.server.start)
+        self._stack.callback(self.server.stop)
+        await self._start_llm()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start_llm(self) -> None:
+        from agent.llm_factory import parse_llm_spec
+        from agent.llm_scripted import ScriptedLLM
+        from agent.scripted_llm_server import scripted_llm_server
+        from bench.corpus import scripted_replies
+
+        a = self.args
+        script = dict(ttft_ms=a.script_ttft_ms, words_per_s=a.script_words_per_s)
+        kind, arg = parse_llm_spec(a.llm) if a.llm else ("script", "")
+        if kind == "script":
+            llm = (ScriptedLLM.from_file(arg, **script) if arg else
+                   ScriptedLLM(["Yes, I can hear you.", *scripted_replies(self.items)], **script))
+            self.llm_url = await self._stack.enter_async_context(scripted_llm_server(llm))
+            self.llm_model = "scripted"
+        elif kind == "local":
+            from agent.llm_local import DEFAULT_MODEL_NAME, LocalLLMServer
+
+            local = LocalLLMServer()
+            self.llm_url = await asyncio.to_thread(local.start)
+            self._stack.callback(local.stop)
+            await asyncio.to_thread(local.warm, self.settings.llm.system_prompt)
+            self.llm_model = DEFAULT_MODEL_NAME
+        else:
+            self.llm_url = a.llm_base_url or self.settings.llm.base_url
+            self.llm_model = arg
+
+    async def run(self, run: RunResult, on_item: Callable[[ItemResult], None],
+                  agentsession: str | None = None) -> None:
+        """All items through one worker: voxroom's, or AgentSession in `agentsession` config."""
+        from agent.room_client import RoomUser
+        from agent.tokens import create_join_token
+
+        tag = agentsession or "voxroom"
+        log = self.dir / f"worker-{tag}.log"
+        store = self.dir / f"turns-{tag}.sqlite3"
+        metrics = self.dir / f"metrics-{tag}.jsonl"
+        env = {"LIVEKIT_URL": self.server.url, "LIVEKIT_API_KEY": self.server.api_key,
+               "LIVEKIT_API_SECRET": self.server.api_secret, "PYTHONUNBUFFERED": "1"}
+        if agentsession is None:
+            agent_name = "voxroom-bench"
+            argv = ["-m", "agent.cli", "agent", "--agent-name", agent_name, "--idle-processes",
+                    "0"]
+            env |= {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": self.llm_url,
+                    "VOXROOM_LLM_MODEL": self.llm_model, "VOXROOM_STORE_PATH": str(store)}
+        else:
+            from agent.bench_agentsession import AGENT_NAME as agent_name
+
+            argv = ["-m", "agent.bench_agentsession", agentsession]
+            env |= {"VOXROOM_BENCH_LLM_BASE_URL": self.llm_url,
+                    "VOXROOM_BENCH_LLM_MODEL": self.llm_model,
+                    "VOXROOM_BENCH_METRICS": str(metrics)}
+        settings = self.server.livekit_settings(agent_name)
+        room = f"bench-{tag}-{int(time.time())}"
+        with worker_process(argv, env, log) as proc:
+            usage = ProcessUsage(proc.pid)
+            user = RoomUser(self.server.url, create_join_token(settings, room, "bench-user"))
+            await user.connect()
+            mic = OpenMic(user)
+            try:
+                await user.wait_for_state("listening", after=0, timeout_s=READY_TIMEOUT_S)
+                windows = await self._converse(user, mic, usage, run, on_item)
+            finally:
+                await mic.close()
+                await user.close()
+        if agentsession is None:
+            _attach_voxroom_stages(run.items, windows, store)
+        else:
+            _attach_agentsession_stages(run.items, windows, metrics)
+
+    async def _converse(self, user: Any, mic: OpenMic, usage: ProcessUsage, run: RunResult,
+                        on_item: Callable[[ItemResult], None]) -> list[tuple[float, float]]:
+        from bench.corpus import spoken
+
+        warmup = await spoken(WARMUP_TEXT, "piper-joe")
+        await mic.say(warmup)
+        await self._wait_done(user, time.monotonic())
+        windows = []
+        for item in self.items:
+            began = time.time()
+            result = await self._say(user, mic, item, usage)
+            windows.append((began, time.time()))
+            run.items.append(result)
+            on_item(result)
+        return windows
+
+    async def _say(self, user: Any, mic: OpenMic, item: Any, usage: ProcessUsage) -> ItemResult:
+        barge_in = hasattr(item, "interruption")
+        q = item.question if barge_in else item
+        clock = ItemClock(usage)
+        first = len(user.audio)
+        spoke, said = await mic.say(q.pcm, marks=[q.speech_start, q.speech_end])
+        assert spoke is not None and said is not None
+        ears = Ears(user, first)
+        await wait_until(lambda: ears.first_audible_after(said) is not None, ANSWER_TIMEOUT_S,
+                         poll_s=0.01)
+        answered = ears.first_audible_after(said)
+        onset = None
+        if barge_in and answered is not None:
+            await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
+            [onset] = await mic.say(item.interruption.pcm,
+                                    marks=[item.interruption.speech_start])
+        await self._wait_done(user, time.monotonic())
+        heard = ears.heard()
+        result = ItemResult(
+            item=item.id, voice=q.voice, kind="barge_in" if barge_in else "question",
+            stages={}, voice_to_voice_ms=ms(said, answered),
+            premature=heard.audible_between(spoke, said),
+        )
+        if onset is not None and heard.audible_between(onset - 0.2, onset):
+            result.barge_in_stop_ms = ms(onset, heard.silenced_after(onset))
+        clock.finish(result)
+        return result
+
+    async def _wait_done(self, user: Any, since: float) -> None:
+        """Until the agent is listening and has been quiet for DONE_QUIET_S (or a timeout)."""
+        ears = Ears(user, max(0, len(user.audio) - 200))
+
+        def done() -> bool:
+            now = time.monotonic()
+            state = user.states[-1][1] if user.states else ""
+            last = ears.last_audible()
+            return (state == "listening" and now - since >= DONE_QUIET_S
+                    and (last is None or now - last >= DONE_QUIET_S))
+
+        await wait_until(done, ANSWER_TIMEOUT_S + 10, poll_s=0.05)
+
+
+class Ears:
+    """The agent's audio that reached `user` from frame `first` on, scanned incrementally."""
+
+    def __init__(self, user: Any, first: int) -> None:
+        self._user = user
+        self._first = first
+        self._scanned = first
+        self._loud: list[float] = []
+
+    def _scan(self) -> None:
+        frames = self._user.audio
+        for at, pcm in frames[self._scanned : len(frames)]:
+            if pcm.size and int(np.abs(pcm.astype(np.int32)).max()) > 300:
+                self._loud.append(at)
+        self._scanned = len(frames)
+
+    def first_audible_after(self, t: float) -> float | None:
+        self._scan()
+        return next((x for x in self._loud if x > t), None)
+
+    def last_audible(self) -> float | None:
+        self._scan()
+        return self._loud[-1] if self._loud else None
+
+    def heard(self) -> HeardAudio:
+        from agent.room_client import RATE
+
+        return HeardAudio(RATE, self._user.audio[self._first :])
+
+
+class OpenMic:
+    """The user's microphone stays open, as in a browser: silence between utterances."""
+
+    def __init__(self, user: Any) -> None:
+        self._user = user
+        self._silence: asyncio.Task[None] | None = None
+        self._open()
+
+    def _open(self) -> None:
+        self._silence = asyncio.create_task(self._user.silence(3600))
+
+    async def _hush(self) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+            await asyncio.gather(self._silence, return_exceptions=True)
+            self._silence = None
+
+    async def say(self, pcm: np.ndarray, marks: list[int] | None = None) -> list[float | None]:
+        await self._hush()
+        try:
+            return await self._user.speak(pcm, marks=marks or [])
+        finally:
+            self._open()
+
+    async def close(self) -> None:
+        await self._hush()
+
+
+@contextlib.contextmanager
+def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
+                   ready: str = "worker registered",
+                   timeout_s: float = READY_TIMEOUT_S) -> Iterator[subprocess.Popen[str]]:
+    """`python ARGV` with `env` added, its output in `log_path`; yields once it printed
+    `ready`, and stops it (SIGTERM, then SIGKILL) afterwards."""
+    proc = subprocess.Popen([sys.executable, *argv], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    registered = threading.Event()
+
+    def drain() -> None:
+        with open(log_path, "w") as log:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if ready in line:
+                    registered.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not registered.wait(timeout_s):
+            raise RuntimeError(f"the worker did not register; its log:\n"
+                               f"{log_path.read_text()[-3000:]}")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _in_window(t: float, windows: list[tuple[float, float]]) -> int | None:
+    for i, (a, b) in enumerate(windows):
+        if a <= t <= b:
+            return i
+    return None
+
+
+def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, float]],
+                           store_path: Path) -> None:
+    """The stored turns' latencies, to the item during which each turn ended: a question's
+    last turn, a barge-in's first (the interrupted answer)."""
+    from agent.transcript_store import TranscriptStore
+
+    if not store_path.exists():
+        return
+    store = TranscriptStore(store_path)
+    try:
+        turns = store.turns()
+    finally:
+        store.close()
+    per_item: dict[int, list[dict[str, Any]]] = {}
+    for turn in turns:
+        i = _in_window(turn["created_at"], windows)
+        if i is not None:
+            per_item.setdefault(i, []).append(turn)
+    for i, item in enumerate(items):
+        found = per_item.get(i, [])
+        item.turns = len(found)
+        if found:
+            turn = found[0] if item.kind == "barge_in" else found[-1]
+            item.stages = dict(turn["latency_ms"])
+            item.heard_user = turn["user_text"]
+
+
+def agentsession_ms(seconds: float) -> float | None:
+    """An AgentSession metric in ms; its "not measured" values (0 for an end of speech it
+    did not detect, -1 for a synthesis with no audio) become None."""
+    return round(seconds * 1000, 1) if seconds > 0 else None
+
+
+def _attach_agentsession_stages(items: list[ItemResult], windows: list[tuple[float, float]],
+                                metrics_path: Path) -> None:
+    """AgentSession's metrics per reply (speech_id), in voxroom's stage names: endpoint =
+    end_of_utterance_delay, stt = transcription_delay, llm_first_token = ttft, TTS first
+    audio = the first synthesis's ttfb (first chunk ready has no counterpart)."""
+    if not metrics_path.exists():
+        return
+    by_speech: dict[str, dict[str, Any]] = {}
+    for line in metrics_path.read_text().splitlines():
+        m = json.loads(line)
+        sid = m.get("speech_id")
+        if not sid:
+            continue
+        s = by_speech.setdefault(sid, {"at": m["collected_at"]})
+        kind = m.get("type")
+        if kind == "eou_metrics":
+            s["at"] = m["collected_at"]
+            s["endpoint"] = agentsession_ms(m["end_of_utterance_delay"])
+            s["stt"] = agentsession_ms(m["transcription_delay"])
+        elif kind == "llm_metrics" and s.get("llm_first_token") is None:
+            s["llm_first_token"] = agentsession_ms(m["ttft"])
+        elif kind == "tts_metrics" and s.get("tts_first_audio") is None:
+            s["tts_first_audio"] = agentsession_ms(m["ttfb"])
+    per_item: dict[int, list[dict[str, Any]]] = {}
+    for s in sorted(by_speech.values(), key=lambda s: s["at"]):
+        if "endpoint" not in s:
+            continue  # a reply with no user turn behind it
+        i = _in_window(s["at"], windows)
+        if i is not None:
+            per_item.setdefault(i, []).append(s)
+    for i, item in enumerate(items):
+        found = per_item.get(i, [])
+        item.turns = len(found)
+        if found:
+            s = found[0] if item.kind == "barge_in" else found[-1]
+            item.stages = {k: v for k, v in s.items() if k != "at"}

@@ -1,0 +1,215 @@
+"""What `voxroom bench` measures: the agent's voice as the listener got it, what each item
+cost, and the percentile summaries.
+
+Voice-to-voice and barge-in stop are read off the audio the listener received (the rendered
+timeline in the simulate path, the frames that arrived over WebRTC in the LiveKit path), not
+off the agent's own clocks, so they include capture, queues and the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.turn_metrics import percentiles
+
+AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
+BLOCK_S = 0.010
+SILENT_GAP_S = 0.5  # the agent has stopped once it stays quiet this long (longer than a pause)
+
+# Stages in the order of a turn, as the turn engine names them (TurnRecord.latency_ms), then the
+# two figures measured at the listener.
+ENGINE_STAGES = ("endpoint", "stt", "llm_first_token", "first_chunk", "tts_first_audio")
+STAGES = (*ENGINE_STAGES, "voice_to_voice", "barge_in_stop")
+STAGE_LABELS = {
+    "endpoint": "endpoint (speech end→commit)",
+    "stt": "STT (speech end→reply start)",
+    "llm_first_token": "LLM first token",
+    "first_chunk": "first chunk ready",
+    "tts_first_audio": "TTS first audio",
+    "voice_to_voice": "voice-to-voice (listener)",
+    "barge_in_stop": "barge-in stop (listener)",
+}
+
+
+class HeardAudio:
+    """The agent's audio at the listener: pieces of int16 samples at `rate`, each with the
+    time (seconds, any clock) its first sample was heard."""
+
+    def __init__(self, rate: int, pieces: Iterable[tuple[float, np.ndarray]]) -> None:
+        block = max(1, round(rate * BLOCK_S))
+        loud: list[np.ndarray] = []
+        for t, pcm in pieces:
+            n = len(pcm) // block
+            if n == 0:
+                continue
+            peaks = np.abs(pcm[: n * block].astype(np.int32)).reshape(n, block).max(axis=1)
+            loud.append(t + np.flatnonzero(peaks > AUDIBLE) * block / rate)
+        self._loud = np.sort(np.concatenate(loud)) if loud else np.zeros(0)
+        self._block_s = block / rate
+
+    def first_audible_after(self, t: float) -> float | None:
+        i = int(np.searchsorted(self._loud, t))
+        return float(self._loud[i]) if i < len(self._loud) else None
+
+    def audible_between(self, a: float, b: float) -> bool:
+        i = int(np.searchsorted(self._loud, a - self._block_s))
+        return i < len(self._loud) and bool(self._loud[i] < b)
+
+    def silenced_after(self, t: float, gap_s: float = SILENT_GAP_S) -> float:
+        """When, from `t` on, the agent went quiet for at least `gap_s`: the end of its last
+        audible block before that silence (`t` itself if it was already quiet)."""
+        s = t
+        for x in self._loud[int(np.searchsorted(self._loud, t - self._block_s)) :]:
+            if x >= s + gap_s:
+                break
+            s = max(s, float(x) + self._block_s)
+        return s
+
+
+@dataclass
+class ItemResult:
+    """One corpus item said to the agent, as measured."""
+
+    item: str
+    voice: str
+    kind: str  # "question" | "barge_in"
+    stages: dict[str, float | None]  # the engine's latencies of the turn that answered
+    voice_to_voice_ms: float | None = None
+    barge_in_stop_ms: float | None = None
+    turns: int = 0  # user turns the agent took from this item (1 unless it cut in early)
+    premature: bool = False  # the agent's voice started before the user had finished
+    heard_user: str = ""  # what the agent transcribed
+    cpu_cores: float | None = None  # CPU seconds per second of the item, all session processes
+    rss_mb: float | None = None  # resident memory of the session's process at the end
+
+
+@dataclass
+class RunResult:
+    """One configuration run over the corpus."""
+
+    name: str
+    path: str
+    llm: str
+    items: list[ItemResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def values(self, stage: str) -> list[float | None]:
+        if stage == "voice_to_voice":
+            # An agent that cut in before the user had finished has no voice-to-voice of
+            # this utterance to show; such items are counted apart (`premature`).
+            return [i.voice_to_voice_ms for i in self.items if not i.premature]
+        if stage == "barge_in_stop":
+            return [i.barge_in_stop_ms for i in self.items if i.kind == "barge_in"]
+        return [i.stages.get(stage) for i in self.items]
+
+    def summary(self) -> dict[str, Any]:
+        cores = [i.cpu_cores for i in self.items]
+        rss = [i.rss_mb for i in self.items if i.rss_mb is not None]
+        return {
+            "stages": {s: percentiles(self.values(s)) for s in STAGES},
+            "cpu_cores": percentiles(cores),
+            "rss_mb_peak": max(rss) if rss else None,
+            "items": len(self.items),
+            "premature": sum(i.premature for i in self.items),
+            "unanswered": sum(i.voice_to_voice_ms is None for i in self.items),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        return cls(data["name"], data["path"], data["llm"],
+                   [ItemResult(**i) for i in data["items"]], list(data["notes"]))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "llm": self.llm, "notes": self.notes,
+                "summary": self.summary(), "items": [asdict(i) for i in self.items]}
+
+
+def ms(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round((b - a) * 1000, 1)
+
+
+class ProcessUsage:
+    """CPU time and resident memory of a process and its children (psutil), read on demand:
+    `take()` returns CPU seconds since the previous take, and the largest RSS among them."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        import psutil
+
+        self._root = psutil.Process(pid or os.getpid())
+        self._seen: dict[int, float] = {}
+        self.take()
+
+    def _procs(self) -> list[Any]:
+        return [self._root, *self._root.children(recursive=True)]
+
+    def take(self) -> tuple[float, float]:
+        import psutil
+
+        spent, rss = 0.0, 0.0
+        for p in self._procs():
+            try:
+                c = p.cpu_times()
+                total = c.user + c.system
+                rss = max(rss, p.memory_info().rss / 2**20)
+            except psutil.Error:
+                continue
+            spent += total - self._seen.get(p.pid, 0.0)
+            self._seen[p.pid] = total
+        return spent, rss
+
+
+@dataclass
+class ItemClock:
+    """Wall and CPU time of one item; `finish` fills the item's resource figures."""
+
+    usage: ProcessUsage
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.usage.take()
+
+    def finish(self, result: ItemResult) -> None:
+        cpu_s, rss = self.usage.take()
+        wall = time.monotonic() - self.started
+        result.cpu_cores = round(cpu_s / wall, 3) if wall > 0 else None
+        result.rss_mb = round(rss, 1)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def wait_until(predicate: Any, timeout_s: float, poll_s: float = 0.02) -> bool:
+    """Poll `predicate()` until it is true or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll_s)
+    return True
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    return None if ours is None or not theirs else round(ours / theirs, 3)
+
+
+def comparison(runs: Sequence[RunResult], base: RunResult) -> dict[str, dict[str, Any]]:
+    """Per run and stage: p50 and p95 of `base` divided by the run's (below 1: base faster)."""
+    out: dict[str, dict[str, Any]] = {}
+    b = base.summary()["stages"]
+    for run in runs:
+        if run is base:
+            continue
+        s = run.summary()["stages"]
+        out[run.name] = {
+            stage: {q: ratio(b[stage][q], s[stage][q]) for q in ("p50", "p95")}
+            for stage in STAGES
+        }
+    return out

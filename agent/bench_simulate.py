@@ -1,0 +1,148 @@
+"""The simulate path of `voxroom bench`: each corpus item through the turn engine in this
+process, in real time, no network (what `voxroom simulate` does for one WAV).
+
+The speech engines (and a real LLM) are loaded once for the run; every item gets a fresh
+conversation. The agent's voice goes to a timeline that plays in real time, and the listener's
+figures are read off that timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from agent.bench_measure import HeardAudio, ItemClock, ItemResult, ProcessUsage, ms
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+from agent.simulate import OUTPUT_RATE
+
+LEAD_S = 0.5  # silence before the user speaks
+IDLE_S = 0.3  # the agent is done once it has been idle this long
+TAIL_S = 20.0  # longest wait for the agent after the user's last word
+
+
+async def run_item(
+    item: Any,
+    *,
+    stt: SpeechToText,
+    tts: TextToSpeech,
+    llm: LanguageModel,
+    system_prompt: str,
+    usage: ProcessUsage,
+) -> ItemResult:
+    """Say one corpus item (bench.corpus.Utterance or BargeIn) to a fresh turn engine."""
+    from agent.audio_sink import TimelineSink
+    from agent.history import ChatHistory
+    from agent.turn_engine import TurnEngine
+
+    barge_in = hasattr(item, "interruption")
+    question = item.question if barge_in else item
+    clock = time.monotonic
+    t0 = clock() + 0.2  # covers the filler's synthesis in start(); the input starts in silence
+    audio_starts: list[float] = []
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if kind == "audio_start":
+            audio_starts.append(data["t"] - t0)
+
+    sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
+    engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
+                        history=ChatHistory(system_prompt))
+    spent = ItemClock(usage)
+    await engine.start()
+    speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
+    cut_in = (item.after_s, item.interruption.pcm) if barge_in else None
+    try:
+        end_s, cut_in_at = await feed(
+            engine, speech, t0, clock, first_audio=lambda: audio_starts[0] if audio_starts
+            else None, cut_in=cut_in,
+        )
+    finally:
+        await engine.aclose()
+    heard = HeardAudio(OUTPUT_RATE, [(0.0, sink.render(int(end_s * OUTPUT_RATE)))])
+    spoke = LEAD_S + question.speech_start / INPUT_RATE
+    said = LEAD_S + question.speech_end / INPUT_RATE
+    turns = [t.as_event() for t in engine.turns]
+    answer = turns[0] if barge_in else (turns[-1] if turns else None)
+    result = ItemResult(
+        item=item.id, voice=question.voice, kind="barge_in" if barge_in else "question",
+        stages=dict(answer["latency_ms"]) if answer else {},
+        voice_to_voice_ms=ms(said, heard.first_audible_after(said)),
+        turns=len(turns),
+        premature=heard.audible_between(spoke, said),
+        heard_user=answer["user_text"] if answer else "",
+    )
+    if barge_in and cut_in_at is not None:
+        onset = cut_in_at + item.interruption.speech_start / INPUT_RATE
+        if heard.audible_between(onset - 0.2, onset):  # the agent was talking when cut off
+            result.barge_in_stop_ms = ms(onset, heard.silenced_after(onset))
+    spent.finish(result)
+    return result
+
+
+async def feed(
+    engine: Any,
+    speech: np.ndarray,
+    t0: float,
+    clock: Callable[[], float],
+    *,
+    first_audio: Callable[[], float | None],
+    cut_in: tuple[float, np.ndarray] | None = None,
+    tail_s: float = TAIL_S,
+) -> tuple[float, float | None]:
+    """Push `speech` in real time 20 ms frames, then silence; with `cut_in` = (after_s, pcm),
+    start saying pcm `after_s` after the agent's first audio. Returns the timeline's length
+    and when the cut-in began (timeline seconds), once the agent is idle or `tail_s` after
+    the last of the user's audio."""
+    frame_s = FRAME_SAMPLES / INPUT_RATE
+    silence = np.zeros(FRAME_SAMPLES, np.int16)
+    source, pos = speech, 0
+    cut_in_at: float | None = None
+    last_input = len(speech) / INPUT_RATE
+    idle_since: float | None = None
+    i = 0
+    while True:
+        t = i * frame_s
+        if cut_in is not None and cut_in_at is None and source is speech and pos >= len(speech):
+            started = first_audio()
+            if started is not None and t >= started + cut_in[0]:
+                source, pos, cut_in_at = cut_in[1], 0, t
+                last_input = t + len(source) / INPUT_RATE
+        frame = source[pos : pos + FRAME_SAMPLES]
+        pos += FRAME_SAMPLES
+        if len(frame) < FRAME_SAMPLES:
+            frame = np.concatenate([frame, silence[len(frame) :]])
+        await asyncio.sleep(max(0.0, t0 + t + frame_s - clock()))
+        engine.push_frame(frame)
+        i += 1
+        t = i * frame_s
+        waiting = cut_in is not None and cut_in_at is None
+        if t < last_input or (waiting and t - last_input < tail_s):
+            continue
+        idle_since = (idle_since or t) if engine.idle else None
+        if (idle_since is not None and t - idle_since >= IDLE_S) or t - last_input >= tail_s:
+            return t, cut_in_at
+
+
+async def run_simulate(
+    items: Sequence[Any],
+    *,
+    llm_for: Callable[[Any], LanguageModel],
+    system_prompt: str,
+    on_item: Callable[[ItemResult], None],
+) -> list[ItemResult]:
+    """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
+    from agent.engine_loader import load_speech_engines
+
+    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
+    usage = ProcessUsage()
+    results = []
+    for item in items:
+        result = await run_item(item, stt=stt, tts=tts, llm=llm_for(item),
+                                system_prompt=system_prompt, usage=usage)
+        on_item(result)
+        results.append(result)
+    return results

@@ -1,0 +1,166 @@
+"""`voxroom bench`: the listener-side measurements on audio whose timing is known, the corpus
+plumbing, and (slow) a two-item run of the simulate path through the real engines with the
+scripted LLM; (integration) the same two items over LiveKit, with the AgentSession anchor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.bench_measure import HeardAudio, ItemResult, RunResult, comparison
+from bench.corpus import BargeIn, Utterance, scripted_replies, split_at_pauses
+
+RATE = 16_000
+
+
+def tone(seconds: float, amp: int = 3000) -> np.ndarray:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (np.sin(2 * np.pi * 300 * t) * amp).astype(np.int16)
+
+
+def quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), np.int16)
+
+
+def test_first_audible_and_silenced_after_on_a_known_timeline() -> None:
+    # agent speaks 1.0-2.0 s, a 0.2 s pause (inside speech), 2.2-3.0 s, then silence
+    audio = np.concatenate([quiet(1.0), tone(1.0), quiet(0.2), tone(0.8), quiet(2.0)])
+    heard = HeardAudio(RATE, [(10.0, audio)])
+    assert heard.first_audible_after(10.5) == pytest.approx(11.0, abs=0.011)
+    assert heard.first_audible_after(14.0) is None
+    # cut in at 11.5 s: the short pause does not count as stopping; the silence at 13.0 does
+    assert heard.silenced_after(11.5) == pytest.approx(13.0, abs=0.011)
+    assert heard.silenced_after(13.5) == 13.5  # already quiet
+    assert heard.audible_between(11.8, 12.0)
+    assert not heard.audible_between(13.1, 13.9)
+
+
+def test_frames_arriving_one_by_one_are_one_timeline() -> None:
+    audio = np.concatenate([quiet(0.5), tone(0.5), quiet(1.0)])
+    pieces = [(5.0 + i * 0.01, audio[i * 160 : (i + 1) * 160]) for i in range(len(audio) // 160)]
+    heard = HeardAudio(RATE, pieces)
+    assert heard.first_audible_after(5.0) == pytest.approx(5.5, abs=0.011)
+    assert heard.silenced_after(5.7) == pytest.approx(6.0, abs=0.011)
+
+
+def test_recordings_are_cut_at_pauses_into_short_utterances() -> None:
+    speech = np.concatenate([tone(1.0), quiet(0.3), tone(2.0), quiet(0.3), tone(4.0),
+                             quiet(0.1), tone(1.0), quiet(0.5)])
+    pieces = split_at_pauses(speech, min_pause_s=0.2, max_len_s=3.5)
+    # 1 s + pause + 2 s fit in 3.5 s; the 4 s piece and its 0.1 s pause stay whole
+    assert [round(len(p) / RATE, 1) for p in pieces] == [3.3, 5.1]
+
+
+def test_scripted_replies_follow_the_user_turns() -> None:
+    pcm = tone(0.5)
+    q = Utterance("q", "v", "Q?", "A.", pcm)
+    b = BargeIn("b", Utterance("bq", "v", "Long?", "Long answer.", pcm),
+                Utterance("bi", "v", "Stop.", "Sorry.", pcm), 1.0)
+    assert scripted_replies([q, b, q]) == ["A.", "Long answer.", "Sorry.", "A."]
+
+
+def test_comparison_is_voxroom_over_the_other() -> None:
+    ours = RunResult("voxroom", "livekit", "script")
+    theirs = RunResult("other", "livekit", "script")
+    ours.items = [ItemResult("a", "v", "question", {}, voice_to_voice_ms=v) for v in (400, 600)]
+    theirs.items = [ItemResult("a", "v", "question", {}, voice_to_voice_ms=v) for v in (1000, 1000)]
+    comp = comparison([ours, theirs], ours)
+    assert comp["other"]["voice_to_voice"]["p50"] == 0.5
+    assert comp["other"]["endpoint"]["p50"] is None
+
+
+def test_saved_results_are_summarized_again(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    """--from-json re-renders a saved run; an item the agent answered before the user had
+    finished has no voice-to-voice of its own and is left out of it."""
+    from agent.bench import add_arguments, run
+
+    def item(v2v: float, premature: bool = False) -> ItemResult:
+        return ItemResult("q", "v", "question", {"endpoint": 300.0}, voice_to_voice_ms=v2v,
+                          premature=premature)
+
+    ours = RunResult("voxroom", "livekit", "script", [item(500), item(700), item(5, True)])
+    theirs = RunResult("AgentSession tuned", "livekit", "script", [item(1000), item(1400)])
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({
+        "date": "2026-12-01T00:00:00+00:00", "machine": {"cpus": 2},
+        "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
+        "runs": [ours.as_json(), theirs.as_json()]}))
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    out = tmp_path / "again.json"
+    assert run(p.parse_args(["--from-json", str(saved), "--json", str(out), "--plot",
+                             str(tmp_path / "again.png")])) == 0
+    report = json.loads(out.read_text())
+    v2v = report["runs"][0]["summary"]["stages"]["voice_to_voice"]
+    assert (v2v["n"], v2v["p50"]) == (2, 600.0)
+    assert report["runs"][0]["summary"]["premature"] == 1
+    assert report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"] == 0.5
+    assert (tmp_path / "again.png").stat().st_size > 10_000
+    assert "vs AgentSession tuned" in capsys.readouterr().out
+
+
+def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
+    from agent.bench import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return p.parse_args(["--questions", "1", "--barge-ins", "1", "--no-recordings",
+                         "--cache-dir", str(tmp_path / "speech"), "--json",
+                         str(tmp_path / "bench.json"), *extra])
+
+
+def check_run(run: dict) -> None:
+    """One question and one barge-in, answered, with every figure where it belongs."""
+    items = {i["kind"]: i for i in run["items"]}
+    assert set(items) == {"question", "barge_in"}
+    for item in items.values():
+        assert 100 < item["voice_to_voice_ms"] < 10_000, item
+        assert not item["premature"], item
+        assert item["stages"]["endpoint"] is not None, item
+    assert 0 <= items["barge_in"]["barge_in_stop_ms"] < 2000, items["barge_in"]
+    assert items["question"]["barge_in_stop_ms"] is None
+    s = run["summary"]
+    assert s["stages"]["voice_to_voice"]["n"] == 2
+    assert s["stages"]["barge_in_stop"]["n"] == 1
+    assert s["cpu_cores"]["n"] == 2 and s["rss_mb_peak"] > 100
+
+
+@pytest.mark.slow
+def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from agent.bench import run
+
+    assert run(bench_args(tmp_path, "--plot", str(tmp_path / "bench.png"))) == 0
+    report = json.loads((tmp_path / "bench.json").read_text())
+    [voxroom] = report["runs"]
+    assert voxroom["path"] == "simulate"
+    check_run(voxroom)
+    items = {i["kind"]: i for i in voxroom["items"]}
+    # the scripted LLM's time to first token, as the engine saw it
+    assert items["question"]["stages"]["llm_first_token"] == pytest.approx(150, abs=100)
+    assert "australia" in items["question"]["heard_user"].lower()
+    assert items["barge_in"]["turns"] >= 2  # the answer, cut off; then the interruption
+    assert report["load_average"]["start"] and report["machine"]["cpus"]
+    assert (tmp_path / "bench.png").stat().st_size > 10_000
+    out = capsys.readouterr().out
+    assert "voice-to-voice (listener)" in out and "load average" in out
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
+    from agent.bench import run
+
+    assert run(bench_args(tmp_path, "--compare-agentsession")) == 0
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert [r["name"] for r in report["runs"]] == [
+        "voxroom", "AgentSession defaults", "AgentSession tuned"]
+    for r in report["runs"]:
+        assert r["path"] == "livekit"
+        check_run(r)
+    ratio = report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"]
+    assert ratio is not None and ratio > 0
