@@ -73,6 +73,12 @@ class TimelineSink:
     def queued_samples(self) -> int:
         return max(0, self._end - self._now_sample())
 
+    def forget_played(self) -> None:
+        """Drop the audio already played (render() then starts with silence there): a long
+        run keeps only what is still queued, as a sound card does."""
+        now = self._now_sample()
+        self._pieces = [(start, pcm) for start, pcm in self._pieces if start + len(pcm) > now]
+
     def render(self, n_samples: int) -> np.ndarray:
         """The timeline from t0, `n_samples` long, silence where nothing played."""
         out = np.zeros(n_samples, dtype=np.int16)

@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", type=Path, default=None, help="PNG of the distributions")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="synthesized speech cache (default .cache/bench)")
+    p.add_argument("--soak-minutes", type=float, default=None,
+                   help="instead: one conversation, items back to back for this long; reports "
+                        "memory, tasks, threads and files over time (simulate path)")
     p.add_argument("--from-json", type=Path, default=None,
                    help="run nothing: print (and --plot) the results saved by an earlier --json")
 
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if not items:
         print("voxroom bench: the corpus is empty", file=sys.stderr)
         return 2
+    if args.soak_minutes:
+        return _soak(items, args)
     runs = asyncio.run(_run_all(items, args))
     report = _report(runs, args, load_before)
     _print(runs, report)
@@ -95,6 +100,30 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         plot(runs, args.plot)
     return 0
+
+
+def _soak(items: list[Any], args: argparse.Namespace) -> int:
+    from agent.bench_soak import format_soak, run_soak
+    from agent.config import load_settings
+    from agent.llm_scripted import ScriptedLLM
+    from bench.corpus import scripted_replies
+
+    settings = load_settings(getattr(args, "config", None))
+    llm = ScriptedLLM(scripted_replies(items), ttft_ms=args.script_ttft_ms,
+                      words_per_s=args.script_words_per_s)
+
+    def on_sample(s: Any) -> None:
+        print(f"soak {s.t_s:7.0f} s: {s.turns} turns, RSS {s.rss_mb:.0f} MB, {s.tasks} tasks, "
+              f"{s.threads} threads, {s.open_files} files", file=sys.stderr, flush=True)
+
+    result = asyncio.run(run_soak(items, minutes=args.soak_minutes, llm=llm,
+                                  system_prompt=settings.llm.system_prompt, on_sample=on_sample))
+    print(format_soak(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=2))
+    verdict = result.verdict()
+    return 0 if verdict["memory_flat"] and verdict["no_leak"] else 1
 
 
 def _corpus_module() -> Any:

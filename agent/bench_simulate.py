@@ -32,6 +32,7 @@ async def run_item(
     llm: LanguageModel,
     system_prompt: str,
     usage: ProcessUsage,
+    partials: str = "listening",
 ) -> ItemResult:
     """Say one corpus item (bench.corpus.Utterance or BargeIn) to a fresh turn engine."""
     from agent.audio_sink import TimelineSink
@@ -50,7 +51,7 @@ async def run_item(
 
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
-                        history=ChatHistory(system_prompt))
+                        history=ChatHistory(system_prompt), partials=partials)
     spent = ItemClock(usage)
     await engine.start()
     speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
@@ -135,14 +136,17 @@ async def run_simulate(
     on_item: Callable[[ItemResult], None],
 ) -> list[ItemResult]:
     """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
+    from agent.config import load_settings
     from agent.engine_loader import load_speech_engines
 
-    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
+    stt_settings = load_settings().stt
+    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, stt_settings)
     usage = ProcessUsage()
     results = []
     for item in items:
         result = await run_item(item, stt=stt, tts=tts, llm=llm_for(item),
-                                system_prompt=system_prompt, usage=usage)
+                                system_prompt=system_prompt, usage=usage,
+                                partials=stt_settings.partials)
         on_item(result)
         results.append(result)
     return results

@@ -15,6 +15,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("agent.bench", "latency per stage over a spoken corpus, simulate or through LiveKit"),
     "bridge": ("room_bridge.cli", "publish this computer's output audio into a room"),
     "demo": ("agent.demo", "start livekit-server, a worker and the web page on localhost"),
+    "doctor": ("agent.doctor", "check each configured engine end to end and print what works"),
+    "loadtest": ("agent.loadtest", "simulated users in rooms: dispatch, voice-to-voice, CPU, RAM"),
     "models": ("agent.models", "prepare and check the bundled offline models"),
     "simulate": ("agent.simulate", "run the voice pipeline on a WAV file, no LiveKit"),
     "token": ("agent.tokens", "print a join token for a room"),
@@ -45,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     # OpenMP threads (llama.cpp, CTranslate2) spin while waiting by default; on two shared
     # cores spinning starves the other engines. Must be set before those libraries load.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from agent.log_redaction import install_log_redaction
+
+    install_log_redaction()  # before anything logs: no secret reaches a log line
     args = build_parser().parse_args(argv)
     from agent.config import ConfigError
 

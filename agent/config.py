@@ -46,16 +46,32 @@ class LLMSettings:
     )
 
 
+STT_PARTIALS = ("listening", "always", "off")
+
+
 @dataclass(frozen=True)
 class STTSettings:
     provider: str = "whisper"  # or "deepgram"
     api_key: str = field(default="", repr=False)
     base_url: str = ""
+    # Partial transcripts while the user speaks: "listening" (paused while the agent thinks or
+    # speaks, so local decoding leaves the CPU to the LLM and TTS), "always", or "off" (only
+    # the candidate transcript at each pause).
+    partials: str = "listening"
+
+
+TTS_PROVIDERS = ("piper", "openai")
 
 
 @dataclass(frozen=True)
 class TTSSettings:
+    # "piper": the bundled voice inside the worker; "openai": OpenAI's /audio/speech or any
+    # server that speaks it at base_url.
     provider: str = "piper"
+    base_url: str = ""
+    model: str = "tts-1"
+    voice: str = "alloy"
+    api_key: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,7 @@ _ENV_ALIASES = {
     ("livekit", "api_secret"): "LIVEKIT_API_SECRET",
     ("llm", "api_key"): "OPENAI_API_KEY",
     ("stt", "api_key"): "DEEPGRAM_API_KEY",
+    ("tts", "api_key"): "OPENAI_API_KEY",
 }
 
 
@@ -118,6 +135,13 @@ def load_settings(
         sections[section] = cls(**values)
     settings = Settings(**sections)
     validate(settings)
+    from agent.log_redaction import register_secrets
+
+    # Secrets from a config file are masked in the logs as well as those from the environment.
+    register_secrets(
+        [settings.livekit.api_secret, settings.llm.api_key, settings.stt.api_key,
+         settings.tts.api_key]
+    )
     return settings
 
 
@@ -157,7 +181,21 @@ def validate(s: Settings) -> None:
         raise ConfigError("llm.max_tokens must be positive")
     if s.stt.provider not in ("whisper", "deepgram"):
         raise ConfigError(f"stt.provider must be 'whisper' or 'deepgram', got {s.stt.provider!r}")
+    if s.stt.partials not in STT_PARTIALS:
+        raise ConfigError(
+            f"stt.partials must be one of {', '.join(STT_PARTIALS)}, got {s.stt.partials!r}"
+        )
     if s.stt.provider == "deepgram" and not s.stt.api_key:
         raise ConfigError("DEEPGRAM_API_KEY is required when stt.provider = 'deepgram'")
-    if s.tts.provider != "piper":
-        raise ConfigError(f"tts.provider must be 'piper', got {s.tts.provider!r}")
+    if s.tts.provider not in TTS_PROVIDERS:
+        raise ConfigError(f"tts.provider must be 'piper' or 'openai', got {s.tts.provider!r}")
+    if s.tts.provider == "openai":
+        if s.tts.base_url and urlparse(s.tts.base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"tts.base_url must be an http(s) URL, got {s.tts.base_url!r}")
+        if not s.tts.model or not s.tts.voice:
+            raise ConfigError(
+                "tts.model and tts.voice (VOXROOM_TTS_MODEL, VOXROOM_TTS_VOICE) are required "
+                "when tts.provider = 'openai'"
+            )
+        if not s.tts.base_url and not s.tts.api_key:
+            raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set tts.base_url)")

@@ -18,6 +18,13 @@ Each answer is one text stream, written delta by delta, with the attributes
 `voxroom.copilot.answer_id`, `voxroom.copilot.question` and `voxroom.copilot.final` "false";
 its close sets `voxroom.copilot.final` "true" and `voxroom.copilot.status` (complete | failed |
 cancelled).
+
+Spoken answers (agent.copilot_voice) are off until the candidate sends {"speak": true} on
+`voxroom.copilot.control`; the agent then publishes the track "copilot-voice", which only the
+candidate may subscribe to, and says each answer as it is written. The attribute
+`voxroom.copilot.speak` tells the state: "true", "false" or "unavailable" (no TTS here).
+The mode and the rest come from the dispatch or room metadata; malformed JSON, an unknown
+mode or a key of the wrong type is logged and ignored (the voice assistant runs).
 """
 
 from __future__ import annotations
@@ -31,9 +38,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from agent.client_topics import TOPIC_COPILOT
+from agent.copilot_voice import (
+    MAX_CONTROL_CHARS,
+    TOPIC_COPILOT_CONTROL,
+    SpokenAnswerSink,
+    parse_control,
+)
 from agent.engines import INPUT_RATE
 
 if TYPE_CHECKING:
@@ -41,12 +52,14 @@ if TYPE_CHECKING:
 
     from agent.context_index import ContextIndex
     from agent.copilot_engine import CopilotOptions
+    from agent.playout import Playout
 
 log = logging.getLogger(__name__)
 
 MEETING_TRACK = "meeting-audio"  # room_bridge.bridge.MEETING_TRACK
 BRIDGE_IDENTITY_PREFIX = "meeting-bridge-"  # room_bridge.cli's default identity
 KEY_MODE = "voxroom.mode"
+MODES = ("voice", "copilot")
 KEY_CANDIDATE = "voxroom.candidate"
 DOCUMENT_KEYS = {"voxroom.resume": "resume", "voxroom.job_description": "job_description"}
 CONTEXT_DIR_ENV = "VOXROOM_CONTEXT_DIR"
@@ -58,6 +71,8 @@ ATTR_QUESTION = "voxroom.copilot.question"
 ATTR_FINAL = "voxroom.copilot.final"
 ATTR_STATUS = "voxroom.copilot.status"
 ATTR_AGENT_STATE = "lk.agent.state"
+ATTR_SPEAK = "voxroom.copilot.speak"  # "true" | "false" | "unavailable" (no TTS)
+VOICE_TRACK = "copilot-voice"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
@@ -71,12 +86,40 @@ def parse_metadata(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[str, Any]:
+    """The dispatch's or the room's metadata with its voxroom keys checked: malformed JSON, an
+    unknown mode or a key of the wrong type is dropped, with a warning naming it (`warn`)."""
+    def problem(message: str, *args: object) -> None:
+        if warn:
+            log.warning("%s metadata: " + message, where, *args)
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        problem("not a JSON object, ignored (the voice assistant runs): %.80r", text)
+        return {}
+    mode = value.get(KEY_MODE)
+    if mode is not None and mode not in MODES:
+        problem("unknown %s %r (known: %s), ignored: the voice assistant runs", KEY_MODE, mode,
+                ", ".join(MODES))
+        del value[KEY_MODE]
+    for key in (KEY_CANDIDATE, *DOCUMENT_KEYS):
+        if key in value and not (isinstance(value[key], str) and value[key]):
+            problem("%s must be a non-empty string, ignored: %.80r", key, value[key])
+            del value[key]
+    return value
+
+
 def requested_mode(job_metadata: str, room: rtc.Room) -> str:
     """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
-    "voice"."""
-    sources = [job_metadata, room.metadata,
-               *(p.metadata for p in room.remote_participants.values())]
-    if any(parse_metadata(s).get(KEY_MODE) == "copilot" for s in sources):
+    "voice". Bad dispatch or room metadata is logged and ignored (see `read_metadata`)."""
+    sources = [read_metadata(job_metadata, "dispatch"), read_metadata(room.metadata, "room"),
+               *(parse_metadata(p.metadata) for p in room.remote_participants.values())]
+    if any(s.get(KEY_MODE) == "copilot" for s in sources):
         return "copilot"
     return "voice"
 
@@ -148,18 +191,23 @@ class CopilotSession:
         stt: Any,
         llm: Any,
         embedder: Any,
+        tts: Any = None,
         job_metadata: str = "",
         options: CopilotOptions | None = None,
         context_dir: str | None = None,
     ) -> None:
         self.room = room
-        self._stt, self._llm, self._embedder = stt, llm, embedder
-        self._metadata = {**parse_metadata(room.metadata), **parse_metadata(job_metadata)}
+        self._stt, self._llm, self._embedder, self._tts = stt, llm, embedder, tts
+        # requested_mode() has warned about bad metadata already.
+        self._metadata = {**read_metadata(room.metadata, "room", warn=False),
+                          **read_metadata(job_metadata, "dispatch", warn=False)}
         self._options = options
         self._context_dir = context_dir
         self.candidate: str | None = None
         self.index: ContextIndex | None = None
         self.engine: Any = None
+        self.sink: Any = None  # LiveKitAnswerSink, or with a TTS the SpokenAnswerSink around it
+        self._voice: tuple[rtc.AudioSource, Playout] | None = None  # once speech was turned on
         self._candidate_known = asyncio.Event()
         self._left = asyncio.Event()
         self._listeners: dict[str, asyncio.Task[None]] = {}  # by track sid
@@ -181,6 +229,7 @@ class CopilotSession:
             room.on(event, handler)
         room.register_text_stream_handler(TOPIC_CONTEXT, self._on_text_document)
         room.register_byte_stream_handler(TOPIC_CONTEXT, self._on_byte_document)
+        room.register_text_stream_handler(TOPIC_COPILOT_CONTROL, self._on_control)
         try:
             self.index = ContextIndex(self._embedder)
             for p in room.remote_participants.values():
@@ -190,13 +239,17 @@ class CopilotSession:
                 return
             assert self.candidate is not None
             log.info("copilot for %s in %s", self.candidate, room.name)
+            self.sink = LiveKitAnswerSink(room, self.candidate)
+            if self._tts is not None:
+                self.sink = SpokenAnswerSink(self.sink, self._tts)
             self.engine = CopilotEngine(
-                stt=self._stt, llm=self._llm, sink=LiveKitAnswerSink(room, self.candidate),
-                context=self.index, options=self._options, on_event=self._log_event)
+                stt=self._stt, llm=self._llm, sink=self.sink, context=self.index,
+                options=self._options, on_event=self._log_event)
             await self.engine.start()
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
-            await room.local_participant.set_attributes({ATTR_AGENT_STATE: "listening"})
+            await room.local_participant.set_attributes(
+                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false"})
             for p in room.remote_participants.values():
                 for pub in p.track_publications.values():
                     if pub.track is not None:
@@ -211,6 +264,7 @@ class CopilotSession:
             room.off(event, handler)
         room.unregister_text_stream_handler(TOPIC_CONTEXT)
         room.unregister_byte_stream_handler(TOPIC_CONTEXT)
+        room.unregister_text_stream_handler(TOPIC_COPILOT_CONTROL)
         tasks = [*self._listeners.values(), *self._tasks]
         for task in tasks:
             task.cancel()
@@ -219,6 +273,13 @@ class CopilotSession:
         if self.engine is not None:
             await self.engine.aclose()
             log.info("copilot session ended after %d answers", len(self.engine.answers))
+        if isinstance(self.sink, SpokenAnswerSink):
+            await self.sink.aclose()
+        if self._voice is not None:
+            source, playout = self._voice
+            self._voice = None
+            await playout.aclose()
+            await source.aclose()
         if self.index is not None:
             self.index.close()
             self.index = None
@@ -235,7 +296,12 @@ class CopilotSession:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (e := task.exception()) is not None:
+            log.warning("%s failed: %s: %s", task.get_coro().__qualname__, type(e).__name__, e)
 
     # ---- participants ---------------------------------------------------------------------
 
@@ -277,14 +343,16 @@ class CopilotSession:
     async def _listen(self, track: rtc.Track) -> None:
         from livekit import rtc
 
-        from agent.room_session import FrameRechunker
+        from agent.frame_guard import FrameGuard
 
         stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
-        rechunk = FrameRechunker()
+        guard = FrameGuard()
         try:
             async for event in stream:
-                for frame in rechunk.push(np.frombuffer(event.frame.data, np.int16)):
-                    self.engine.push_frame(frame)
+                frame = event.frame
+                # Any rate, channel count or frame size: 20 ms frames at 16 kHz for the engine.
+                for pcm in guard.push(frame.data, frame.sample_rate, frame.num_channels):
+                    self.engine.push_frame(pcm)
         finally:
             await stream.aclose()
 
@@ -344,7 +412,7 @@ class CopilotSession:
         pieces = await self.index.add_document_async(name, text)
         log.info("indexed %s: %d pieces", name, pieces)
         await self._acknowledge(name, pieces=pieces)
-        if self.engine is not None and self.engine.options.context_pieces is None:
+        if self.engine is not None:
             self._spawn(self.engine.warm())  # the documents are the prompt's prefix
 
     async def _acknowledge(self, name: str, *, pieces: int = 0, error: str = "") -> None:
@@ -360,10 +428,66 @@ class CopilotSession:
         except Exception as e:  # the candidate may have left meanwhile
             log.debug("context status not sent: %s", e)
 
+    # ---- spoken answers -------------------------------------------------------------------
+
+    def _on_control(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        self._spawn(self._receive_control(reader, sender))
+
+    async def _receive_control(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        if sender != self.candidate:
+            log.warning("copilot control from %s ignored: only the candidate steers it", sender)
+            return
+        text = ""
+        async for chunk in reader:
+            text += chunk
+            if len(text) > MAX_CONTROL_CHARS:
+                break
+        speak = parse_control(text)
+        if speak is None:
+            log.warning('copilot control ignored: expected {"speak": true|false}, got %.80r', text)
+            return
+        await self.set_speech(speak)
+
+    async def set_speech(self, on: bool) -> None:
+        """Speak the answers from the next one on (Piper, on the track "copilot-voice" that only
+        the candidate may subscribe to), or stop speaking now."""
+        lp = self.room.local_participant
+        if not isinstance(self.sink, SpokenAnswerSink):
+            log.warning("spoken answers asked for, but this worker has no TTS")
+            await lp.set_attributes({ATTR_SPEAK: "unavailable"})
+            return
+        if on and self._voice is None:
+            self._voice = await self._publish_voice()
+        await self.sink.speak_through(self._voice[1] if on and self._voice else None)
+        await lp.set_attributes({ATTR_SPEAK: "true" if on else "false"})
+        log.info("spoken answers %s", "on" if on else "off")
+
+    async def _publish_voice(self) -> tuple[rtc.AudioSource, Playout]:
+        from livekit import rtc
+
+        from agent.playout import Playout
+        from agent.room_session import OUTPUT_RATE, LiveKitAudioSink
+
+        assert self.candidate is not None
+        lp = self.room.local_participant
+        # Before publishing: no one else may subscribe to the agent's tracks, even briefly.
+        lp.set_track_subscription_permissions(
+            allow_all_participants=False,
+            participant_permissions=[
+                rtc.ParticipantTrackPermission(participant_identity=self.candidate,
+                                               allow_all=True)])
+        source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=60)
+        track = rtc.LocalAudioTrack.create_audio_track(VOICE_TRACK, source)
+        await lp.publish_track(
+            track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
+        playout = Playout(LiveKitAudioSink(source))
+        playout.start()
+        return source, playout
+
     # ---- the rest -------------------------------------------------------------------------
 
     def _log_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind in ("answer_done", "not_a_question", "answer_cancelled"):
+        if kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
             log.info("%s %s", kind, data)
         elif kind == "transcript" and data.get("final"):
             log.info("question: %s", data["text"])
@@ -376,12 +500,13 @@ async def run_copilot_session(
     stt: Any,
     llm: Any,
     embedder: Any = None,
+    tts: Any = None,
     options: CopilotOptions | None = None,
 ) -> CopilotSession:
     """The worker's entry point for copilot mode: runs until the candidate leaves."""
     if embedder is None:
         embedder = await asyncio.to_thread(shared_embedder)
-    session = CopilotSession(room, stt=stt, llm=llm, embedder=embedder,
+    session = CopilotSession(room, stt=stt, llm=llm, embedder=embedder, tts=tts,
                              job_metadata=job_metadata, options=options)
     await session.run()
     return session

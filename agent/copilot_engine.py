@@ -40,10 +40,11 @@ log = logging.getLogger(__name__)
 
 COPILOT_SYSTEM_PROMPT = (
     "You are an interview copilot. The candidate you help is in a job interview, and you get "
-    "the interviewer's words as text. Write what the candidate could say: two to four short "
-    "lines, each starting with '- ', at most twelve words each, in the first person. Put the "
-    "direct answer first. Use facts from the candidate's documents when they fit; never "
-    "invent employers, numbers or dates. No greeting, no heading, no closing remark."
+    "the interviewer's words as text. Write what the candidate could say, in the first "
+    "person: two or three short lines, each starting with '- '. The first line is the direct "
+    "answer in at most eight words; each other line adds one fact in at most twelve words. "
+    "Use facts from the candidate's documents when they fit; never invent employers, numbers "
+    "or dates. No greeting, no heading, no closing remark."
 )
 FAILED_ANSWER = "(no answer: the language model did not respond)"
 
@@ -83,15 +84,29 @@ class CopilotOptions:
     preamble_keep_s: float = 20.0
     """A statement this recent is put before the next question as its context."""
     preamble_max_chars: int = 300
-    context_pieces: int | None = 2
-    """Chunks of the candidate's documents in each prompt, the nearest to the question. Each
-    costs its prompt tokens at the LLM's prefill rate (the bundled model on 2 cores: ~45 ms a
-    token), so few and short. None: every chunk, in document order, the same for every
-    question: a long prompt prefix, but one that `warm()` puts in the LLM's cache once, so a
-    question then costs only its own tokens."""
-    max_answer_lines: int = 4
+    llm_release_s: float = 0.25
+    """After an LLM request is closed before its end (a cancelled answer, a warm-up step),
+    the next waits this long: the server frees its slot only then (see `_llm_slot_free`)."""
+    stable_prefix_max_chars: int = 6000
+    """Documents up to this size (every chunk together) go whole into every prompt, in
+    document order: the same prompt prefix for every question, which `warm()` puts into the
+    LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
+    model reads ~20-30 prompt tokens a second on 2 shared cores: the sample resume and job
+    description (~700 tokens) cost ~25 s once, a question ~0.5 s each; the nearest two chunks
+    instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
+    `context_pieces` nearest chunks."""
+    warm_step_chars: int = 300
+    """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
+    prefill with the bundled model, inside the client's limits on a reply)."""
+    context_pieces: int = 2
+    """Chunks in a prompt when the documents are not a (warm) stable prefix: the nearest to
+    the question, in document order."""
+    max_answer_lines: int = 3
     """Generation stops after this many lines: the answer stays short and its end comes
-    early."""
+    early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
+    max_answer_words: int = 30
+    """Past this many words generation stops at the next sentence or line end: for a model
+    that ignores the line format."""
 
     def frames(self, seconds: float) -> int:
         return max(1, round(seconds / self.frame_s))
@@ -290,6 +305,25 @@ def _chunk_id(piece: Any) -> int:
     return int(piece.chunk_id)
 
 
+def prefix_steps(pieces: list[Any], step_chars: int) -> list[list[Any]]:
+    """The growing prompt prefixes a warm-up reads one after the other: none of the pieces
+    (the system prompt alone), then about `step_chars` more of them (in document order) at a
+    time, the last one with them all."""
+    ordered = sorted(pieces, key=_chunk_id)
+    steps: list[list[Any]] = [[]]
+    added = 0
+    for i, piece in enumerate(ordered, 1):
+        added += len(piece.text)
+        if added >= step_chars or i == len(ordered):
+            steps.append(ordered[:i])
+            added = 0
+    return steps
+
+
+def _chunk_ids(pieces: list[Any]) -> tuple[int, ...]:
+    return tuple(sorted(_chunk_id(p) for p in pieces))
+
+
 # ---- the engine ---------------------------------------------------------------------------
 
 
@@ -391,6 +425,12 @@ class CopilotEngine:
         self._candidate: asyncio.Task[None] | None = None
         self._live: dict[int, _Answer] = {}
         self._ticker: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()  # answers cancelled, still closing
+        self._closed_early_at = -1e9  # when an LLM request was last closed before its end
+        self._no_answers = asyncio.Event()  # set while no answer is live: warm-ups may run
+        self._no_answers.set()
+        self._warm_lock = asyncio.Lock()
+        self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
 
     async def start(self) -> None:
         self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
@@ -402,6 +442,7 @@ class CopilotEngine:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._live.clear()
+        self._no_answers.set()
 
     @property
     def idle(self) -> bool:
@@ -474,27 +515,54 @@ class CopilotEngine:
     # ---- answers ------------------------------------------------------------------------
 
     def _start_answer(self, rid: int, text: str, speculative: bool, now: float) -> None:
+        # A new question is the one that matters: older answers stop here, not only once it
+        # is confirmed, so that their LLM requests free the slot whose cache holds the prompt
+        # prefix (a second, concurrent request would land in a cold slot).
+        for other in list(self._live.values()):
+            if other.record is not None:
+                self._stop(other.id, "superseded")
         answer = _Answer(rid, text, speculative, now)
         answer.task = asyncio.get_running_loop().create_task(
             self._run_answer(answer), name=f"copilot-answer-{rid}")
         self._live[rid] = answer
+        self._no_answers.clear()
         self._emit("answer_started", {"answer_id": rid, "speculative": speculative})
 
     def _cancel_answer(self, rid: int, reason: str) -> None:
-        answer = self._live.pop(rid, None)
+        self._stop(rid, reason)
+
+    def _stop(self, rid: int, reason: str) -> None:
+        answer = self._drop(rid)
         if answer is not None and answer.task is not None:
             answer.task.cancel()
+            self._stopping.add(answer.task)
+            answer.task.add_done_callback(self._stopped)
         self._emit("answer_cancelled", {"answer_id": rid, "reason": reason})
+
+    def _drop(self, rid: int) -> _Answer | None:
+        answer = self._live.pop(rid, None)
+        if not self._live:
+            self._no_answers.set()
+        return answer
+
+    def _stopped(self, task: asyncio.Task[None]) -> None:
+        self._stopping.discard(task)
+        self._closed_early_at = self._clock()
+
+    async def _llm_slot_free(self) -> None:
+        """Wait until requests closed early are over at the LLM server too. llama.cpp notices
+        a closed request only when it writes the next token (~100-200 ms here); until then the
+        slot that holds the cached prompt prefix is busy, and a new request would go to the
+        other, cold one (~25 s to read the documents again)."""
+        await asyncio.gather(*self._stopping, return_exceptions=True)
+        wait = self._closed_early_at + self.options.llm_release_s - self._clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     def _confirm(self, rid: int, now: float) -> None:
         answer = self._live.get(rid)
         if answer is None:
             return
-        for other in list(self._live.values()):  # the newest question is the one that matters
-            if other.id != rid and other.record is not None:
-                self._live.pop(other.id)
-                assert other.task is not None
-                other.task.cancel()
         question = check_question(answer.text_in).question or answer.text_in
         answer.record = AnswerRecord(
             rid, question, speech_end=self._speech_end, committed_at=now,
@@ -530,7 +598,7 @@ class CopilotEngine:
         finally:
             generate.cancel()
             await asyncio.gather(generate, return_exceptions=True)
-            self._live.pop(answer.id, None)
+            self._drop(answer.id)
 
     async def _publish(
         self, answer: _Answer, record: AnswerRecord, generate: asyncio.Task[None]
@@ -563,6 +631,7 @@ class CopilotEngine:
         return "failed"
 
     async def _generate(self, answer: _Answer) -> None:
+        await self._llm_slot_free()  # this request then gets the slot with the cached prefix
         answer.pieces = await self._pieces(answer.text_in)
         messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
         stream = self._llm.stream(messages)
@@ -579,37 +648,59 @@ class CopilotEngine:
                     cut = answer.text.rstrip().rfind("\n")
                     answer.text = answer.text[:cut + 1]
                     break
+                if (len(answer.text.split()) >= self.options.max_answer_words
+                        and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))):
+                    break
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         if not answer.text.strip():
             raise RuntimeError("the LLM returned an empty answer")
 
     async def _pieces(self, question: str) -> list[Any]:
-        k = self.options.context_pieces
-        if self.context is None or k == 0:
+        """Every chunk when they are the warm prompt prefix, else the nearest few."""
+        if self.context is None:
             return []
-        if k is None:
-            return await self.context.pieces_async()
-        return await self.context.search_async(question, k)
+        every = await self.context.pieces_async()
+        if _chunk_ids(every) == self._warm_ids:
+            return every
+        if not every or self.options.context_pieces <= 0:
+            return []
+        return await self.context.search_async(question, self.options.context_pieces)
 
-    async def warm(self, slots: int = 2) -> None:
-        """Put the prompt prefix every question shares in the LLM's cache: the system prompt,
-        and with `context_pieces=None` the documents. One request per server slot (the
-        bundled llama.cpp server has two), each closed after its first token."""
-        messages = copilot_messages(self._system_prompt, await self._pieces(""), "Hello.")
+    async def warm(self) -> None:
+        """Put the prompt prefix every question shares into the LLM's cache: the system prompt
+        and the documents, when they fit `stable_prefix_max_chars`. Call it at the start and
+        after each new document; until it is done, prompts carry the nearest chunks instead.
 
-        async def one() -> None:
-            stream = self._llm.stream(messages)
-            try:
-                async for _ in stream:
-                    break
-            finally:
-                await stream.aclose()  # type: ignore[attr-defined]
-
-        for result in await asyncio.gather(*(one() for _ in range(slots)),
-                                           return_exceptions=True):
-            if isinstance(result, Exception):
-                log.warning("warming the LLM failed: %s", result)
+        The prefix grows over a few requests, each closed after its first token: each reads
+        only what it adds to the one before (a few seconds of prefill with the bundled model,
+        inside the client's limit on a reply's duration). llama.cpp serves a request from the
+        idle slot whose cache shares the longest prefix with it, so one warm slot serves the
+        session. Warm-ups run one at a time."""
+        async with self._warm_lock:
+            every = await self.context.pieces_async() if self.context is not None else []
+            if sum(len(p.text) for p in every) > self.options.stable_prefix_max_chars:
+                every = []
+            ids = _chunk_ids(every)
+            if ids == self._warm_ids:
+                return
+            for pieces in prefix_steps(every, self.options.warm_step_chars):
+                # Answers first: two cores cannot read a warm-up step and a question at once
+                # in time. Until the prefix is warm, answers carry the nearest pieces.
+                await self._no_answers.wait()
+                await self._llm_slot_free()  # each step reuses the slot of the one before
+                stream = self._llm.stream(copilot_messages(self._system_prompt, pieces, "Hello."))
+                try:
+                    async for _ in stream:
+                        break
+                except Exception as e:  # the answers still work, from a cold cache
+                    log.warning("warming the LLM failed: %s: %s", type(e).__name__, e)
+                    return
+                finally:
+                    await stream.aclose()  # type: ignore[attr-defined]
+                    self._closed_early_at = self._clock()
+            self._warm_ids = ids
+            self._emit("warm", {"pieces": len(ids)})
 
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         self._emit_event(kind, {"t": self._clock(), **data})

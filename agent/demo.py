@@ -262,7 +262,8 @@ async def _serve_direct(
     stop = _stop_event()
     try:
         print("Loading the speech models...", flush=True)
-        stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
+        stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
+                                           settings.tts)
         print("Starting the language model...", flush=True)
         async with open_llm(settings.llm) as llm:
             agent = DirectAgent(

@@ -37,7 +37,8 @@ from aiohttp import web
 
 from agent.client_topics import TOPIC_METRICS, turn_metrics_message
 from agent.engines import INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
-from agent.room_session import OUTPUT_RATE, FrameRechunker, RoomPublisher
+from agent.frame_guard import FrameRechunker
+from agent.room_session import OUTPUT_RATE, RoomPublisher
 from agent.web_server import (
     WebSettings,
     build_web_app,

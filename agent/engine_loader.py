@@ -1,6 +1,6 @@
-"""Building the engines from settings: the speech models once per process, the LLM client once
-per process (one keep-alive connection pool), and the bundled llama.cpp server when the LLM is
-local."""
+"""Building the engines from settings: the speech engines once per process (the STT chosen by
+`stt.provider`), the LLM client once per process (one keep-alive connection pool), and the
+bundled llama.cpp server when the LLM is local."""
 
 from __future__ import annotations
 
@@ -10,26 +10,49 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 
-from agent.config import LLMSettings
+from agent.config import LLMSettings, STTSettings, TTSSettings
 from agent.engines import LanguageModel, SpeechToText, TextToSpeech
 
 log = logging.getLogger(__name__)
 
 
-def load_speech_engines(output_rate: int) -> tuple[SpeechToText, TextToSpeech]:
-    """Load and warm Whisper and Piper (blocking: call from prewarm or a thread)."""
-    from agent.models import offline_env
-    from agent.stt_whisper import WhisperSTT
-    from tts.piper_tts import PiperTTS
+def load_speech_engines(
+    output_rate: int,
+    stt_settings: STTSettings | None = None,
+    tts_settings: TTSSettings | None = None,
+) -> tuple[SpeechToText, TextToSpeech]:
+    """Load and warm the STT named by `stt_settings` (default: the bundled Whisper) and the TTS
+    named by `tts_settings` (default: Piper) (blocking: call from prewarm or a thread)."""
+    return load_stt(stt_settings or STTSettings()), load_tts(output_rate, tts_settings)
 
-    offline_env()
+
+def load_stt(settings: STTSettings) -> SpeechToText:
+    """Whisper tiny.en loaded and warmed, or the Deepgram client (nothing to load: its
+    reachability is checked at worker start, agent.provider_checks)."""
+    if settings.provider == "deepgram":
+        from agent.stt_deepgram import DeepgramSTT
+
+        return DeepgramSTT.from_settings(settings)
+    from agent.stt_whisper import WhisperSTT
+
     stt = WhisperSTT()
     stt.load()
     stt.warmup()
+    return stt
+
+
+def load_tts(output_rate: int, settings: TTSSettings | None = None) -> TextToSpeech:
+    """Piper loaded and warmed, or the OpenAI-compatible speech client (nothing to load)."""
+    if settings is not None and settings.provider == "openai":
+        from tts.openai_tts import OpenAITTS
+
+        return OpenAITTS.from_settings(settings, output_rate)
+    from tts.piper_tts import PiperTTS
+
     tts = PiperTTS(output_rate=output_rate)
     tts.load()
     tts.warmup()
-    return stt, tts
+    return tts
 
 
 @contextlib.asynccontextmanager

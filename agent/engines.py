@@ -29,11 +29,17 @@ class STTStream(Protocol):
     """One user's speech, utterance after utterance.
 
     The turn engine pushes every 20 ms frame of an utterance (from shortly before the VAD's
-    speech start), then calls `finalize()` at the endpoint. Partials come from `partials()`
-    while the user speaks.
+    speech start), calls `flush()` at each pause for a candidate transcript, and `discard()`
+    once the turn is taken (or was a false start). Partials come from `partials()` while the
+    user speaks.
     """
 
     def push(self, pcm: np.ndarray) -> None: ...
+
+    async def flush(self) -> str:
+        """The transcript of the utterance pushed so far; the utterance goes on (a candidate
+        the turn engine takes at a pause, before it knows whether the user is done)."""
+        ...
 
     async def finalize(self) -> str:
         """The final transcript of the utterance pushed so far; resets for the next one."""

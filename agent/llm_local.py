@@ -8,8 +8,12 @@ concurrent requests):
 - `LocalLLMProcess`, a child `python -m agent.llm_local`: a llama.cpp crash or abort takes
   down the child, not the worker and its calls, and its memory is returned on stop.
 
-Prompt caching: requests that share the system-prompt prefix skip its prefill; `warm()` fills
-every slot with the system prompt before the first question.
+Prompt caching: requests that share a prefix with a slot's cache skip its prefill (llama.cpp
+picks the idle slot whose cache shares the longest prefix); `warm()` fills every slot with the
+system prompt before the first question, and the copilot warms its own prefix (system prompt
+and documents, agent.copilot_engine). Prefill is the slow part here: ~35-50 ms a token on one
+core of the 2-core development machine, idle (~80-100 ms under load), against ~70-100 ms a
+generated token.
 
 Threads: one by default. This llama.cpp build runs its threads with OpenMP, which meet after
 every graph node and spin while they wait: when another engine (Piper, Whisper) or process
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+SSE_PING_INTERVAL_S = 2  # < the stall timeout of agent.llm_openai.OpenAIChatLLM (10 s)
 
 
 class LocalLLMServer:
@@ -78,6 +83,9 @@ class LocalLLMServer:
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.cache_prompt = True
+        # While a long prompt is read (a copilot's documents: tens of seconds here) the
+        # streaming client hears nothing but these pings, which keep its stall timeout away.
+        params.sse_ping_interval = SSE_PING_INTERVAL_S
         params.endpoint_slots = True
         params.verbosity = 1  # errors only; llama.cpp logs every request at info level
         self._server = xllamacpp.Server(params)

@@ -54,6 +54,7 @@ class ReplyPipeline:
         self._clock = clock
         self.timings = ReplyTimings(started=clock())
         self.text = ""  # the LLM's text so far, as generated
+        self.spoken: list[str] = []  # the chunks handed to the playout, in order
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -73,7 +74,15 @@ class ReplyPipeline:
         chunks: asyncio.Queue[str | None] = asyncio.Queue()
         synth = asyncio.create_task(self._synthesize(chunks), name=f"tts-{self.reply_id}")
         try:
-            await self._generate(chunks)
+            try:
+                await self._generate(chunks)
+            except Exception:
+                if not self.spoken:
+                    raise
+                # Cut after it began to speak: finish the words that arrived, then report.
+                self._end_chunks(chunks)
+                await synth
+                raise
             await synth
             self._playout.finish(self.reply_id)
         except asyncio.CancelledError:
@@ -100,11 +109,14 @@ class ReplyPipeline:
                     self._emit_chunk(chunk, chunks)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
+        self._end_chunks(chunks)
+        if not self._chunker.spoken_text.strip():  # empty, or only emoji and markup
+            raise RuntimeError("the LLM returned nothing to say")
+
+    def _end_chunks(self, chunks: asyncio.Queue[str | None]) -> None:
         for chunk in self._chunker.flush():
             self._emit_chunk(chunk, chunks)
         chunks.put_nowait(None)
-        if not self.text.strip():
-            raise RuntimeError("the LLM returned an empty reply")
 
     def _emit_chunk(self, chunk: str, chunks: asyncio.Queue[str | None]) -> None:
         if self.timings.first_chunk is None:
@@ -119,4 +131,5 @@ class ReplyPipeline:
                 self.timings.tts_first_audio = self._clock()
             self._on_event("tts_chunk", {"text": chunk, "reply_id": self.reply_id})
             self._playout.append(self.reply_id, chunk, pcm)
+            self.spoken.append(chunk)
             previous = chunk

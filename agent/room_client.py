@@ -37,6 +37,8 @@ class RoomUser:
     agent_identity: str | None = None
 
     async def connect(self) -> None:
+        # Before connecting: an agent already in the room is subscribed to during connect().
+        self._tasks: set[asyncio.Task[None]] = set()
         self.room.on("track_subscribed", self._on_track)
         self.room.on("participant_attributes_changed", self._on_attributes)
         self.room.on("participant_connected", self._on_participant)
@@ -46,7 +48,6 @@ class RoomUser:
         track = rtc.LocalAudioTrack.create_audio_track("mic", self._source)
         opts = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
         await self.room.local_participant.publish_track(track, opts)
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
         await self.room.disconnect()

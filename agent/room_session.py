@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.engines import INPUT_RATE
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -55,20 +55,6 @@ class LiveKitAudioSink:
 
     def queued_samples(self) -> int:
         return int(self._source.queued_duration * self.sample_rate)
-
-
-class FrameRechunker:
-    """Cuts incoming audio into exact 20 ms frames whatever size the SDK delivers."""
-
-    def __init__(self) -> None:
-        self._buf = np.zeros(0, np.int16)
-
-    def push(self, pcm: np.ndarray) -> list[np.ndarray]:
-        self._buf = np.concatenate([self._buf, pcm])
-        n = len(self._buf) // FRAME_SAMPLES
-        frames = [self._buf[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES] for i in range(n)]
-        self._buf = self._buf[n * FRAME_SAMPLES :]
-        return frames
 
 
 class RoomPublisher:
@@ -158,6 +144,7 @@ async def run_room_session(
     llm: Any,
     system_prompt: str,
     store: TranscriptStore | None = None,
+    stt_partials: str = "listening",
 ) -> None:
     """Talk with `participant` until they leave or the room closes. With a `store`, every
     finished turn is committed durably and the room's earlier turns are the history."""
@@ -199,6 +186,7 @@ async def run_room_session(
         sink=LiveKitAudioSink(source),
         history=history,
         on_event=on_event,
+        partials=stt_partials,
     )
     await engine.start()
     recorder.start()
@@ -229,6 +217,9 @@ async def _listen(
     """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
     from livekit import rtc
 
+    from agent.frame_guard import FrameGuard
+
+    guard = FrameGuard()
     while True:
         stream = rtc.AudioStream.from_participant(
             participant=participant,
@@ -240,17 +231,11 @@ async def _listen(
         for pub in participant.track_publications.values():
             if pub.source == rtc.TrackSource.SOURCE_MICROPHONE:
                 publisher.user_track_id = pub.sid
-        rechunk = FrameRechunker()
         try:
             async for event in stream:
                 frame = event.frame
-                pcm = np.frombuffer(frame.data, dtype=np.int16)
-                if frame.num_channels != 1 or frame.sample_rate != INPUT_RATE:
-                    log.warning(
-                        "dropping a %d Hz %d-channel frame", frame.sample_rate, frame.num_channels
-                    )
-                    continue
-                for f in rechunk.push(pcm):
+                # Any rate, channel count or frame size, NaN or clipping: fixed and counted.
+                for f in guard.push(frame.data, frame.sample_rate, frame.num_channels):
                     engine.push_frame(f)
         finally:
             await stream.aclose()

@@ -1,14 +1,19 @@
 """ScriptedLLM (a TEST DOUBLE, see agent/llm_scripted.py) served as an OpenAI-compatible chat
 endpoint: its replies stream as server-sent events, so that a worker's real OpenAI client
 path, or another framework's OpenAI plugin, can talk to it. Used by `voxroom bench --path
-livekit` (a repeatable LLM with a fixed time to first token) and by the end-to-end tests."""
+livekit` (a repeatable LLM with a fixed time to first token), by `voxroom loadtest` (a
+remote-like LLM: a random extra delay before the first token) and by the end-to-end tests
+(which read the requests it received)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from aiohttp import web
 
@@ -22,14 +27,33 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def scripted_llm_server(llm: ScriptedLLM) -> AsyncIterator[str]:
-    """Serves /v1/chat/completions on loopback; yields the base URL (…/v1)."""
+async def scripted_llm_server(
+    llm: ScriptedLLM,
+    *,
+    requests: list[dict[str, Any]] | None = None,
+    extra_ttft_ms: tuple[float, float] = (0.0, 0.0),
+    seed: int = 0,
+) -> AsyncIterator[str]:
+    """Serves /v1/chat/completions on loopback; yields the base URL (…/v1).
+
+    Every request body is appended to `requests` when given. Before each reply's first
+    token the server waits a uniform random `extra_ttft_ms` (low, high) on top of the
+    script's own `ttft_ms`, as a remote LLM's queueing and prefill vary (seeded: repeatable).
+    """
+    low, high = extra_ttft_ms
+    if not 0 <= low <= high:
+        raise ValueError("extra_ttft_ms must be (low, high) with 0 <= low <= high")
+    jitter = random.Random(seed)
 
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if requests is not None:
+            requests.append(body)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         try:
+            if high > 0:
+                await asyncio.sleep(jitter.uniform(low, high) / 1000)
             async for word in llm.stream(body["messages"]):
                 chunk = {"id": "scripted", "object": "chat.completion.chunk", "created": 0,
                          "model": body.get("model", "scripted"),

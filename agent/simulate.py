@@ -48,7 +48,7 @@ def read_input(path: Path) -> np.ndarray:
         raise InputError(f"cannot read {path}: {e}") from e
     if audio.size == 0:
         raise InputError(f"{path} has no audio")
-    mono = audio.mean(axis=1)
+    mono = np.nan_to_num(audio.mean(axis=1))
     if rate != INPUT_RATE:
         mono = soxr.resample(mono, rate, INPUT_RATE, quality="HQ")
     return (np.clip(mono, -1.0, 1.0) * 32767).astype(np.int16)
@@ -81,7 +81,8 @@ async def simulate(
     from agent.turn_engine import TurnEngine
 
     settings = load_settings(getattr(args, "config", None))
-    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
+    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
+                                       settings.tts)
     events: list[dict[str, Any]] = []
     async with open_llm(
         settings.llm,
@@ -107,6 +108,7 @@ async def simulate(
             clock=clock,
             on_event=on_event,
             history=ChatHistory(settings.llm.system_prompt),
+            partials=settings.stt.partials,
         )
         await engine.start()
         events.clear()  # the filler synthesis happened before the timeline began

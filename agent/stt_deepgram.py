@@ -259,6 +259,11 @@ class DeepgramSTTStream:
                 self._sent = self._buf_start
         self._wake.set()
 
+    async def flush(self) -> str:
+        """The utterance's text once Deepgram has finalized all audio pushed so far; the
+        utterance goes on (see `finalize()` for the waiting)."""
+        return await self._settle(close=False)
+
     async def finalize(self) -> str:
         """The utterance's text once Deepgram has finalized all audio pushed so far.
 
@@ -268,10 +273,13 @@ class DeepgramSTTStream:
         `finalize_timeout_s`; past that, returns the best text there is if connected, else
         raises DeepgramConnectionError.
         """
+        return await self._settle(close=True)
+
+    async def _settle(self, *, close: bool) -> str:
         self._check_usable()
         mark = self._pushed_end
         if mark - self._acked <= _TOLERANCE_BYTES or self._endpointed:
-            return self._close_utterance(self._acked)
+            return self._text_until(self._acked, close=close)
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = _Mark(mark, waiter)
         self._marks.append(entry)
@@ -280,8 +288,10 @@ class DeepgramSTTStream:
             async with asyncio.timeout(self._opts.finalize_timeout_s):
                 await waiter
         except TimeoutError:
-            interim, self._interim = self._interim, ""
-            text = " ".join(t for t in (self._close_utterance(mark), interim) if t)
+            interim = self._interim
+            if close:
+                self._interim = ""
+            text = " ".join(t for t in (self._text_until(mark, close=close), interim) if t)
             if not self._connected:
                 raise DeepgramConnectionError(
                     f"no transcript within {self._opts.finalize_timeout_s} s: not connected to "
@@ -293,7 +303,7 @@ class DeepgramSTTStream:
         finally:
             with contextlib.suppress(ValueError):
                 self._marks.remove(entry)
-        return self._close_utterance(mark)
+        return self._text_until(mark, close=close)
 
     def discard(self) -> None:
         """Forget the current utterance; a Finalize cuts Deepgram's segment at this point so
@@ -556,13 +566,14 @@ class DeepgramSTTStream:
     def _utterance_text(self) -> str:
         return " ".join([t for _, t in self._segments] + ([self._interim] if self._interim else []))
 
-    def _close_utterance(self, until: int) -> str:
-        """The text of the final segments up to `until`; results for audio before it that
-        arrive later belong to no utterance."""
-        self._consumed_until = max(self._consumed_until, until)
-        self._endpointed = False
+    def _text_until(self, until: int, *, close: bool) -> str:
+        """The text of the final segments up to `until`. Closing ends the utterance there:
+        results for audio before it that arrive later belong to no utterance."""
         taken = [t for end, t in self._segments if end <= until + _SLACK_BYTES]
-        self._segments = [(e, t) for e, t in self._segments if e > until + _SLACK_BYTES]
+        if close:
+            self._consumed_until = max(self._consumed_until, until)
+            self._endpointed = False
+            self._segments = [(e, t) for e, t in self._segments if e > until + _SLACK_BYTES]
         return " ".join(taken)
 
     def _check_usable(self) -> None:

@@ -27,11 +27,12 @@ committed and forced as the decoder prefix of every later decode of that utteran
 committed text never changes. (CTranslate2 steps through a forced prefix token by token: this
 buys stable text, not speed.) As soon as the audio has been quiet for `endpoint_margin_s`,
 a decode starts at once; a partial overtaken by that moment skips its generation step. When the
-turn engine calls `finalize()` at its endpoint (~300 ms of silence), that decode covers all the
-speech and becomes the final, so the final costs only what is left of it. bench/stt_bench.py,
-30 utterances of 1.8-4.5 s, 300 ms trailing silence: final p50 34 ms, p95 204 ms, WER 0.063;
-decoding the whole utterance at finalize() without a committed prefix: p50 362 ms, p95 521 ms,
-WER 0.101.
+caller asks for the text (`flush()` at a pause, `finalize()` at its endpoint), a decode that
+covers all the speech is reused, so the answer costs only what is left of it; while a flush
+decodes, no other decode of the utterance starts (it would only compete for the CPU).
+bench/stt_bench.py, 30 utterances of 1.8-4.5 s, 300 ms trailing silence: final p50 34 ms,
+p95 204 ms, WER 0.063; decoding the whole utterance at finalize() without a committed prefix:
+p50 362 ms, p95 521 ms, WER 0.101.
 """
 
 from __future__ import annotations
@@ -293,6 +294,7 @@ class _Utterance:
         self.next_due = 0  # sample at which the next partial is due
         self.task: asyncio.Task[None] | None = None
         self.task_end: int | None = None  # samples the running decode covers, once it started
+        self.flushing = 0  # flush() calls waiting for a decode of this utterance
 
     def audio(self, start: int, end: int) -> np.ndarray:
         chunks = self.chunks[:]  # a consistent prefix even while push() appends
@@ -332,6 +334,17 @@ class WhisperSTTStream:
         utt.length += len(pcm)
         self._plan_windows(utt)
         self._schedule(utt)
+
+    async def flush(self) -> str:
+        """The transcript of the utterance pushed so far; later pushes continue it, and a later
+        flush or finalize reuses this decode if no speech came since."""
+        utt = self._utt
+        utt.flushing += 1  # audio pushed meanwhile must not start a second, redundant decode
+        try:
+            return self._decoder.text(await self._final_tokens(utt))
+        finally:
+            utt.flushing -= 1
+            self._schedule(utt)
 
     async def finalize(self) -> str:
         """The final transcript of the utterance pushed so far; later pushes start the next one."""
@@ -412,7 +425,9 @@ class WhisperSTTStream:
 
     def _schedule(self, utt: _Utterance) -> None:
         """Start the next background decode of the current utterance if one is due."""
-        if utt is not self._utt or utt.task is not None or self._closed or self._paused:
+        if utt is not self._utt or utt.task is not None or utt.flushing:
+            return
+        if self._closed or self._paused:
             return
         if utt.cuts:
             utt.task = asyncio.create_task(self._close_window(utt, PRIORITY_PARTIAL))
@@ -420,7 +435,10 @@ class WhisperSTTStream:
         if utt.speech_start is None:
             return
         decoded_to = utt.last.end if utt.last else utt.window_start
-        partial_due = utt.voiced_end > decoded_to and utt.length >= utt.next_due
+        # Not once the audio has gone quiet: that is when the caller asks for the text, and a
+        # partial still running then (it cannot be interrupted) delays the answer.
+        speaking = utt.length - utt.voiced_end < FRAME_SAMPLES
+        partial_due = speaking and utt.voiced_end > decoded_to and utt.length >= utt.next_due
         if partial_due or self._endpoint_due(utt):
             utt.task = asyncio.create_task(self._partial(utt))
 
@@ -510,9 +528,14 @@ class WhisperSTTStream:
         if utt.voiced_end <= utt.window_start:  # nothing but quiet since the last window
             return utt.closed
         prefix = utt.committed if o.commit_agreed_prefix else ()
+        stop = utt.length
         ids = await WHISPER_POOL.run(
-            self._decode_job(utt, utt.window_start, utt.length, prefix), priority=PRIORITY_FINAL
+            self._decode_job(utt, utt.window_start, stop, prefix), priority=PRIORITY_FINAL
         )
+        # Quiet since the decode began: it holds all the speech, so no endpoint decode is due.
+        covered = max(stop, utt.voiced_end + self._margin) if utt.voiced_end <= stop else stop
+        if utt.last is None or utt.last.end < covered:
+            utt.last = _Hypothesis(ids, covered)
         return utt.closed + ids
 
     def _publish(self, item: Transcript | None) -> None:

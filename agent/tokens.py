@@ -3,15 +3,28 @@
 The user may join that one room, publish only a microphone, subscribe, and send data
 (text chat). By default the token also asks LiveKit to dispatch the voxroom agent to the
 room when the user joins, so no one has to create the room or the dispatch beforehand.
+
+With `--copilot` the dispatch's metadata makes the agent the user's interview copilot
+(agent.copilot): it answers in writing to this user only, from the meeting audio that
+`voxroom bridge` publishes. `--resume` and `--job-description` name documents in the
+worker's $VOXROOM_CONTEXT_DIR (text, markdown or PDF, at most 200 kB); a client can instead
+upload them into the room (topic `voxroom.context`). LiveKit applies a token's dispatch only
+when its join creates the room: join before the bridge, or dispatch the agent yourself.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
+import sys
 import warnings
+from pathlib import PurePath
 
 from agent.config import LiveKitSettings, load_settings
+from agent.copilot import DOCUMENT_KEYS, KEY_CANDIDATE, KEY_MODE
+
+KEY_USER = "voxroom.user"  # dispatch or room metadata: the identity the agent serves
 
 # The secret of `livekit-server --dev`, the default in agent/config.py.
 _DEV_SECRET = LiveKitSettings().api_secret
@@ -26,8 +39,10 @@ def create_join_token(
     ttl_s: int = 600,
     dispatch_agent: bool = True,
     metadata: str = "",
+    dispatch_metadata: str = "",
 ) -> str:
-    """A signed JWT that lets `identity` join `room` on the server of `settings`."""
+    """A signed JWT that lets `identity` join `room` on the server of `settings`.
+    `metadata` is the participant's; `dispatch_metadata` goes to the agent's job."""
     import jwt
     from livekit import api
 
@@ -35,6 +50,8 @@ def create_join_token(
         raise ValueError("room and identity must not be empty")
     if ttl_s <= 0:
         raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+    if dispatch_metadata and not dispatch_agent:
+        raise ValueError("dispatch metadata needs the dispatch")
     grants = api.VideoGrants(
         room_join=True,
         room=room,
@@ -54,14 +71,35 @@ def create_join_token(
     if metadata:
         token.with_metadata(metadata)
     if dispatch_agent:
+        # The agent serves this user, not whoever else reaches the room first.
+        job = json.loads(dispatch_metadata) if dispatch_metadata else {}
+        job.setdefault(KEY_USER, identity)
         token.with_room_config(
-            api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=settings.agent_name)])
+            api.RoomConfiguration(agents=[api.RoomAgentDispatch(
+                agent_name=settings.agent_name, metadata=json.dumps(job))])
         )
     with warnings.catch_warnings():
         if settings.api_secret == _DEV_SECRET:
             # Short on purpose; a real deployment's secret still gets PyJWT's warning.
             warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
         return token.to_jwt()
+
+
+def copilot_metadata(
+    candidate: str, *, resume: str | None = None, job_description: str | None = None
+) -> str:
+    """Dispatch metadata that makes the agent `candidate`'s interview copilot, with the file
+    names of their documents in the worker's context directory."""
+    value: dict[str, str] = {KEY_MODE: "copilot", KEY_CANDIDATE: candidate}
+    for key, name in zip(DOCUMENT_KEYS, (resume, job_description), strict=True):
+        if name is None:
+            continue
+        path = PurePath(name)
+        if not name or path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"{name!r}: name a file inside the worker's $VOXROOM_CONTEXT_DIR, "
+                             "relative to it")
+        value[key] = name
+    return json.dumps(value)
 
 
 def _positive_int(text: str) -> int:
@@ -85,14 +123,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-dispatch", action="store_true",
         help="do not ask LiveKit to dispatch the voxroom agent to the room",
     )
+    parser.add_argument(
+        "--copilot", action="store_true",
+        help="the agent is this participant's interview copilot (written answers to the "
+        "questions heard through `voxroom bridge`)",
+    )
+    for flag in ("--resume", "--job-description"):
+        parser.add_argument(
+            flag, metavar="NAME",
+            help=f"with --copilot: the {flag[2:].replace('-', ' ')}, a file in the worker's "
+            "$VOXROOM_CONTEXT_DIR (text, markdown or PDF, at most 200 kB)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    dispatch_metadata = ""
+    try:
+        if (args.resume or args.job_description) and not args.copilot:
+            raise ValueError("--resume and --job-description need --copilot")
+        if args.copilot:
+            if args.no_dispatch:
+                raise ValueError("--copilot tells the dispatch: it cannot go with --no-dispatch")
+            dispatch_metadata = copilot_metadata(
+                args.identity, resume=args.resume, job_description=args.job_description)
+    except ValueError as e:
+        print(f"voxroom token: {e}", file=sys.stderr)
+        return 2
     print(
         create_join_token(
             settings.livekit, args.room, args.identity,
             name=args.name, ttl_s=args.ttl, dispatch_agent=not args.no_dispatch,
+            dispatch_metadata=dispatch_metadata,
         )
     )
     return 0

@@ -1,9 +1,12 @@
 """The turn engine: one conversation's audio in, the agent's voice out.
 
 It runs the pure state machine (`state_machine`) against real engines: webrtcvad on every
-20 ms frame, Whisper (or another STT) for candidate and final transcripts, the streamed LLM,
-the TTS chunker and Piper, and the playout. The machine decides; this module executes the
-actions, in order, and reports what happened as events (the names `voxroom simulate` writes).
+20 ms frame, a streaming STT (Whisper or Deepgram) that hears every frame of an utterance and
+gives partials while the user speaks and a candidate transcript at each pause (`flush()`), the
+streamed LLM, the TTS chunker and Piper, and the playout. Partial decoding is paused while the
+agent thinks or speaks, so it never competes with the LLM and TTS for the CPU. The machine
+decides; this module executes the actions, in order, and reports what happened as events
+(the names `voxroom simulate` writes).
 
 Nothing here blocks the event loop: transcription and synthesis run in the engines' worker
 threads, and `push_frame` only does the VAD (microseconds) and bookkeeping.
@@ -16,20 +19,27 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from agent.audio_sink import AudioSink
-from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+from agent.engines import (
+    FRAME_SAMPLES,
+    INPUT_RATE,
+    LanguageModel,
+    SpeechToText,
+    STTStream,
+    TextToSpeech,
+)
 from agent.history import ChatHistory
 from agent.playout import Playout
 from agent.reply import ReplyPipeline
 from agent.turn_metrics import TurnRecord
 from agent.vad import VoiceActivityDetector
 from state_machine import actions as A
-from state_machine.machine import ConversationStateMachine
+from state_machine.machine import CANNED_APOLOGY, ConversationStateMachine
 from state_machine.options import TurnOptions
 from state_machine.states import AgentState
 from tts.chunker import make_chunker
@@ -44,8 +54,7 @@ EventSink = Callable[[str, dict[str, Any]], None]
 @dataclass
 class _Utterance:
     id: int
-    frames: list[np.ndarray] = field(default_factory=list)
-    end_time: float = 0.0  # time at the end of the last frame collected
+    end_time: float = 0.0  # time at the end of the last frame pushed to the STT
 
 
 class TurnEngine:
@@ -62,6 +71,7 @@ class TurnEngine:
         clock: Callable[[], float] = time.monotonic,
         vad_aggressiveness: int = 2,
         chunker_kind: str = "lookahead",
+        partials: str = "listening",
     ) -> None:
         self.options = options or TurnOptions()
         self.machine = ConversationStateMachine(self.options)
@@ -83,6 +93,10 @@ class TurnEngine:
         self._recent: deque[np.ndarray] = deque(maxlen=pre_roll)
         self._utt: _Utterance | None = None
         self._candidate_task: asyncio.Task[None] | None = None
+        self._stream: STTStream | None = None
+        self._partials_task: asyncio.Task[None] | None = None
+        self._stt_failed = False  # logged once per utterance
+        self._partials = partials  # agent.config.STTSettings.partials
         self._replies: dict[int, ReplyPipeline] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
         self._turn: TurnRecord | None = None  # the turn being answered
@@ -96,6 +110,13 @@ class TurnEngine:
     async def start(self) -> None:
         """Synthesize the filler ahead of time and start the playout and the timer."""
         self._filler = await self._tts.synthesize(FILLER_TEXT)
+        try:  # ready before it is needed: the TTS may be what failed when it is
+            self._canned[CANNED_APOLOGY] = await self._tts.synthesize(CANNED_APOLOGY)
+        except Exception as e:
+            log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
+        self._stream = self._stt.stream()
+        self._stream.set_paused(self._partials == "off")
+        self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
         self._playout.start()
         self._ticker = asyncio.create_task(self._tick_forever(), name="turn-timer")
         self._emit("state", {"state": self.machine.state.name})
@@ -104,6 +125,11 @@ class TurnEngine:
         for task in (self._ticker, self._candidate_task):
             if task is not None:
                 task.cancel()
+        if self._stream is not None:
+            await self._stream.aclose()
+        if self._partials_task is not None:
+            self._partials_task.cancel()
+            await asyncio.gather(self._partials_task, return_exceptions=True)
         for reply in list(self._replies.values()):
             await reply.cancel()
         self._replies.clear()
@@ -128,7 +154,7 @@ class TurnEngine:
         now = self._clock()
         self._recent.append(pcm)
         if self._utt is not None:
-            self._utt.frames.append(pcm)
+            self._push_to_stt(pcm)
             self._utt.end_time = now
         self._apply(self.machine.on_frame(self._vad.is_speech(pcm), now))
 
@@ -143,13 +169,20 @@ class TurnEngine:
         match a:
             case A.SetState(state=state):
                 self._emit("state", {"state": state.name})
+                if self._stream is not None and self._partials == "listening":
+                    self._stream.set_paused(state is not AgentState.LISTENING)
                 if state is AgentState.LISTENING and self._turn is not None:
                     self._close_turn(interrupted=False)
             case A.OpenUtterance(utterance_id=uid):
-                self._utt = _Utterance(uid, frames=list(self._recent), end_time=now)
+                self._utt = _Utterance(uid, end_time=now)
+                self._stt_failed = False
+                self._discard_stt()
+                for pcm in self._recent:  # the pre-roll, this frame included
+                    self._push_to_stt(pcm)
             case A.DiscardUtterance(utterance_id=uid):
                 if self._utt is not None and self._utt.id == uid:
                     self._utt = None
+                    self._discard_stt()
             case A.RequestCandidate(utterance_id=uid):
                 self._request_candidate(uid)
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
@@ -161,6 +194,7 @@ class TurnEngine:
             case A.CommitUserTurn(text=text):
                 self.history.add_user(text)
                 self._utt = None
+                self._discard_stt()  # the candidate that ended the turn was its transcript
                 self._turn = TurnRecord(
                     user_text=text, speech_end=self._speech_end or now, final_at=now
                 )
@@ -200,23 +234,55 @@ class TurnEngine:
 
     # ---- transcription --------------------------------------------------------------------
 
+    def _push_to_stt(self, pcm: np.ndarray) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.push(pcm)
+        except Exception as e:  # a dead STT must not take the session down; flush() says so too
+            self._stt_trouble("push", e)
+
+    def _discard_stt(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.discard()
+        except Exception as e:
+            self._stt_trouble("discard", e)
+
+    def _stt_trouble(self, what: str, e: Exception) -> None:
+        if not self._stt_failed:
+            self._stt_failed = True
+            log.warning("STT %s failed: %s: %s", what, type(e).__name__, e)
+
     def _request_candidate(self, uid: int) -> None:
         utt = self._utt
-        if utt is None or utt.id != uid:
+        if utt is None or utt.id != uid or self._stream is None:
             return
-        pcm = np.concatenate(utt.frames) if utt.frames else np.zeros(0, np.int16)
-        covered_until = utt.end_time
         self._candidate_task = asyncio.get_running_loop().create_task(
-            self._transcribe_candidate(uid, pcm, covered_until), name=f"candidate-{uid}"
+            self._transcribe_candidate(uid, self._stream, utt.end_time), name=f"candidate-{uid}"
         )
 
-    async def _transcribe_candidate(self, uid: int, pcm: np.ndarray, covered_until: float) -> None:
+    async def _transcribe_candidate(
+        self, uid: int, stream: STTStream, covered_until: float
+    ) -> None:
         try:
-            text = await self._stt.transcribe(pcm)
-        except Exception as e:  # the STT failed: treat as no words rather than hanging the turn
+            text, failed = await stream.flush(), False
+        except Exception as e:  # the STT failed: no words, and an apology if the turn ends so
             log.warning("transcription failed: %s: %s", type(e).__name__, e)
-            text = ""
-        self._apply(self.machine.on_candidate(uid, text, covered_until, self._clock()))
+            text, failed = "", True
+        self._apply(
+            self.machine.on_candidate(uid, text, covered_until, self._clock(), failed=failed)
+        )
+
+    async def _read_partials(self) -> None:
+        assert self._stream is not None
+        try:
+            async for partial in self._stream.partials():
+                if self._utt is not None and partial.text.strip():
+                    self._emit("transcript", {"text": partial.text, "final": False})
+        except Exception as e:  # the stream died; candidates report it turn by turn
+            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
     # ---- replies --------------------------------------------------------------------------
 
@@ -276,7 +342,13 @@ class TurnEngine:
     async def _play_canned(self, rid: int, text: str) -> None:
         pcm = self._canned.get(text)
         if pcm is None:
-            pcm = self._canned[text] = await self._tts.synthesize(text)
+            try:
+                pcm = self._canned[text] = await self._tts.synthesize(text)
+            except Exception as e:  # nothing can be said: back to listening, not stuck
+                log.warning("cannot say %r: %s: %s", text, type(e).__name__, e)
+                self._apply(self.machine.on_reply_done(rid, self._clock()))
+                return
+        self._emit("tts_chunk", {"text": text, "reply_id": rid})
         self._playout.begin_reply(rid)
         self._playout.append(rid, text, pcm)
         self._playout.confirm(rid)
@@ -293,8 +365,8 @@ class TurnEngine:
         reply = turn.reply
         if agent_text is None:
             agent_text = reply.text if reply is not None else ""
-        if heard_text is None:
-            heard_text = agent_text
+        if heard_text is None:  # it played to the end: all of what it said
+            heard_text = " ".join(reply.spoken) if reply is not None else ""
         turn.finish(agent_text=agent_text.strip(), heard_text=heard_text, interrupted=interrupted)
         self.history.add_assistant(turn.heard_text)
         self.turns.append(turn)

@@ -1,41 +1,78 @@
 """`voxroom agent`: an agent worker on livekit-agents' worker layer.
 
 The worker registers with the LiveKit server for explicit dispatch under the agent name
-(default `voxroom`). LiveKit sends it a job per room; each job runs in a prewarmed process
-whose speech models were loaded once (prewarm), not per job. With the bundled LLM the worker
-starts one llama.cpp server for all its jobs and warms its prompt cache.
+(default `voxroom`). LiveKit sends it a job per room. With the thread executor (the default)
+every job is a thread of the worker process and all of them share one Whisper and one Piper
+loaded at start, so an added conversation costs little memory; their inference already runs
+one call at a time per model in the process's inference threads (agent/inference_pool.py,
+tts/piper_tts.py), which is what makes sharing them safe. With `--executor process` each job
+runs in its own prewarmed process with its own copy of the models (isolation, more memory).
+With the bundled LLM the worker starts one llama.cpp server for all its jobs.
+
+Load: the share of session slots in use, or of the worker's CPU when that is higher; a job
+counts from the moment the worker says it is available for it (see `VoxroomServer`).
+Leases in the transcript store let another worker re-dispatch a room whose worker died
+(agent/redispatch.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import logging
+import math
 import os
 import signal
 import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from agent.config import Settings, load_settings
 
 log = logging.getLogger("voxroom.worker")
 
 LOCAL_LLM_URL_ENV = "VOXROOM_LOCAL_LLM_URL"  # set by the worker for its job processes
-SESSION_LOAD_THRESHOLD = 0.999  # full when every session slot is taken (LiveKit wants < 1)
+LOAD_THRESHOLD = 0.999  # full at load 1 (LiveKit wants the threshold below 1)
+CPU_WINDOW_S = 10.0  # CPU load is averaged over this long: one reply's burst is not "full"
+CHILDREN_REFRESH_S = 5.0  # how often the job processes counted in the CPU load are listed
+EXECUTORS = ("thread", "process")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent-name", default=None, help="dispatch name (default: livekit.agent_name)")
     p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="thread",
+        help="thread: jobs share the worker's models; process: a process and models per job",
+    )
+    p.add_argument(
         "--idle-processes",
         type=int,
         default=1,
-        help="job processes kept prewarmed (models loaded) ahead of dispatch",
+        help="job processes (or threads) kept prewarmed ahead of dispatch",
     )
     p.add_argument(
         "--max-sessions",
         type=int,
         default=4,
         help="conversations one worker takes before LiveKit sends jobs elsewhere",
+    )
+    p.add_argument(
+        "--max-cpu",
+        type=float,
+        default=0.9,
+        help="share of the worker's cores (10 s average) at which it is full; 0: slots only",
+    )
+    p.add_argument(
+        "--redispatch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="renew room leases and re-dispatch rooms whose worker died",
     )
     p.add_argument("--health-port", type=int, default=0, help="health-check HTTP port (0: any)")
     p.add_argument(
@@ -53,16 +90,143 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="INFO")
 
 
-def prewarm(proc: object) -> None:
-    """Runs once in every job process before it takes a job: load and warm the speech models."""
-    from agent.engine_loader import load_speech_engines
-    from agent.room_session import OUTPUT_RATE
-    from agent.transcript_store import TranscriptStore
+@dataclass(frozen=True)
+class ProcessEngines:
+    """What every session of a process shares: the speech models and the transcript store."""
 
-    stt, tts = load_speech_engines(OUTPUT_RATE)
-    proc.userdata["stt"] = stt  # type: ignore[attr-defined]
-    proc.userdata["tts"] = tts  # type: ignore[attr-defined]
-    proc.userdata["store"] = TranscriptStore()  # type: ignore[attr-defined]
+    stt: Any
+    tts: Any
+    store: Any
+
+
+_engines: ProcessEngines | None = None
+_engines_lock = threading.Lock()
+
+
+def process_engines() -> ProcessEngines:
+    """The process's engines, loaded and warmed by the first caller (blocking); job threads
+    that ask meanwhile wait for that one load instead of starting their own."""
+    global _engines
+    with _engines_lock:
+        if _engines is None:
+            from agent.engine_loader import load_speech_engines
+            from agent.room_session import OUTPUT_RATE
+            from agent.transcript_store import TranscriptStore
+
+            settings = load_settings()
+            stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
+            _engines = ProcessEngines(stt, tts, TranscriptStore())
+        return _engines
+
+
+def prewarm(proc: object) -> None:
+    """Runs in every job process (or job thread) before it takes a job."""
+    from agent.log_redaction import install_log_redaction
+
+    install_log_redaction()  # a job process's records are redacted before they are forwarded
+    engines = process_engines()
+    proc.userdata["stt"] = engines.stt  # type: ignore[attr-defined]
+    proc.userdata["tts"] = engines.tts  # type: ignore[attr-defined]
+    proc.userdata["store"] = engines.store  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class SessionLoad:
+    """A worker's load: sessions over `capacity`, or CPU over `max_cpu` when higher
+    (`max_cpu` 0: sessions only). Load 1 is full."""
+
+    capacity: int
+    max_cpu: float = 0.9
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1 or self.max_cpu < 0:
+            raise ValueError("capacity must be >= 1 and max_cpu >= 0")
+
+    @property
+    def per_session(self) -> float:
+        return 1.0 / self.capacity
+
+    def load(self, sessions: int, cpu_share: float) -> float:
+        cpu = cpu_share / self.max_cpu if self.max_cpu else 0.0
+        return max(sessions * self.per_session, cpu)
+
+    def effective(self, load: float, reserved: int) -> float:
+        """`load` plus the jobs accepted but not yet running, each a session's share."""
+        return load + reserved * self.per_session
+
+
+class CpuMeter:
+    """CPU of this process and its children as a share of the cores it may use, averaged
+    over the last `window_s` (cgroup quota and CPU affinity respected)."""
+
+    def __init__(self, window_s: float = CPU_WINDOW_S) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._window_s = window_s
+        self._samples: collections.deque[tuple[float, float]] = collections.deque()
+        self.cores = usable_cores()
+        self._lock = threading.Lock()  # livekit-agents calls load_fnc from executor threads
+        self._children: list[Any] = []
+        self._children_at = -math.inf
+
+    def share(self) -> float:
+        import psutil
+
+        if time.monotonic() - self._children_at >= CHILDREN_REFRESH_S:
+            # Listing children scans all of /proc: ~9% of a 3-session worker's CPU when done
+            # at every load report (py-spy), so the list is refreshed only now and then.
+            self._children = self._proc.children(recursive=True)
+            self._children_at = time.monotonic()
+        spent = 0.0
+        for p in (self._proc, *self._children):
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            spent += t.user + t.system
+        now = time.monotonic()
+        with self._lock:
+            self._samples.append((now, spent))
+            while len(self._samples) > 2 and now - self._samples[1][0] >= self._window_s:
+                self._samples.popleft()
+            (t0, c0), (t1, c1) = self._samples[0], self._samples[-1]
+        if t1 - t0 < 1.0:
+            return 0.0  # too short a window to tell
+        # Children that exited take their CPU time with them: never below zero.
+        return max(0.0, (c1 - c0) / (t1 - t0) / self.cores)
+
+
+def usable_cores() -> float:
+    cores = float(len(os.sched_getaffinity(0)))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+    except (OSError, ValueError):
+        return cores
+    return min(cores, int(quota) / int(period)) if quota != "max" else cores
+
+
+def _server_class() -> type:
+    from livekit.agents import AgentServer
+
+    class VoxroomServer(AgentServer):  # type: ignore[misc]
+        """AgentServer whose jobs accepted but not yet running count a session's share each.
+
+        livekit-agents 1.8 reserves a slot per accepted job (so two requests for one free
+        slot do not both pass), but prices a reserved job at threshold / num_idle_processes
+        while no job is running: with one idle process the second of two rooms created
+        together is refused although slots are free, and LiveKit, with no other worker to
+        try, never dispatches that room.
+        """
+
+        def __init__(self, *a: Any, session_load: SessionLoad, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self.session_load = session_load
+
+        def _get_effective_load(self) -> float:
+            return self.session_load.effective(self._worker_load, self._reserved_slots)
+
+    return VoxroomServer
 
 
 async def entrypoint(ctx: object) -> None:
@@ -77,13 +241,16 @@ async def entrypoint(ctx: object) -> None:
     if "llm" not in userdata:  # one client (and connection pool) per process
         userdata["llm"] = _process_llm(settings)
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
-    participant = await ctx.wait_for_participant()
+    named = served_identity(ctx.job.metadata, ctx.room.metadata)
+    # Named: nobody else who happens to join first is served in the user's place.
+    participant = await ctx.wait_for_participant(identity=named)
     from agent.copilot import requested_mode, run_copilot_session
 
     if requested_mode(ctx.job.metadata, ctx.room) == "copilot":
         log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
         await run_copilot_session(
-            ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=userdata["llm"]
+            ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=userdata["llm"],
+            tts=userdata["tts"],
         )
         ctx.shutdown("candidate left")
         return
@@ -96,8 +263,32 @@ async def entrypoint(ctx: object) -> None:
         llm=userdata["llm"],
         system_prompt=settings.llm.system_prompt,
         store=userdata["store"],
+        stt_partials=settings.stt.partials,
     )
     ctx.shutdown("participant left")
+
+
+async def _check_providers(settings: Settings) -> None:
+    from agent.provider_checks import ProviderError, check_providers
+
+    try:
+        for verified in await check_providers(settings):
+            log.info("provider: %s", verified)
+    except ProviderError as e:
+        log.error("provider check failed: %s", e)
+
+
+def served_identity(job_metadata: str, room_metadata: str) -> str | None:
+    """The user the agent serves, when the dispatch's (or else the room's) metadata names one
+    under `voxroom.user`; None: the first participant to join."""
+    from agent.copilot import read_metadata
+    from agent.tokens import KEY_USER
+
+    for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
+        named = read_metadata(text, where, warn=False).get(KEY_USER)
+        if isinstance(named, str) and named:
+            return named
+    return None
 
 
 def _process_llm(settings: Settings) -> object:
@@ -148,7 +339,10 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = load_settings(args.config)
-    if args.metrics_port is not None:
+    if args.metrics_port is not None and args.executor == "process":
+        # Sessions in job processes: their metrics are summed from a multiprocess directory.
+        # Job threads share the worker's registry, and must not: closing a session would mark
+        # the whole worker process dead there.
         from agent.metrics import prepare_multiprocess_dir
 
         prepare_multiprocess_dir()
@@ -156,8 +350,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from livekit.agents import AgentServer, JobExecutorType
+    from livekit.agents import JobExecutorType
 
+    # A wrong key or URL is a clear error in the log at start, not a silent agent at the first
+    # turn. It does not stop the worker: a provider down for a minute must not take the pool
+    # down with it, and each turn has its fallbacks (`voxroom doctor` exits non-zero instead).
+    provider_check = asyncio.create_task(_check_providers(settings), name="provider-check")
     local_llm = None
     if settings.llm.provider == "local" or settings.llm.fallback == "local":
         from agent.llm_local import LocalLLMServer
@@ -168,42 +366,86 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         os.environ[LOCAL_LLM_URL_ENV] = url  # inherited by the job processes
         log.info("bundled LLM serving at %s", url)
 
-    server = AgentServer(
+    thread = args.executor == "thread"
+    if thread:  # loaded before registering, so the first job does not wait for the models
+        await asyncio.to_thread(process_engines)
+    session_load = SessionLoad(args.max_sessions, args.max_cpu)
+    cpu = CpuMeter()
+
+    def load(srv: Any) -> float:
+        return session_load.load(len(srv.active_jobs), cpu.share())
+
+    server = _server_class()(
+        session_load=session_load,
         ws_url=settings.livekit.url,
         api_key=settings.livekit.api_key,
         api_secret=settings.livekit.api_secret,
-        job_executor_type=JobExecutorType.PROCESS,
+        job_executor_type=JobExecutorType.THREAD if thread else JobExecutorType.PROCESS,
         num_idle_processes=args.idle_processes,
-        # Load is the share of session slots in use, not CPU: the models' own bursts (an LLM
-        # reply pins a core) would otherwise mark a worker with one conversation as full.
-        load_fnc=lambda srv: len(srv.active_jobs) / args.max_sessions,
-        load_threshold=SESSION_LOAD_THRESHOLD,
+        load_fnc=load,
+        load_threshold=LOAD_THRESHOLD,
         initialize_process_timeout=120.0,
         port=args.health_port,
         setup_fnc=prewarm,
         prometheus_port=args.metrics_port,
-        prometheus_multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"),
+        prometheus_multiproc_dir=None if thread else os.environ.get("PROMETHEUS_MULTIPROC_DIR"),
     )
     server.rtc_session(entrypoint, agent_name=args.agent_name or settings.livekit.agent_name)
+    worker_id = ""
 
     @server.on("worker_registered")
-    def _registered(worker_id: str, _info: object) -> None:
+    def _registered(registered_id: str, _info: object) -> None:
+        nonlocal worker_id
+        worker_id = registered_id
         # `voxroom demo` and the tests wait for this line.
-        print(f"voxroom: worker registered as {worker_id} at {settings.livekit.url}", flush=True)
+        print(
+            f"voxroom: worker registered as {registered_id} at {settings.livekit.url} "
+            f"({args.executor} executor, {args.max_sessions} sessions)",
+            flush=True,
+        )
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     run_task = asyncio.create_task(server.run(devmode=False))
+    leases = _start_redispatch(settings, server, lambda: worker_id) if args.redispatch else None
     try:
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([run_task, stopped], return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             await _drain(server, stop, args.drain_timeout)
     finally:
+        provider_check.cancel()
+        if leases is not None:
+            await leases.aclose()
         await server.aclose()
-        await asyncio.gather(run_task, return_exceptions=True)
+        await asyncio.gather(run_task, provider_check, return_exceptions=True)
         if local_llm is not None:
             await asyncio.to_thread(local_llm.stop)
     return 0
+
+
+class _RedispatchTask:
+    """The lease loop of agent/redispatch.py and what it holds open."""
+
+    def __init__(self, task: asyncio.Task[None], api: Any, table: Any) -> None:
+        self._task, self._api, self._table = task, api, table
+
+    async def aclose(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        await self._api.aclose()
+        self._table.close()
+
+
+def _start_redispatch(settings: Settings, server: Any, worker_id: Any) -> _RedispatchTask:
+    from livekit import api
+
+    from agent.redispatch import LeaseTable, Redispatcher
+    from agent.transcript_store import default_store_path
+
+    lk = api.LiveKitAPI(settings.livekit.url, settings.livekit.api_key, settings.livekit.api_secret)
+    table = LeaseTable(default_store_path())
+    redispatcher = Redispatcher(table, lk, lambda: server.active_jobs, worker_id)
+    return _RedispatchTask(asyncio.create_task(redispatcher.run()), lk, table)

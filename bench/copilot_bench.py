@@ -4,15 +4,19 @@
 Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into the
 `CopilotEngine` with its real parts: webrtcvad, Whisper tiny.en, the MiniLM context index over
 a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
-by llama.cpp (its prompt cache warmed with the copilot's system prompt). A recording sink
+by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
 Run from the repository root:
     .venv/bin/python -m bench.copilot_bench [--questions N] [--llm local|script:PATH]
-`--pieces N|all` chooses the context in the prompt (CopilotOptions.context_pieces); `--json
-PATH` writes every answer's timings. The machine is shared: the load average is
-printed with the results.
+By default the documents are the prompt's stable prefix, warmed before the first question
+(CopilotOptions.stable_prefix_max_chars); `--stable-prefix-chars 0` puts the `--pieces N`
+nearest chunks into each prompt instead. `--json PATH` writes every answer's timings. The
+machine is shared: the load average is printed with the results.
+
+First words: the first text on the screen that holds a letter or digit (not the "- " of a
+bullet); whole answer: the answer's stream closed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.copilot_engine import CopilotOptions
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
@@ -64,6 +69,7 @@ class TimedSink:
 
     opened: dict[int, str] = field(default_factory=dict)
     first: dict[int, float] = field(default_factory=dict)
+    first_word: dict[int, float] = field(default_factory=dict)
     text: dict[int, str] = field(default_factory=dict)
     closed: dict[int, tuple[float, str]] = field(default_factory=dict)
 
@@ -72,8 +78,11 @@ class TimedSink:
         self.text[answer_id] = ""
 
     async def write(self, answer_id: int, text: str) -> None:
-        self.first.setdefault(answer_id, time.monotonic())
+        now = time.monotonic()
+        self.first.setdefault(answer_id, now)
         self.text[answer_id] += text
+        if any(c.isalnum() for c in self.text[answer_id]):
+            self.first_word.setdefault(answer_id, now)
 
     async def close(self, answer_id: int, status: str) -> None:
         self.closed[answer_id] = (time.monotonic(), status)
@@ -87,7 +96,7 @@ def speak(text: str) -> np.ndarray:
 
 async def run(args: argparse.Namespace) -> list[dict]:
     from agent.context_index import ContextIndex
-    from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine, CopilotOptions
+    from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
     from agent.engine_loader import open_llm
     from agent.models import offline_env
     from agent.stt_whisper import WhisperSTT
@@ -112,10 +121,14 @@ async def run(args: argparse.Namespace) -> list[dict]:
     results = []
     async with open_llm(settings, args.llm) as llm:
         sink = TimedSink()
-        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index,
-                               options=CopilotOptions(context_pieces=args.pieces))
+        options = CopilotOptions(context_pieces=args.pieces,
+                                 stable_prefix_max_chars=args.stable_prefix_chars)
+        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index, options=options)
         await engine.start()
+        warm_start = time.monotonic()
         await engine.warm()
+        print(f"warm-up (system prompt and documents): {time.monotonic() - warm_start:.1f} s",
+              flush=True)
         silence = np.zeros(FRAME_SAMPLES, np.int16)
         start = time.monotonic()
         sent = 0  # frames fed, on the real-time schedule
@@ -162,7 +175,8 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "question": question, "answered": True, "heard": a.question,
         "speculative": a.speculative, "endpoint_ms": ms(a.committed_at),
         "llm_started_ms": ms(a.started_at), "llm_first_token_ms": ms(a.first_token_at),
-        "first_words_ms": ms(sink.first.get(a.answer_id)),
+        "first_text_ms": ms(sink.first.get(a.answer_id)),
+        "first_words_ms": ms(sink.first_word.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
         "status": a.status, "answer": sink.text.get(a.answer_id, ""),
         "pieces": [p.text[:60] for p in a.pieces],
@@ -173,25 +187,25 @@ def summarize(results: list[dict]) -> None:
     answered = [r for r in results if r["answered"]]
     print(f"\n{len(answered)}/{len(results)} questions answered; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    for key in ("endpoint_ms", "llm_started_ms", "llm_first_token_ms", "first_words_ms",
-                "whole_answer_ms"):
+    for key in ("endpoint_ms", "llm_started_ms", "llm_first_token_ms", "first_text_ms",
+                "first_words_ms", "whole_answer_ms"):
         xs = [r[key] for r in answered if r.get(key) is not None]
         if xs:
             p50, p95 = np.percentile(xs, [50, 95])
             print(f"{key:>20}: p50 {p50:6.0f}  p95 {p95:6.0f}  max {max(xs):6.0f}  (n={len(xs)})")
 
 
-def _pieces(text: str) -> int | None:
-    return None if text == "all" else int(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
-    parser.add_argument("--pieces", type=_pieces, default=2,
-                        help="document chunks per prompt, or 'all' (the whole documents as a "
-                        "cached prompt prefix)")
+    defaults = CopilotOptions()
+    parser.add_argument("--pieces", type=int, default=defaults.context_pieces,
+                        help="nearest document chunks per prompt when the documents are not "
+                        "the stable prefix")
+    parser.add_argument("--stable-prefix-chars", type=int,
+                        default=defaults.stable_prefix_max_chars,
+                        help="documents up to this size are the cached prompt prefix (0: never)")
     parser.add_argument("--max-tokens", type=int, default=120, help="as llm.max_tokens")
     parser.add_argument("--timeout-s", type=float, default=15.0, help="longest wait per answer")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")

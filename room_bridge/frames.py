@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.room_session import FrameRechunker
+from agent.frame_guard import FrameRechunker
 
 # soxr's low-quality preset looks ~6 ms ahead when going from 48 kHz to 16 kHz (HQ: ~21 ms)
 # and still keeps the whole speech band clean. That lookahead makes each frame wait for the

@@ -51,6 +51,7 @@ _EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
 class _Candidate:
     text: str
     covered_until: float
+    failed: bool = False  # the STT failed: no words, but the user did say something
 
 
 @dataclass
@@ -129,14 +130,16 @@ class ConversationStateMachine:
         return out
 
     def on_candidate(
-        self, utterance_id: int, text: str, covered_until: float, now: float
+        self, utterance_id: int, text: str, covered_until: float, now: float, *,
+        failed: bool = False,
     ) -> list[Action]:
-        """A transcript of utterance `utterance_id` covering its audio up to `covered_until`."""
+        """A transcript of utterance `utterance_id` covering its audio up to `covered_until`
+        (`failed`: the STT could not transcribe it)."""
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
-        utt.candidate = _Candidate(text, covered_until)
+        utt.candidate = _Candidate(text, covered_until, failed)
         out: list[Action] = [Notify("transcript", {"text": text, "final": False})]
         if self._paused_at is not None:
             self._barge_in_candidate(utt, now, out)
@@ -308,12 +311,17 @@ class ConversationStateMachine:
         assert utt.candidate is not None
         text = spoken_words(utt.candidate.text)
         self._utt = None
-        if not text:
+        # No words: a false start, unless it retracted a question (a cough while the agent
+        # was thinking), which is then answered as it was.
+        if not text and not self._pending_prefix:
             out.append(DiscardUtterance(utt.id))
             if self._reply is not None and not self._reply.confirmed:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("no words", out)
             out.append(Notify("utterance_discarded", {"utterance_id": utt.id}))
+            if utt.candidate.failed:  # the user spoke and was not understood: say so
+                self._set_state(AgentState.THINKING, now, out)
+                self._play_canned(now, out)
             return
         user_text = self._merged(utt.candidate.text)
         self._pending_prefix = ""
@@ -347,8 +355,9 @@ class ConversationStateMachine:
         if r is None:
             return
         self._pending_prefix = r.user_text
-        self._cancel_reply("user continued before the answer", out)
+        # Retracted first: the turn is withdrawn, so cancelling its reply records no turn.
         out.append(RetractUserTurn(r.user_text))
+        self._cancel_reply("user continued before the answer", out)
         self._set_state(AgentState.LISTENING, now, out)
 
     # ---- speaking and barge-in ------------------------------------------------------------

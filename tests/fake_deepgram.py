@@ -26,6 +26,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from agent.engines import FRAME_SAMPLES
+from agent.remote_doubles import deepgram_results
 
 FRAME_BYTES = FRAME_SAMPLES * 2
 FRAME_S = 0.02
@@ -129,24 +130,12 @@ class _Recogniser:
 
     def _results(self, *, is_final: bool, speech_final: bool = False,
                  from_finalize: bool = False) -> dict[str, Any]:
-        words = [{"word": self._word(c), "punctuated_word": self._word(c), "confidence": 0.99,
-                  "start": first * FRAME_S, "end": (last + 1) * FRAME_S}
+        words = [(self._word(c), first * FRAME_S, (last + 1) * FRAME_S)
                  for c, first, last in self.words]
-        msg = {
-            "type": "Results",
-            "channel_index": [0, 1],
-            "start": self.seg_start * FRAME_S,
-            "duration": (self.frame - self.seg_start) * FRAME_S,
-            "is_final": is_final,
-            "speech_final": speech_final,
-            "from_finalize": from_finalize,
-            "channel": {"alternatives": [{
-                "transcript": " ".join(w["word"] for w in words),
-                "confidence": 0.99 if words else 0.0,
-                "words": words,
-            }]},
-            "metadata": {"request_id": "fake", "model_info": {"name": "fake"}},
-        }
+        msg = deepgram_results(
+            words,
+            start_s=self.seg_start * FRAME_S, duration_s=(self.frame - self.seg_start) * FRAME_S,
+            is_final=is_final, speech_final=speech_final, from_finalize=from_finalize)
         if is_final:
             self.seg_start, self.words, self.voiced = self.frame, [], 0
         return msg

@@ -89,8 +89,15 @@ def test_bad_file_is_rejected_with_a_clear_error(empty_dir: Path, toml: str, mes
 
 def test_unknown_key_error_lists_the_known_ones(empty_dir: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        load_settings(_toml(empty_dir, '[stt]\nmodel = "x"\n'), env={})
-    assert "['api_key', 'base_url', 'provider']" in str(err.value)
+        load_settings(_toml(empty_dir, '[stt]\nmodl = "x"\n'), env={})
+    assert "['api_key', 'base_url', 'partials', 'provider']" in str(err.value)
+
+
+def test_stt_partials_are_checked(empty_dir: Path) -> None:
+    assert load_settings(env={}).stt.partials == "listening"
+    assert load_settings(env={"VOXROOM_STT_PARTIALS": "off"}).stt.partials == "off"
+    with pytest.raises(ConfigError, match=r"stt\.partials must be one of listening, always, off"):
+        load_settings(env={"VOXROOM_STT_PARTIALS": "sometimes"})
 
 
 def test_missing_explicit_file(empty_dir: Path) -> None:

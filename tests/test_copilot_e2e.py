@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +152,18 @@ class Participant:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+@asynccontextmanager
+async def worker_beside_loop(*args: object, **env: str) -> AsyncIterator[None]:
+    """`agent_worker` entered in a thread: it blocks until the worker registers, and the worker
+    checks its LLM (the fake server on this loop) before registering."""
+    worker = agent_worker(*args, **env)  # type: ignore[arg-type]
+    await asyncio.to_thread(worker.__enter__)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(worker.__exit__, None, None, None)
+
+
 async def until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -202,7 +215,8 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
     wav, speech_end_s = question_wav
     llm = RecordingLLM([REPLY])
     async with fake_openai_server(llm) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
+        async with worker_beside_loop(livekit_server, tmp_path / "worker.log",
+                                      **scripted_llm_env(base_url)):
             candidate, intruder, answer, first_ms = await interview(
                 livekit_server, pulse, wav, speech_end_s, "copilot-scripted")
             try:
@@ -215,7 +229,9 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
                 assert len(answer.chunks) > 3  # streamed, not sent whole
                 # Relevance: the prompt carried the resume's fact the answer needs, and
                 # nothing of what the intruder sent.
-                [prompt] = [m for m in llm.requests if "university" in m[-1]["content"].lower()]
+                # (The warm-ups carry the resume too; the question follows "Interviewer:".)
+                [prompt] = [m for m in llm.requests
+                            if "university" in m[-1]["content"].split("Interviewer:")[-1].lower()]
                 assert RESUME_FACT in prompt[-1]["content"]
                 assert "Initech" not in json.dumps(llm.requests)
                 assert intruder.answers == [] and intruder.receipts == []

@@ -19,6 +19,7 @@ from agent.copilot_engine import (
     CopilotOptions,
     QuestionEndpointer,
     copilot_messages,
+    prefix_steps,
 )
 from agent.engines import FRAME_SAMPLES, ChatMessage
 from agent.llm_scripted import ScriptedLLM
@@ -66,15 +67,26 @@ class RecordingLLM(ScriptedLLM):
         super().__init__(*args, **kwargs)
         self.requests: list[list[ChatMessage]] = []
         self.closed_early = 0
+        self.open_streams = 0
+        self.most_open = 0  # the most requests open at once
+        self.times: list[tuple[float, float]] = []  # (opened, closed), loop time
+        self.spans: list[tuple[float, float, str]] = []  # (opened, closed, the user's text)
 
     async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
         self.requests.append(messages)
+        opened = asyncio.get_running_loop().time()
+        self.open_streams += 1
+        self.most_open = max(self.most_open, self.open_streams)
         finished = False
         try:
             async for word in super().stream(messages):
                 yield word
             finished = True
         finally:
+            self.open_streams -= 1
+            closed = asyncio.get_running_loop().time()
+            self.times.append((opened, closed))
+            self.spans.append((opened, closed, messages[-1]["content"]))
             if not finished:
                 self.closed_early += 1
 
@@ -297,30 +309,105 @@ def test_the_prompt_is_system_then_document_pieces_in_document_order_then_the_qu
         "- (resume) Mentored four engineers.\n\nInterviewer: Have you mentored anyone?")
 
 
-def test_with_every_piece_the_prompt_prefix_is_the_same_for_every_question_and_warmed():
-    context = FixedContext([Piece(7, "resume", "Mentored four engineers."),
-                            Piece(2, "job", "Lead three teams."),
-                            Piece(9, "resume", "Speaks German.")])
+THREE_PIECES = [Piece(7, "resume", "Mentored four engineers."),
+                Piece(2, "job", "Lead three teams."),
+                Piece(9, "resume", "Speaks German.")]
+EVERY_PIECE = ("From the candidate's documents:\n- (job) Lead three teams.\n"
+               "- (resume) Mentored four engineers.\n- (resume) Speaks German.\n\n")
+
+
+def _warmed_run(context: FixedContext, options: CopilotOptions | None = None) -> RecordingLLM:
+    """Warm one engine's prefix, then ask it a question; returns the LLM with both requests."""
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
-    options = CopilotOptions(context_pieces=None)
 
-    async def warm() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
         engine = CopilotEngine(stt=stt, llm=llm, sink=RecordingSink(), context=context,
-                               options=options, vad=AnyNonZeroVAD())
+                               options=options, vad=AnyNonZeroVAD(), clock=loop.time)
+        await engine.start()
         await engine.warm()
+        await engine.warm()  # nothing new: no second request
+        for _ in range(50):
+            await asyncio.sleep(FRAME_S)
+            engine.push_frame(VOICED)
+        for _ in range(150):
+            await asyncio.sleep(FRAME_S)
+            engine.push_frame(SILENT)
+        await engine.aclose()
 
-    run_virtual(warm())
-    run_copilot([("speech", 1.0)], stt, llm, context=context, options=options)
+    run_virtual(main())
+    return llm
+
+
+def test_once_warm_every_piece_is_the_same_prompt_prefix_for_every_question():
+    context = FixedContext(THREE_PIECES)
+    llm = _warmed_run(context)
 
     assert context.questions == []  # no search: every piece
-    *warming, [_, asked] = llm.requests
-    assert len(warming) == 2  # one per server slot
-    assert llm.closed_early == 2  # the warm-ups stop at their first token
-    documents = ("From the candidate's documents:\n- (job) Lead three teams.\n"
-                 "- (resume) Mentored four engineers.\n- (resume) Speaks German.\n\n")
-    assert asked["content"] == documents + "Interviewer: Have you mentored anyone?"
-    assert all(w[1]["content"] == documents + "Interviewer: Hello." for w in warming)
+    [_, system_only], [_, warming], [_, asked] = llm.requests
+    assert llm.closed_early == 2  # the warm-up's requests stop at their first token
+    assert system_only["content"] == "Interviewer: Hello."
+    assert warming["content"] == EVERY_PIECE + "Interviewer: Hello."
+    assert asked["content"] == EVERY_PIECE + "Interviewer: Have you mentored anyone?"
+
+
+def test_a_warm_up_grows_the_prefix_a_few_pieces_at_a_time_in_document_order():
+    pieces = [Piece(i, "resume", "x" * 200) for i in (5, 1, 4, 2, 3)]
+    steps = prefix_steps(pieces, 400)
+    assert [[p.chunk_id for p in step] for step in steps] == [
+        [], [1, 2], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
+    assert prefix_steps([], 400) == [[]]
+
+
+def test_before_the_warm_up_a_prompt_carries_only_the_nearest_pieces():
+    context = FixedContext(THREE_PIECES)
+    stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
+    llm = RecordingLLM([ANSWER])
+    run_copilot([("speech", 1.0)], stt, llm, context=context)  # never warmed
+
+    assert context.questions == ["Have you mentored anyone?"]
+    [[_, asked]] = llm.requests
+    assert asked["content"] == ("From the candidate's documents:\n- (job) Lead three teams.\n"
+                                "- (resume) Mentored four engineers.\n\n"
+                                "Interviewer: Have you mentored anyone?")
+
+
+def test_documents_over_the_prefix_limit_are_searched_even_when_warm():
+    context = FixedContext(THREE_PIECES)
+    llm = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40))
+
+    assert context.questions == ["Have you mentored anyone?"]
+    [_, warming], [_, asked] = llm.requests
+    assert warming["content"] == "Interviewer: Hello."  # the system prompt alone
+    assert "German" not in asked["content"]
+
+
+def test_a_warm_up_waits_while_an_answer_is_on_its_way():
+    context = FixedContext([Piece(i, "resume", f"Fact {i}. " + "x" * 290) for i in range(6)])
+    stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
+    llm = RecordingLLM([ANSWER], ttft_ms=1000, words_per_s=10)
+
+    async def main() -> CopilotEngine:
+        loop = asyncio.get_running_loop()
+        engine = CopilotEngine(stt=stt, llm=llm, sink=RecordingSink(), context=context,
+                               vad=AnyNonZeroVAD(), clock=loop.time)
+        await engine.start()
+        warm = asyncio.create_task(engine.warm())  # 4 steps of ~1 s each
+        for frame in [VOICED] * 50 + [SILENT] * 400:  # a question at 1 s of the warm-up
+            await asyncio.sleep(FRAME_S)
+            engine.push_frame(frame)
+        await warm
+        await engine.aclose()
+        return engine
+
+    engine = run_virtual(main())
+    [(asked_at, answered_at, asked)] = [s for s in llm.spans if "mentored" in s[2]]
+    warm_opens = [opened for opened, _, text in llm.spans if text.endswith("Hello.")]
+    assert len(warm_opens) == len(prefix_steps(context.pieces, 300)) == 4
+    assert not [t for t in warm_opens if asked_at <= t < answered_at]
+    assert "Fact 5" not in asked  # not warm yet: the nearest pieces only
+    assert engine._warm_ids is not None and len(engine._warm_ids) == 6
 
 
 def test_a_new_question_supersedes_an_unfinished_answer():
@@ -343,14 +430,32 @@ def test_a_new_question_supersedes_an_unfinished_answer():
     assert run.sink.status(second) == "complete"
     assert run.sink.text(second) == long_answer
     assert 0 < len(run.sink.text(first)) < len(long_answer)
+    # The older request was closed before the newer one was sent: one LLM slot (the one with
+    # the cached prompt prefix) serves them in turn.
+    assert llm.most_open == 1
+    (_, first_closed), (second_opened, _) = llm.times
+    assert second_opened - first_closed >= CopilotOptions().llm_release_s - 1e-6
 
 
-def test_answers_stop_after_four_lines():
+def test_answers_stop_after_three_lines():
     six = "".join(f"- line {i}\n" for i in range(6))
     stt = ScriptedSTT([(1.0, "What are your strengths?")])
     run = run_copilot([("speech", 1.0)], stt, RecordingLLM([six], words_per_s=50))
     [(aid, _)] = run.sink.opened()
-    assert run.sink.text(aid) == "".join(f"- line {i}\n" for i in range(4))
+    assert run.sink.text(aid) == "".join(f"- line {i}\n" for i in range(3))
+    assert run.engine.answers[0].status == "complete"
+
+
+def test_a_long_answer_stops_at_the_first_sentence_end_past_the_word_limit():
+    rambling = ("I am a backend engineer with eight years of Go. I own services end to end "
+                "and I measure before I change anything. I also mentor people.")
+    stt = ScriptedSTT([(1.0, "Tell me about yourself.")])
+    run = run_copilot([("speech", 1.0)], stt, RecordingLLM([rambling], words_per_s=50),
+                      options=CopilotOptions(max_answer_words=12))
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid).rstrip() == ("I am a backend engineer with eight years of Go. I own "
+                                           "services end to end and I measure before I change "
+                                           "anything.")
     assert run.engine.answers[0].status == "complete"
 
 

@@ -1,17 +1,27 @@
-"""The copilot's room-side rules that need no server: which mode a job runs in, who is the
-bridge, and which metadata file names may be read."""
+"""The copilot's room-side rules that need no server: which mode a job runs in (and what
+happens to bad metadata), who is the bridge, which metadata file names may be read, and who
+receives the answers."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import (
+    ATTR_FINAL,
+    ATTR_QUESTION,
+    ATTR_STATUS,
     MEETING_TRACK,
+    LiveKitAnswerSink,
     context_file,
     is_bridge,
     parse_metadata,
+    read_metadata,
     requested_mode,
 )
 
@@ -61,3 +71,67 @@ def test_metadata_files_are_read_only_inside_the_context_directory(tmp_path: Pat
     assert context_file(str(inside), "missing.md") is None
     assert context_file(str(inside), 42) is None
     assert context_file(None, "resume.md") is None  # no directory configured: nothing read
+
+
+@pytest.mark.parametrize(("dispatch", "logged"), [
+    ("{not json", "dispatch metadata: not a JSON object"),
+    ('["copilot"]', "dispatch metadata: not a JSON object"),
+    ('{"voxroom.mode": "copliot"}', "unknown voxroom.mode 'copliot'"),
+    ('{"voxroom.mode": 1}', "unknown voxroom.mode 1"),
+])
+def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
+    dispatch: str, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="agent.copilot"):
+        assert requested_mode(dispatch, _room("", _participant("candidate"))) == "voice"
+    assert logged in caplog.text
+    assert "the voice assistant runs" in caplog.text
+
+
+def test_metadata_keys_of_the_wrong_type_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    text = json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": ["a"],
+                       "voxroom.resume": "", "voxroom.job_description": "job.md"})
+    with caplog.at_level(logging.WARNING, logger="agent.copilot"):
+        assert read_metadata(text, "room") == {"voxroom.mode": "copilot",
+                                               "voxroom.job_description": "job.md"}
+    assert "voxroom.candidate must be a non-empty string" in caplog.text
+    assert "voxroom.resume must be a non-empty string" in caplog.text
+    caplog.clear()
+    assert read_metadata("", "room") == read_metadata("{}", "room") == {}
+    assert read_metadata("{oops", "room", warn=False) == {}
+    assert caplog.text == ""  # no metadata is not a problem; warn=False is quiet
+
+
+class RecordingLocalParticipant:
+    """TEST DOUBLE: the agent's local participant, recording the text streams it opens."""
+
+    def __init__(self) -> None:
+        self.streams: list[dict] = []
+
+    async def stream_text(self, **kwargs):
+        record = {**kwargs, "written": [], "closed": None}
+        self.streams.append(record)
+
+        class Writer:
+            async def write(self, text: str) -> None:
+                record["written"].append(text)
+
+            async def aclose(self, attributes: dict | None = None) -> None:
+                record["closed"] = attributes
+
+        return Writer()
+
+
+async def test_answers_are_streamed_to_the_candidate_alone() -> None:
+    local = RecordingLocalParticipant()
+    sink = LiveKitAnswerSink(SimpleNamespace(local_participant=local), "candidate")
+    await sink.open(3, "Why us?")
+    await sink.write(3, "- Because")
+    await sink.close(3, "complete")
+
+    [stream] = local.streams
+    assert stream["destination_identities"] == ["candidate"]  # not the bridge, not anyone else
+    assert stream["topic"] == TOPIC_COPILOT
+    assert stream["attributes"][ATTR_QUESTION] == "Why us?"
+    assert stream["written"] == ["- Because"]
+    assert stream["closed"] == {ATTR_FINAL: "true", ATTR_STATUS: "complete"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -94,5 +94,43 @@ async def test_closing_the_stream_cancels_both_models() -> None:
     assert (await anext(stream)).strip() == "a"
     await stream.aclose()
     await asyncio.sleep(0)
+    leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert leftover == []
+
+
+# --- against real servers (slow): a slow OpenAI-compatible primary, the bundled fallback -------
+
+
+@pytest.fixture(scope="module")
+def bundled_llm_url() -> Iterator[str]:
+    from agent.llm_local import LocalLLMServer
+
+    server = LocalLLMServer(n_parallel=1)
+    url = server.start()
+    server.warm("You are terse.")  # as the worker does at start: the first request is cold
+    yield url
+    server.stop()
+
+
+@pytest.mark.slow
+async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_url) -> None:
+    from agent.llm_local import DEFAULT_MODEL_NAME
+    from agent.llm_openai import OpenAIChatLLM
+    from agent.scripted_llm_server import scripted_llm_server
+
+    reasons: list[str] = []
+    # The primary is the scripted test double behind a real OpenAI-compatible HTTP endpoint;
+    # its first word would come after 10 s (the server's shutdown waits for that).
+    async with scripted_llm_server(ScriptedLLM(["primary reply"], ttft_ms=10_000)) as slow_url:
+        primary = OpenAIChatLLM(model="slow", base_url=slow_url)
+        fallback = OpenAIChatLLM(model=DEFAULT_MODEL_NAME, base_url=bundled_llm_url, max_tokens=12)
+        llm = FallbackLLM(primary, fallback, first_token_budget_s=0.3, on_fallback=reasons.append)
+        try:
+            reply = await collect(llm)
+        finally:
+            await primary.aclose()
+            await fallback.aclose()
+    assert reply.strip() and "primary reply" not in reply  # the bundled model answered
+    assert reasons == ["primary slow to first token"]
     leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert leftover == []

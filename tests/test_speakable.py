@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tts.speakable import SpeakableFilter, is_unspoken, make_speakable
+from tts.spoken_form import spoken_form
 
 FAST = settings(max_examples=200, deadline=None)
 
@@ -207,3 +208,19 @@ def test_markdown_becomes_plain_words(program: bytes) -> None:
     assert not any(is_unspoken(ch) for ch in spoken)
     assert spoken == spoken.strip()
     assert not re.search(r"\s\s| \n|\n ", spoken)  # collapsed: one space or one break
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("It costs $19.99 today.", "It costs 19 dollars 99 cents today."),
+        ("Only $1.", "Only 1 dollar."),
+        ("About €2,500 a month", "About 2,500 euros a month"),
+        ("£3.01 or £1.00", "3 pounds 1 penny or 1 pound"),
+        ("$2.5 million", "2.5 million dollars"),
+        ("$2.5", "2.5 dollars"),
+        ("No money here: 19.99 and $ alone.", "No money here: 19.99 and $ alone."),
+    ],
+)
+def test_amounts_of_money_are_written_as_said(written: str, said: str) -> None:
+    assert spoken_form(written) == said

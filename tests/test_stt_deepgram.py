@@ -91,6 +91,19 @@ async def test_finalize_flushes_the_tail_and_starts_a_new_utterance(fake: FakeDe
     assert fake.connection().count("Finalize") == 2
 
 
+async def test_flush_gives_the_text_so_far_and_the_utterance_goes_on(fake: FakeDeepgram) -> None:
+    async with make_stt(fake.url).stream() as stream:
+        words = speech(1, 6)
+        push(stream, words[: len(words) // 2])
+        assert await stream.flush() == "what time is"
+        push(stream, words[len(words) // 2 :])
+        assert await stream.flush() == SCRIPT[1]
+        assert await stream.finalize() == SCRIPT[1]  # nothing new since: no third Finalize
+        push(stream, speech(0, 2))
+        assert await stream.finalize() == "hello there"
+    assert fake.connection().count("Finalize") == 3
+
+
 async def test_transcribe_one_shot(fake: FakeDeepgram) -> None:
     pcm = np.concatenate([speech(1, 3), silence(100)])
     assert await make_stt(fake.url).transcribe(pcm) == "what time is"

@@ -193,6 +193,37 @@ async def test_discard_drops_the_utterance(stream: WhisperSTTStream) -> None:
 
 
 @pytest.mark.slow
+async def test_flush_at_a_pause_then_the_utterance_goes_on(stream: WhisperSTTStream) -> None:
+    first, second = "Tell me about the weather", "in Paris tomorrow morning."
+    await push_frames(stream, with_silence(espeak(first), 0.2, 0.3), realtime=False)
+    assert wer(first, await stream.flush()) <= 0.25
+    await push_frames(stream, with_silence(espeak(second), 0.0, 0.3), realtime=False)
+    whole = f"{first} {second}"
+    flushed = await stream.flush()
+    assert wer(whole, flushed) <= 0.25, flushed
+    assert await stream.finalize() == flushed  # nothing new since: the flush's decode is reused
+
+
+@pytest.mark.slow
+async def test_audio_pushed_during_a_flush_starts_no_second_decode(
+    stream: WhisperSTTStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sentence = "Where is the nearest train station?"
+    stream.set_paused(True)  # only the flush decodes
+    await push_frames(stream, with_silence(espeak(sentence), 0.2, 0.06), realtime=False)
+    encodes: list[int] = []
+    encode = stream._decoder.encode  # every decode encodes first
+    monkeypatch.setattr(stream._decoder, "encode", lambda a: encodes.append(len(a)) or encode(a))
+    flushing = asyncio.create_task(stream.flush())
+    await asyncio.sleep(0)
+    stream.set_paused(False)
+    await push_frames(stream, np.zeros(INPUT_RATE // 5, np.int16), realtime=True)  # the pause
+    assert wer(sentence, await flushing) <= 0.25
+    await asyncio.sleep(0.3)  # time for any decode the pushes would have started
+    assert len(encodes) == 1, encodes
+
+
+@pytest.mark.slow
 async def test_cancelled_finalize_leaves_a_working_stream(
     stream: WhisperSTTStream, beckett: np.ndarray
 ) -> None:

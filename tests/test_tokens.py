@@ -3,6 +3,7 @@ livekit-server enforces them."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,9 @@ SETTINGS = LiveKitSettings(
 )
 
 
-def _claims(token: str, secret: str = SETTINGS.api_secret) -> dict:
+def _claims(token: str, secret: str = SETTINGS.api_secret, key: str = SETTINGS.api_key) -> dict:
     # Verifies the signature too: the token must be signed with the configured secret.
-    return jwt.decode(token, secret, algorithms=["HS256"], issuer=SETTINGS.api_key)
+    return jwt.decode(token, secret, algorithms=["HS256"], issuer=key)
 
 
 def test_grants_are_minimal_and_for_one_room() -> None:
@@ -51,7 +52,9 @@ def test_ttl(ttl_s: int) -> None:
 
 def test_dispatches_the_configured_agent_by_default() -> None:
     claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
-    assert claims["roomConfig"] == {"agents": [{"agentName": "voxroom-test"}]}
+    # The agent is told whom it serves: nobody else who joins the room first.
+    assert claims["roomConfig"] == {"agents": [
+        {"agentName": "voxroom-test", "metadata": '{"voxroom.user": "user-1"}'}]}
 
 
 def test_no_dispatch() -> None:
@@ -104,7 +107,8 @@ def test_cli_prints_a_token_signed_with_the_configured_secret(
     claims = _claims(out.strip())
     assert (claims["sub"], claims["name"], claims["video"]["room"]) == ("me", "Me", "r")
     assert claims["exp"] - claims["nbf"] == 60
-    assert claims["roomConfig"] == {"agents": [{"agentName": "helper"}]}
+    assert claims["roomConfig"] == {"agents": [
+        {"agentName": "helper", "metadata": '{"voxroom.user": "me"}'}]}
 
 
 def test_cli_environment_and_no_dispatch(
@@ -171,3 +175,51 @@ async def test_server_sees_the_grants_and_accepts_a_microphone(
         assert not (permission.hidden or permission.can_update_metadata or permission.agent)
     finally:
         await room.disconnect()
+
+
+# --- copilot tokens ---------------------------------------------------------------------------
+
+
+def test_copilot_token_dispatches_the_agent_as_this_participants_copilot() -> None:
+    from agent.tokens import copilot_metadata
+
+    metadata = copilot_metadata("cand", resume="cv.pdf", job_description="jobs/acme.md")
+    claims = _claims(create_join_token(SETTINGS, "room-a", "cand", dispatch_metadata=metadata))
+    [dispatch] = claims["roomConfig"]["agents"]
+    assert dispatch["agentName"] == "voxroom-test"
+    assert json.loads(dispatch["metadata"]) == {
+        "voxroom.mode": "copilot", "voxroom.candidate": "cand",
+        "voxroom.resume": "cv.pdf", "voxroom.job_description": "jobs/acme.md",
+        "voxroom.user": "cand"}
+    assert "metadata" not in claims  # the participant's own metadata stays empty
+
+
+@pytest.mark.parametrize("name", ["", "/etc/passwd", "../secret.md", "docs/../../x.md"])
+def test_copilot_documents_must_be_names_inside_the_context_directory(name: str) -> None:
+    from agent.tokens import copilot_metadata
+
+    with pytest.raises(ValueError):
+        copilot_metadata("cand", resume=name)
+
+
+def test_cli_copilot_token(token_cli, capsys: pytest.CaptureFixture[str]) -> None:
+    assert token_cli(["token", "--room", "r", "--identity", "me", "--copilot",
+                      "--resume", "resume.md"]) == 0
+    [dispatch] = _claims(capsys.readouterr().out.strip(), LiveKitSettings().api_secret,
+                         LiveKitSettings().api_key)["roomConfig"]["agents"]
+    assert json.loads(dispatch["metadata"]) == {
+        "voxroom.mode": "copilot", "voxroom.candidate": "me", "voxroom.resume": "resume.md",
+        "voxroom.user": "me"}
+
+
+@pytest.mark.parametrize("extra", [
+    ["--resume", "resume.md"],  # documents without --copilot
+    ["--copilot", "--no-dispatch"],  # the mode rides on the dispatch
+    ["--copilot", "--job-description", "../job.md"],
+])
+def test_cli_copilot_token_refuses_inconsistent_options(
+    token_cli, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert token_cli(["token", "--room", "r", "--identity", "me", *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("voxroom token: ")

@@ -86,7 +86,9 @@ async def test_token_grants_one_room_a_microphone_and_the_agent(static_dir: Path
         "canSubscribe": True,
         "canPublishData": True,
     }
-    assert claims["roomConfig"] == {"agents": [{"agentName": SETTINGS.livekit.agent_name}]}
+    assert claims["roomConfig"] == {"agents": [{
+        "agentName": SETTINGS.livekit.agent_name,
+        "metadata": json.dumps({"voxroom.user": claims["sub"]})}]}
     assert claims["exp"] - claims["nbf"] == 600
     assert SETTINGS.livekit.api_secret not in json.dumps(body)
 

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import soxr
 
+from tts.spoken_form import spoken_form
+
 if TYPE_CHECKING:
     import onnxruntime
     from piper import AudioChunk, PiperVoice
@@ -134,7 +136,7 @@ class PiperTTS:
     async def synthesize(
         self, text: str, *, left_context: str = "", right_context: str = ""
     ) -> np.ndarray:
-        text = text.strip()
+        text = spoken_form(text.strip())
         if not text:
             return np.zeros(0, dtype=np.int16)
         import onnxruntime
@@ -144,8 +146,8 @@ class PiperTTS:
             piper_executor,
             self._render,
             text,
-            left_context.strip(),
-            right_context.strip(),
+            spoken_form(left_context.strip()),
+            spoken_form(right_context.strip()),
             run_options,
         )
         try:

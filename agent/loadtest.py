@@ -1,0 +1,665 @@
+"""`voxroom loadtest`: how many conversations a worker carries before voice-to-voice degrades.
+
+For each step of `--rooms` (e.g. 1,2,4,8) N simulated users join N rooms at once, each a real
+WebRTC client (agent.room_client.RoomUser) that speaks scripted questions (espeak-ng speech,
+made once and cached) in real time, every fourth one cut short by a barge-in, for
+`--duration` seconds. The agents are `--workers` real `voxroom agent` processes; their LLM is
+the scripted test double served over HTTP (agent/scripted_llm_server.py) with a remote-like
+first token: a random 300-600 ms. With `--engines local` STT and TTS are the bundled local
+models (Whisper tiny.en, Piper), running in the workers, so the figures are those of a
+self-contained worker. With `--engines remote` the workers use their cloud adapters
+(agent/stt_deepgram.py, tts/openai_tts.py) against test doubles of those services in this
+process (agent/remote_doubles.py): a Deepgram double that recognises the users' questions
+and answers after a remote-like delay, and an OpenAI-compatible speech double that streams
+Piper speech after a remote-like time to first byte. The figures are then those of a worker
+whose engines all run elsewhere.
+
+Measured per step: dispatch time (the user's join, which creates the room, until the agent
+joins it), voice-to-voice at the listener (end of the question until the agent's first audible
+frame) p50/p95/p99, silent gaps of more than 250 ms inside the agent's replies, barge-in stop,
+the workers' CPU and memory (PSS, summed over their processes) per session, and the CPU of
+this process (the simulated users, and the doubles), which shares the machine. The answer:
+the largest N whose p95 voice-to-voice stays within 1.2 s. Everything runs on loopback, and
+every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+AGENT_NAME = "voxroom-loadtest"
+P95_GOAL_MS = 1200.0
+MAX_ROOMS = 64
+MAX_WORKERS = 8
+MAX_DURATION_S = 900.0
+JOIN_TIMEOUT_S = 60.0  # room created -> agent listening
+ANSWER_TIMEOUT_S = 15.0  # end of a question -> the agent's voice
+DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
+THINK_S = 0.8  # the user's pause before the next question
+GAP_S = 0.25  # silence inside a reply longer than this is a gap
+BARGE_IN_EVERY = 4  # every 4th item the user cuts in
+SAMPLE_S = 1.0  # CPU/memory sampling period
+VOICE = "espeak-en-us"
+DOUBLE_KEY = "loadtest"  # the API key the remote-engine doubles accept
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rooms", type=_room_steps, default=[1, 2, 4],
+                   help="simulated users (one room each), or a list of steps: 1,2,4,8")
+    p.add_argument("--workers", type=int, default=1, help="`voxroom agent` processes")
+    p.add_argument("--duration", type=float, default=60.0,
+                   help="seconds each step's users keep talking (after their agents joined)")
+    p.add_argument("--url", help="use this LiveKit server (default: start one on loopback)")
+    p.add_argument("--executor", choices=("thread", "process"), default="thread",
+                   help="the workers' job executor")
+    p.add_argument("--max-sessions", type=int, default=0,
+                   help="the workers' session slots (default: the largest step)")
+    p.add_argument("--ttft-ms", type=_range, default=(300.0, 600.0),
+                   help="the scripted LLM's time to first token, LOW-HIGH ms")
+    p.add_argument("--words-per-s", type=float, default=15.0,
+                   help="the scripted LLM's streaming pace")
+    p.add_argument("--engines", choices=("local", "remote"), default="local",
+                   help="STT and TTS: the bundled models in the workers, or remote-like test "
+                        "doubles of Deepgram and OpenAI speech")
+    p.add_argument("--stt-delay-ms", type=_range, default=(100.0, 200.0),
+                   help="remote engines: the Deepgram double's delay per result, LOW-HIGH ms")
+    p.add_argument("--tts-ttfb-ms", type=_range, default=(150.0, 300.0),
+                   help="remote engines: the speech double's time to first byte, LOW-HIGH ms")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--out", type=Path, help="also write the JSON report here")
+
+
+def _room_steps(text: str) -> list[int]:
+    steps = sorted({int(x) for x in text.split(",") if x.strip()})
+    if not steps or steps[0] < 1 or steps[-1] > MAX_ROOMS:
+        raise argparse.ArgumentTypeError(f"rooms must be 1..{MAX_ROOMS}")
+    return steps
+
+
+def _range(text: str) -> tuple[float, float]:
+    low, _, high = text.partition("-")
+    try:
+        lo, hi = float(low), float(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected LOW-HIGH milliseconds") from None
+    if not 0 <= lo <= hi:
+        raise argparse.ArgumentTypeError("expected 0 <= LOW <= HIGH")
+    return lo, hi
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.workers <= MAX_WORKERS:
+        print(f"voxroom loadtest: --workers must be 1..{MAX_WORKERS}", file=sys.stderr)
+        return 2
+    if not 1 <= args.duration <= MAX_DURATION_S:
+        print(f"voxroom loadtest: --duration must be 1..{MAX_DURATION_S:.0f} s", file=sys.stderr)
+        return 2
+    from agent.config import load_settings
+
+    report = asyncio.run(LoadTest(args, load_settings(args.config)).run())
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(text if args.json else format_report(report))
+    return 0
+
+
+def progress(message: str) -> None:
+    print(f"[loadtest {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---- the simulated user's script ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    text: str
+    pcm: np.ndarray  # the question, 16 kHz int16
+    speech_start: int
+    speech_end: int
+    interruption_text: str = ""
+    interruption: np.ndarray | None = None  # said over the answer, `after_s` into it
+    after_s: float = 0.0
+
+    def utterances(self) -> list[tuple[str, np.ndarray]]:
+        """What the user says for this item: (text, 16 kHz audio)."""
+        said = [(self.text, self.pcm)]
+        if self.interruption is not None:
+            said.append((self.interruption_text, self.interruption))
+        return said
+
+
+async def make_script(n_items: int = 8) -> tuple[list[Item], list[str]]:
+    """The items every user says in turn, and the LLM replies in user-turn order (the scripted
+    LLM answers the i-th user turn of a room with reply i)."""
+    from agent.bench import _corpus_module
+
+    corpus = _corpus_module()
+    questions = iter(corpus.QUESTIONS)
+    barge_ins = iter(corpus.BARGE_INS)
+    items: list[Item] = []
+    replies: list[str] = []
+    for i in range(n_items):
+        if i % BARGE_IN_EVERY == BARGE_IN_EVERY - 1:
+            text, interruption, after_s = next(barge_ins)
+            pcm = await corpus.spoken(text, VOICE)
+            cut = await corpus.spoken(interruption, VOICE)
+            items.append(Item(text, pcm, *corpus.voiced_span(pcm), interruption, cut, after_s))
+            replies += [corpus._LONG_ANSWER, corpus.INTERRUPTION_ANSWER]
+        else:
+            text, answer = next(questions)
+            pcm = await corpus.spoken(text, VOICE)
+            items.append(Item(text, pcm, *corpus.voiced_span(pcm)))
+            replies.append(answer)
+    return items, replies
+
+
+# ---- measurements ---------------------------------------------------------------------------
+
+
+@dataclass
+class RoomStats:
+    dispatch_ms: float | None = None
+    voice_to_voice_ms: list[float] = field(default_factory=list)
+    barge_in_stop_ms: list[float] = field(default_factory=list)
+    gaps_ms: list[float] = field(default_factory=list)
+    replies: int = 0
+    unanswered: int = 0
+    premature: int = 0
+    error: str = ""
+
+
+def reply_gaps(heard: Any, start: float, end: float, gap_s: float = GAP_S) -> list[float]:
+    """Silences longer than `gap_s` between audible audio of one reply in [start, end)
+    (agent.bench_measure.HeardAudio), in ms."""
+    gaps = []
+    t = start
+    while True:
+        quiet = heard.silenced_after(t, gap_s)
+        resumed = heard.first_audible_after(quiet)
+        if resumed is None or resumed >= end:
+            return gaps
+        gaps.append(round((resumed - quiet) * 1000, 1))
+        t = resumed
+
+
+class Usage:
+    """CPU seconds and memory (PSS, falling back to RSS) of the processes `pids` (and their
+    children when `children`), sampled every SAMPLE_S."""
+
+    def __init__(self, pids: list[int], *, children: bool = True) -> None:
+        import psutil
+
+        self._roots = [psutil.Process(pid) for pid in pids]
+        self._children = children
+        self.samples: list[tuple[float, float, float]] = []  # (monotonic, cpu s, MB)
+
+    def sample(self) -> tuple[float, float, float]:
+        import psutil
+
+        cpu = mem = 0.0
+        for root in self._roots:
+            family = root.children(recursive=True) if self._children else []
+            for p in (root, *family):
+                try:
+                    t = p.cpu_times()
+                    try:
+                        m = p.memory_full_info().pss
+                    except (psutil.AccessDenied, AttributeError):
+                        m = p.memory_info().rss
+                except psutil.Error:
+                    continue
+                cpu += t.user + t.system
+                mem += m / 2**20
+        s = (time.monotonic(), cpu, mem)
+        self.samples.append(s)
+        return s
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.to_thread(self.sample)
+            await asyncio.sleep(SAMPLE_S)
+
+    def between(self, a: float, b: float) -> tuple[float | None, float | None]:
+        """CPU cores used and peak memory (MB) over [a, b]."""
+        inside = [s for s in self.samples if a <= s[0] <= b]
+        if len(inside) < 2:
+            return None, None
+        cores = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+        return round(cores, 3), round(max(s[2] for s in inside), 1)
+
+
+def percentiles(values: list[float | None]) -> dict[str, Any]:
+    from agent.turn_metrics import percentiles as pct
+
+    return pct(values)
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+
+class LoadTest:
+    def __init__(self, args: argparse.Namespace, settings: Any) -> None:
+        self.args = args
+        self.settings = settings
+        self.run_id = time.strftime("%H%M%S")
+        self.doubles: dict[str, Any] = {}  # the remote engines' test doubles
+
+    async def run(self) -> dict[str, Any]:
+        from agent.bench_livekit import worker_process
+        from agent.llm_scripted import ScriptedLLM
+        from agent.scripted_llm_server import scripted_llm_server
+
+        a = self.args
+        progress("making the users' speech (cached after the first run)")
+        items, replies = await make_script()
+        load_before = [round(x, 2) for x in os.getloadavg()]
+        async with contextlib.AsyncExitStack() as stack:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vxload-")))
+            url, key, secret = await self._server(stack, tmp)
+            llm = ScriptedLLM(replies, ttft_ms=0, words_per_s=a.words_per_s)
+            llm_url = await stack.enter_async_context(
+                scripted_llm_server(llm, extra_ttft_ms=a.ttft_ms))
+            env = {"LIVEKIT_URL": url, "LIVEKIT_API_KEY": key, "LIVEKIT_API_SECRET": secret,
+                   "PYTHONUNBUFFERED": "1", "VOXROOM_LLM_PROVIDER": "openai",
+                   "VOXROOM_LLM_BASE_URL": llm_url, "VOXROOM_LLM_MODEL": "scripted-remote-like",
+                   "VOXROOM_STORE_PATH": str(tmp / "turns.sqlite3")}
+            if a.engines == "remote":
+                env |= await self._remote_speech(stack, items, llm)
+            slots = a.max_sessions or max(a.rooms)
+            # CPU is left out of the workers' load here: the test looks for where latency
+            # breaks, so the workers must take every room rather than refuse the busy ones.
+            argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--executor",
+                    a.executor, "--max-sessions", str(slots), "--max-cpu", "0",
+                    "--no-redispatch"]
+            pids = []
+            for w in range(a.workers):
+                progress(f"starting worker {w + 1}/{a.workers} ({a.executor} executor)")
+                # Waited for in a thread: the doubles in this loop answer the worker's
+                # provider checks while it starts.
+                proc = await asyncio.to_thread(stack.enter_context, worker_process(
+                    argv, env, tmp / f"worker-{w}.log", timeout_s=240))
+                pids.append(proc.pid)
+            usage = Usage(pids)
+            clients = Usage([os.getpid()], children=False)
+            for sampled in (usage, clients):
+                stack.push_async_callback(_cancel, asyncio.create_task(sampled.run()))
+            await asyncio.sleep(2 * SAMPLE_S)
+            idle_mb = usage.sample()[2]
+            steps = []
+            for n in a.rooms:
+                steps.append(await self._step(n, items, url, key, secret, usage, clients,
+                                              idle_mb))
+            await asyncio.to_thread(self._attach_stages, steps, tmp / "turns.sqlite3")
+        return self._report(steps, idle_mb, load_before)
+
+    async def _remote_speech(self, stack: contextlib.AsyncExitStack, items: list[Item],
+                             llm: Any) -> dict[str, str]:
+        """The test doubles of Deepgram and of OpenAI speech, and the workers' settings for
+        them (agent/config.py)."""
+        from agent.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
+
+        a = self.args
+        said = [Utterance(text, pcm) for item in items for text, pcm in item.utterances()]
+        stt = await stack.enter_async_context(DeepgramServerDouble(
+            said, api_key=DOUBLE_KEY, delay_ms=a.stt_delay_ms))
+        progress("speaking the replies' chunks for the speech double")
+        tts = await stack.enter_async_context(TTSServerDouble(ttfb_ms=a.tts_ttfb_ms))
+        await tts.prepare(await reply_chunks(llm.replies))
+        self.doubles = {"stt": stt, "tts": tts}
+        return {"VOXROOM_STT_PROVIDER": "deepgram", "VOXROOM_STT_BASE_URL": stt.url,
+                "DEEPGRAM_API_KEY": DOUBLE_KEY, "VOXROOM_TTS_PROVIDER": "openai",
+                "VOXROOM_TTS_BASE_URL": tts.url, "OPENAI_API_KEY": DOUBLE_KEY}
+
+    def _attach_stages(self, steps: list[dict[str, Any]], store_path: Path) -> None:
+        """Each step's stage latencies (p50/p95), from the turns the workers stored."""
+        from agent.bench_measure import ENGINE_STAGES
+        from agent.transcript_store import TranscriptStore
+
+        if not store_path.exists():
+            return
+        store = TranscriptStore(store_path)
+        try:
+            turns = store.turns()
+        finally:
+            store.close()
+        for step in steps:
+            prefix = f"lt-{self.run_id}-n{step['rooms']}-"
+            mine = [t["latency_ms"] for t in turns if t["room"].startswith(prefix)]
+            step["stages_ms"] = {
+                stage: {k: v for k, v in percentiles([t.get(stage) for t in mine]).items()
+                        if k in ("p50", "p95")}
+                for stage in ENGINE_STAGES
+            }
+
+    async def _server(self, stack: contextlib.AsyncExitStack, tmp: Path) -> tuple[str, str, str]:
+        lk = self.settings.livekit
+        if self.args.url:
+            return self.args.url, lk.api_key, lk.api_secret
+        from agent.livekit_server import LiveKitServer
+
+        progress("starting livekit-server on loopback")
+        server = LiveKitServer(log_path=tmp / "livekit-server.log")
+        await asyncio.to_thread(server.start)
+        stack.callback(server.stop)
+        return server.url, server.api_key, server.api_secret
+
+    async def _step(self, n: int, items: list[Item], url: str, key: str, secret: str,
+                    usage: Usage, clients: Usage, idle_mb: float) -> dict[str, Any]:
+        from agent.config import LiveKitSettings
+        from agent.room_client import RoomUser
+        from agent.tokens import create_join_token
+
+        settings = LiveKitSettings(url=url, api_key=key, api_secret=secret,
+                                   agent_name=AGENT_NAME)
+        progress(f"step N={n}: {n} user(s) joining {n} room(s) at once")
+        stats = [RoomStats() for _ in range(n)]
+        users = [RoomUser(url, create_join_token(settings, f"lt-{self.run_id}-n{n}-{i}",
+                                                 f"user-{i}")) for i in range(n)]
+        ready = asyncio.Event()
+        talk_until: list[float] = []
+        joined = 0
+
+        def open_floor() -> None:
+            """All agents are listening (or the join timeout passed): the talking starts."""
+            if not ready.is_set():
+                ready.set()
+                talk_until.append(time.monotonic() + self.args.duration)
+                progress(f"N={n}: {joined}/{n} agents listening; talking for "
+                         f"{self.args.duration:.0f} s")
+
+        async def one(i: int) -> None:
+            nonlocal joined
+            try:
+                await self._join(users[i], stats[i])
+            except Exception as e:
+                stats[i].error = f"join: {e}"
+                progress(f"N={n} room {i}: {stats[i].error}")
+                return
+            joined += 1
+            if joined == n:
+                open_floor()
+            await ready.wait()
+            try:
+                await self._converse(users[i], items, talk_until[0], stats[i], n, i)
+            except Exception as e:  # one broken room must not end the step
+                stats[i].error = f"{type(e).__name__}: {e}"
+                progress(f"N={n} room {i}: {stats[i].error}")
+
+        async def start_talking() -> None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(ready.wait(), JOIN_TIMEOUT_S + 5)
+            open_floor()  # rooms that never got an agent are left out
+
+        began = time.monotonic()
+        gate = asyncio.create_task(start_talking())
+        try:
+            await asyncio.gather(*(one(i) for i in range(n)))
+        finally:
+            await _cancel(gate)
+            ended = time.monotonic()
+            await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
+        talk_from = talk_until[0] - self.args.duration if talk_until else began
+        cores, peak_mb = usage.between(talk_from, ended)
+        await asyncio.sleep(3.0)  # the sessions end and the workers settle before the next step
+        summary = step_summary(n, stats, cores, peak_mb, idle_mb)
+        summary["clients_cpu_cores"] = clients.between(talk_from, ended)[0]
+        return summary
+
+    async def _join(self, user: Any, stats: RoomStats) -> None:
+        from livekit import rtc
+
+        agent_at: list[float] = []
+
+        def on_participant(p: rtc.RemoteParticipant) -> None:
+            if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT and not agent_at:
+                agent_at.append(time.monotonic())
+
+        user.room.on("participant_connected", on_participant)
+        t0 = time.monotonic()
+        await user.connect()
+        if any(p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+               for p in user.room.remote_participants.values()) and not agent_at:
+            agent_at.append(time.monotonic())
+        await user.wait_for_state("listening", after=0, timeout_s=JOIN_TIMEOUT_S)
+        if agent_at:
+            stats.dispatch_ms = round((agent_at[0] - t0) * 1000, 1)
+
+    async def _converse(self, user: Any, items: list[Item], until: float, stats: RoomStats,
+                        n: int, room: int) -> None:
+        mic = Microphone(user)
+        try:
+            k = room  # rooms start at different items, so barge-ins do not all coincide
+            while time.monotonic() < until:
+                outcome = await self._say(user, mic, items[k % len(items)], stats)
+                k += 1
+                progress(f"N={n} room {room}: item {k - room}: {outcome}")
+                await asyncio.sleep(THINK_S)
+        finally:
+            await mic.close()
+
+    async def _say(self, user: Any, mic: Any, item: Item, stats: RoomStats) -> str:
+        """One item said and answered (or not); what happened, for the progress line."""
+        from agent.bench_livekit import Ears
+        from agent.bench_measure import wait_until
+
+        first = len(user.audio)
+        spoke, said = await mic.say(item.pcm, marks=[item.speech_start, item.speech_end])
+        assert spoke is not None and said is not None
+        ears = Ears(user, first)
+        await wait_until(lambda: ears.first_audible_after(said) is not None, ANSWER_TIMEOUT_S,
+                         poll_s=0.01)
+        answered = ears.first_audible_after(said)
+        onset = None
+        if item.interruption is not None and answered is not None:
+            await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
+            onset = time.monotonic()
+            await mic.say(item.interruption)
+        await _wait_done(user, ears)
+        heard = ears.heard()
+        if answered is None:
+            stats.unanswered += 1
+            return f"no answer within {ANSWER_TIMEOUT_S:.0f} s"
+        stats.replies += 1
+        if heard.audible_between(spoke, said):
+            stats.premature += 1  # the agent cut in before the question was over
+            outcome = "the agent answered before the question was over"
+        else:
+            stats.voice_to_voice_ms.append(round((answered - said) * 1000, 1))
+            outcome = f"voice-to-voice {stats.voice_to_voice_ms[-1]:.0f} ms"
+        end = onset if onset is not None else time.monotonic()
+        stats.gaps_ms += reply_gaps(heard, answered, end)
+        if onset is not None and heard.audible_between(onset - 0.2, onset):
+            stats.barge_in_stop_ms.append(round((heard.silenced_after(onset) - onset) * 1000, 1))
+            outcome += f", barge-in stop {stats.barge_in_stop_ms[-1]:.0f} ms"
+        return outcome
+
+    def _report(self, steps: list[dict[str, Any]], idle_mb: float,
+                load_before: list[float]) -> dict[str, Any]:
+        a = self.args
+        within = [s["rooms"] for s in steps
+                  if s["voice_to_voice_ms"]["p95"] is not None
+                  and s["voice_to_voice_ms"]["p95"] <= P95_GOAL_MS and not s["rooms_failed"]]
+        return {
+            "command": "voxroom loadtest " + " ".join(sys.argv[2:]),
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": {"cores": os.cpu_count(), "load_before": load_before},
+            "workers": a.workers,
+            "executor": a.executor,
+            "duration_s": a.duration,
+            "engines": {"llm": f"scripted test double over HTTP, first token "
+                               f"{a.ttft_ms[0]:.0f}-{a.ttft_ms[1]:.0f} ms, "
+                               f"{a.words_per_s:g} words/s", **self._speech_engines()},
+            "idle_mem_mb": round(idle_mb, 1),
+            "mem_mb_per_added_session": added_session_mb(steps, idle_mb),
+            "steps": steps,
+            "p95_goal_ms": P95_GOAL_MS,
+            "max_rooms_within_goal": max(within, default=None),
+        }
+
+
+    def _speech_engines(self) -> dict[str, str]:
+        a = self.args
+        if a.engines == "local":
+            return {"stt": "Whisper tiny.en (local, in the worker)",
+                    "tts": "Piper en_US-joe-medium (local, in the worker)"}
+        stt, tts = self.doubles["stt"], self.doubles["tts"]
+        return {"stt": f"Deepgram adapter -> Deepgram test double, results after "
+                       f"{a.stt_delay_ms[0]:.0f}-{a.stt_delay_ms[1]:.0f} ms "
+                       f"({stt.connections} connections, {len(stt.recognised)} utterances)",
+                "tts": f"OpenAI speech adapter -> speech test double (Piper), first byte after "
+                       f"{a.tts_ttfb_ms[0]:.0f}-{a.tts_ttfb_ms[1]:.0f} ms "
+                       f"({len(tts.requests)} requests, {tts.aborted} cancelled)"}
+
+
+async def reply_chunks(replies: list[str]) -> list[str]:
+    """The chunks the workers send to TTS for the scripted LLM's replies: the chunking depends
+    only on the words, so the same script streamed without pauses gives them."""
+    from agent.llm_scripted import ScriptedLLM
+    from tts.chunker import make_chunker
+
+    async def no_pause(_: float) -> None:
+        return None
+
+    llm = ScriptedLLM(replies, ttft_ms=0, sleep=no_pause)
+    chunks: list[str] = []
+    for i in range(len(llm.replies)):
+        chunker = make_chunker()
+        async for word in llm.stream([{"role": "user", "content": ""}] * (i + 1)):
+            chunks += chunker.push(word)
+        chunks += chunker.flush()
+    return chunks
+
+
+def step_summary(n: int, stats: list[RoomStats], cores: float | None, peak_mb: float | None,
+                 idle_mb: float) -> dict[str, Any]:
+    v2v = [v for s in stats for v in s.voice_to_voice_ms]
+    gaps = [g for s in stats for g in s.gaps_ms]
+    replies = sum(s.replies for s in stats)
+    return {
+        "rooms": n,
+        "rooms_failed": sum(bool(s.error) for s in stats),
+        "errors": [s.error for s in stats if s.error],
+        "dispatch_ms": percentiles([s.dispatch_ms for s in stats if s.dispatch_ms is not None]),
+        "voice_to_voice_ms": percentiles(v2v),
+        "replies": replies,
+        "unanswered": sum(s.unanswered for s in stats),
+        "premature": sum(s.premature for s in stats),
+        "barge_in_stop_ms": percentiles([b for s in stats for b in s.barge_in_stop_ms]),
+        "audio_gaps": {"count": len(gaps), "per_reply": round(len(gaps) / replies, 3)
+                       if replies else None, "max_ms": max(gaps, default=None)},
+        "cpu_cores": cores,
+        "cpu_cores_per_session": round(cores / n, 3) if cores is not None else None,
+        "mem_mb_peak": peak_mb,
+        "mem_mb_per_session": round((peak_mb - idle_mb) / n, 1) if peak_mb is not None else None,
+    }
+
+
+def added_session_mb(steps: list[dict[str, Any]], idle_mb: float) -> float | None:
+    """The slope of peak memory over sessions (idle worker = 0 sessions), least squares."""
+    points = [(0, idle_mb)] + [(s["rooms"], s["mem_mb_peak"]) for s in steps
+                               if s["mem_mb_peak"] is not None]
+    if len(points) < 2:
+        return None
+    x, y = np.array(points, dtype=float).T
+    return round(float(np.polyfit(x, y, 1)[0]), 1)
+
+
+class Microphone:
+    """The user's open microphone as one task, the only writer to the user's track: 100 ms
+    blocks of silence between utterances, as a browser sends. (Cancelling a capture in
+    flight to start an utterance, as bench_livekit.OpenMic does, fails now and then with
+    "InvalidState - failed to capture frame" when many users share a busy event loop.)"""
+
+    def __init__(self, user: Any) -> None:
+        self._user = user
+        self._queue: asyncio.Queue[tuple[np.ndarray, list[int], asyncio.Future[Any]]] = (
+            asyncio.Queue())
+        self._task = asyncio.create_task(self._run())
+
+    async def say(self, pcm: np.ndarray, marks: list[int] | None = None) -> list[float | None]:
+        """Say `pcm` once the current silence block is out; the times `marks` left the mic."""
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((pcm, marks or [], done))
+        return await done
+
+    async def _run(self) -> None:
+        from agent.room_client import RATE
+
+        silence = np.zeros(RATE // 10, np.int16)
+        while True:
+            try:
+                pcm, marks, done = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                await self._user.speak(silence)
+                continue
+            try:
+                done.set_result(await self._user.speak(pcm, marks=marks))
+            except Exception as e:
+                done.set_exception(e)
+
+    async def close(self) -> None:
+        await _cancel(self._task)
+
+
+async def _wait_done(user: Any, ears: Any) -> None:
+    """Until the agent is listening and has been quiet for DONE_QUIET_S (bounded)."""
+    from agent.bench_measure import wait_until
+
+    since = time.monotonic()
+
+    def done() -> bool:
+        now = time.monotonic()
+        state = user.states[-1][1] if user.states else ""
+        last = ears.last_audible()
+        return (state == "listening" and now - since >= DONE_QUIET_S
+                and (last is None or now - last >= DONE_QUIET_S))
+
+    await wait_until(done, ANSWER_TIMEOUT_S + 30, poll_s=0.05)
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def format_report(r: dict[str, Any]) -> str:
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
+
+    lines = [f"voxroom loadtest: {r['workers']} worker(s), {r['executor']} executor, "
+             f"{r['duration_s']:.0f} s per step",
+             *(f"  {k.upper()}: {v}" for k, v in r["engines"].items()),
+             f"{'N':>3} {'dispatch p50/p95':>17} {'v2v p50/p95/p99 ms':>20} {'replies':>7} "
+             f"{'gaps':>5} {'cores/sess':>10} {'MB/sess':>8} {'clients':>7} failed"]
+    for s in r["steps"]:
+        d, v = s["dispatch_ms"], s["voice_to_voice_ms"]
+        lines.append(
+            f"{s['rooms']:>3} {f(d['p50']):>8}/{f(d['p95']):<8} "
+            f"{f(v['p50']):>6}/{f(v['p95'])}/{f(v['p99']):<6} {s['replies']:>7} "
+            f"{s['audio_gaps']['count']:>5} {s['cpu_cores_per_session']!s:>10} "
+            f"{s['mem_mb_per_session']!s:>8} {s.get('clients_cpu_cores')!s:>7} "
+            f"{s['rooms_failed']}")
+        if stages := s.get("stages_ms"):
+            lines.append("      stage p50/p95 ms: " + ", ".join(
+                f"{k} {f(v['p50'])}/{f(v['p95'])}" for k, v in stages.items()))
+    lines.append(f"idle workers {r['idle_mem_mb']} MB; memory per added session "
+                 f"{r['mem_mb_per_added_session']} MB")
+    best = r["max_rooms_within_goal"]
+    lines.append(f"largest N with p95 voice-to-voice <= {r['p95_goal_ms']:.0f} ms: "
+                 f"{'none' if best is None else best} (of {r['workers']} worker(s))")
+    return "\n".join(lines)
+

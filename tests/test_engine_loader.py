@@ -1,0 +1,33 @@
+"""The STT is chosen by `stt.provider`: Deepgram when configured (against the fake Deepgram
+server), the bundled Whisper by default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agent.config import STTSettings
+from agent.engine_loader import load_speech_engines, load_stt
+from agent.stt_deepgram import DeepgramSTT
+from tests.fake_deepgram import FakeDeepgram, silence, speech
+
+
+async def test_deepgram_provider_is_chosen_and_transcribes() -> None:
+    async with FakeDeepgram(["what time is it in paris"]) as fake:
+        settings = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
+        stt = load_stt(settings)
+        assert isinstance(stt, DeepgramSTT)
+        pcm = np.concatenate([speech(0, 6), silence(100)])
+        assert await stt.transcribe(pcm) == "what time is it in paris"
+    assert bytes(fake.connection().audio) == pcm.tobytes()
+
+
+@pytest.mark.slow
+def test_whisper_stays_the_default() -> None:
+    from agent.stt_whisper import WhisperSTT
+    from tts.piper_tts import PiperTTS
+
+    stt, tts = load_speech_engines(16_000)
+    assert isinstance(stt, WhisperSTT)
+    assert isinstance(tts, PiperTTS) and tts.sample_rate == 16_000
+    assert isinstance(load_stt(STTSettings()), WhisperSTT)

@@ -1,0 +1,121 @@
+"""The agent acts only on the audio of the participant it serves (real livekit-server, real
+`voxroom agent` worker with the scripted LLM test double).
+
+A third participant in the room, publishing a microphone and asking questions, must not be
+answered: the agent's state stays "listening" and it says nothing. The served user is then
+answered as usual (the agent was listening all along). A participant who reaches an empty room
+before the user must not be served in the user's place when the room's metadata names the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.livekit_server import LiveKitServer
+from agent.llm_scripted import ScriptedLLM
+from agent.room_client import RoomUser
+from agent.tokens import KEY_USER, create_join_token
+from tests.agent_process import agent_worker, scripted_llm_env
+from tests.fake_openai_server import fake_openai_server
+from tests.speech import espeak, with_silence
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPLY = "It is noon."
+QUESTION = "What time is it?"
+IGNORED_WAIT_S = 6.0  # the agent would be thinking within ~1 s if it had heard the question
+
+
+def see_agent_already_there(user: RoomUser) -> None:
+    """RoomUser learns of the agent from participant_connected; an agent already in the room
+    when the user joins is read from the room instead."""
+    from livekit import rtc
+
+    for p in user.room.remote_participants.values():
+        if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            user.agent_identity = p.identity
+            if state := p.attributes.get("lk.agent.state"):
+                user.states.append((time.monotonic(), state))
+
+
+async def say(user: RoomUser, text: str) -> float:
+    """Say `text` in real time with the mic left open afterwards; returns the end time."""
+    await user.speak(with_silence(espeak(text), 0.3, 0.0))
+    return time.monotonic()
+
+
+async def test_a_third_participant_is_not_answered(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    settings = livekit_server.livekit_settings()
+    room = "third-party"
+    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
+        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
+            user = RoomUser(livekit_server.url, create_join_token(settings, room, "user-1"))
+            intruder = RoomUser(livekit_server.url, create_join_token(
+                settings, room, "intruder", dispatch_agent=False))
+            await user.connect()
+            try:
+                await user.wait_for_state("listening", after=0, timeout_s=180)
+                await intruder.connect()
+                user_mic = asyncio.create_task(user.silence(60))
+                said = await say(intruder, QUESTION)
+                await asyncio.sleep(IGNORED_WAIT_S)
+                states = [s for t, s in user.states if t > said - 3]
+                assert "thinking" not in states and "speaking" not in states, user.states
+                agent = user.agent_identity
+                assert agent is not None and user.final_texts(agent) == []
+                assert intruder.first_audio_after(said) is None  # not a word to anyone
+
+                user_mic.cancel()
+                await asyncio.gather(user_mic, return_exceptions=True)
+                asked = await say(user, QUESTION)
+                user_mic = asyncio.create_task(user.silence(30))
+                await user.wait_for_state("speaking", after=asked, timeout_s=30)
+                await user.wait_for_state("listening", after=asked, timeout_s=30)
+                await asyncio.sleep(0.5)
+                assert user.final_texts(agent) == [REPLY]
+                user_mic.cancel()
+                await asyncio.gather(user_mic, return_exceptions=True)
+            finally:
+                await intruder.close()
+                await user.close()
+
+
+async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    settings = livekit_server.livekit_settings()
+    room = "named-user"
+    served = json.dumps({KEY_USER: "user-1"})
+    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
+        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
+            # The early participant's token carries the dispatch (and the room's metadata
+            # names user-1, as an operator's backend would set it).
+            early = RoomUser(livekit_server.url, create_join_token(
+                settings, room, "early-bird", dispatch_metadata=served))
+            user = RoomUser(livekit_server.url, create_join_token(
+                settings, room, "user-1", dispatch_agent=False))
+            await early.connect()
+            try:
+                # The agent joins and waits for user-1, the user its dispatch names.
+                await asyncio.sleep(5)
+                await user.connect()
+                see_agent_already_there(user)
+                await user.wait_for_state("listening", after=0, timeout_s=180)
+                said = await say(early, QUESTION)
+                await asyncio.sleep(IGNORED_WAIT_S)
+                assert "thinking" not in [s for t, s in user.states if t > said - 3]
+                user_mic = asyncio.create_task(user.silence(30))
+                asked = await say(user, QUESTION)
+                await user.wait_for_state("speaking", after=asked, timeout_s=30)
+                user_mic.cancel()
+                await asyncio.gather(user_mic, return_exceptions=True)
+            finally:
+                await user.close()
+                await early.close()

@@ -1,0 +1,196 @@
+"""The turn engine with its streaming STT, in virtual time (tests/virtual_time.py): real VAD on
+espeak-ng speech, and test doubles for the STT stream (FakeSTTStream), the LLM (ScriptedLLM)
+and the TTS (a tone per word), so every time is exact and repeatable."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.audio_sink import TimelineSink
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
+from agent.history import ChatHistory
+from agent.llm_scripted import ScriptedLLM
+from agent.turn_engine import TurnEngine
+from state_machine.machine import CANNED_APOLOGY
+from tests.speech import espeak, last_voiced_sample
+from tests.virtual_time import run_virtual
+
+OUT_RATE = 16_000
+FRAME_S = FRAME_SAMPLES / INPUT_RATE
+QUESTION = "What is the capital of France?"
+REPLY = "The capital of France is Paris, on the river Seine."
+
+
+class FakeSTTStream:
+    """TEST DOUBLE of agent.engines.STTStream: 'transcribes' the question once a second of
+    audio was pushed, after `flush_s`; a partial every `partial_every` frames unless paused."""
+
+    def __init__(self, owner: FakeSTT) -> None:
+        self.owner = owner
+        self.samples = 0
+        self.paused = False
+        self.queue: asyncio.Queue[Transcript | None] = asyncio.Queue()
+
+    def push(self, pcm: np.ndarray) -> None:
+        if self.owner.push_error is not None:
+            raise self.owner.push_error
+        self.samples += len(pcm)
+        frames = self.samples // FRAME_SAMPLES
+        if not self.paused and frames % self.owner.partial_every == 0:
+            self.queue.put_nowait(Transcript(f"partial at {frames} frames", final=False))
+
+    async def flush(self) -> str:
+        self.owner.flushes += 1
+        heard = self.samples
+        await asyncio.sleep(self.owner.flush_s)
+        if self.owner.flush_error is not None:
+            raise self.owner.flush_error
+        return QUESTION if heard >= INPUT_RATE else "What"
+
+    async def finalize(self) -> str:
+        text = await self.flush()
+        self.discard()
+        return text
+
+    def discard(self) -> None:
+        self.owner.discards += 1
+        self.samples = 0
+
+    async def partials(self) -> AsyncIterator[Transcript]:
+        while (item := await self.queue.get()) is not None:
+            yield item
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self.owner.paused_log.append(paused)
+
+    async def aclose(self) -> None:
+        self.queue.put_nowait(None)
+
+
+class FakeSTT:
+    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25) -> None:
+        self.flush_s, self.partial_every = flush_s, partial_every
+        self.flushes = self.discards = 0
+        self.paused_log: list[bool] = []
+        self.push_error: Exception | None = None
+        self.flush_error: Exception | None = None
+
+    def stream(self) -> FakeSTTStream:
+        return FakeSTTStream(self)
+
+    async def transcribe(self, pcm: np.ndarray) -> str:
+        raise AssertionError("the turn engine transcribes through its stream")
+
+
+class ToneTTS:
+    """TEST DOUBLE of agent.engines.TextToSpeech: 200 ms of tone per word, instantly."""
+
+    sample_rate = OUT_RATE
+
+    async def synthesize(self, text: str, *, left_context: str = "",
+                         right_context: str = "") -> np.ndarray:
+        n = int(0.2 * OUT_RATE) * max(1, len(text.split()))
+        return (3000 * np.sin(np.arange(n) * 0.05)).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def question_pcm() -> tuple[np.ndarray, float]:
+    speech = espeak(QUESTION)
+    lead = INPUT_RATE // 2
+    pcm = np.concatenate([np.zeros(lead, np.int16), speech, np.zeros(INPUT_RATE * 4, np.int16)])
+    return pcm, (lead + last_voiced_sample(speech)) / INPUT_RATE
+
+
+def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening") -> list[dict[str, Any]]:
+    """Feed `pcm` frame by frame in virtual time; the events with t relative to the input."""
+
+    async def main() -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        events: list[dict[str, Any]] = []
+        engine = TurnEngine(
+            stt=stt, llm=ScriptedLLM([REPLY], sleep=asyncio.sleep),
+            tts=ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
+            history=ChatHistory("system"), clock=loop.time, partials=partials,
+            on_event=lambda kind, data: events.append({"type": kind, **data}),
+        )
+        await engine.start()
+        t0 = loop.time()
+        for i in range(len(pcm) // FRAME_SAMPLES):
+            await asyncio.sleep(max(0.0, t0 + (i + 1) * FRAME_S - loop.time()))
+            engine.push_frame(pcm[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES])
+        await engine.aclose()
+        leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not leftover, leftover
+        return [{**e, "t": round(e["t"] - t0, 3)} for e in events]
+
+    return run_virtual(main())
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm) -> None:
+    pcm, speech_end = question_pcm
+    stt = FakeSTT()
+    events = converse(pcm, stt)
+
+    assert [e["state"] for e in of(events, "state")] == [
+        "LISTENING", "THINKING", "SPEAKING", "LISTENING"]
+    partials = [e for e in of(events, "transcript") if e["text"].startswith("partial")]
+    thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
+    assert partials[0]["t"] < speech_end and all(e["t"] <= thinking for e in partials)
+    [final] = [e for e in of(events, "transcript") if e["final"]]
+    assert final["text"] == QUESTION
+    # The candidate: asked at 60 ms of silence, ready flush_s later; the question is complete,
+    # so the reply starts at once; then 150 ms to the first word and three more words at 15/s.
+    [started] = of(events, "reply_started")
+    assert started["t"] == pytest.approx(speech_end + 0.06 + 0.1, abs=FRAME_S + 0.001)
+    [audio] = of(events, "audio_start")
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
+    [turn] = of(events, "turn")
+    assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
+    # Partial decoding is paused while the agent thinks and speaks, and resumed after.
+    assert stt.paused_log == [False, True, True, False]
+    assert stt.discards >= 2  # the utterance's opening, and the turn taken
+
+
+def test_partials_off_gives_no_partials_but_the_same_answer(question_pcm) -> None:
+    pcm, _ = question_pcm
+    stt = FakeSTT()
+    events = converse(pcm, stt, partials="off")
+    assert not [e for e in of(events, "transcript") if e["text"].startswith("partial")]
+    assert stt.paused_log[0] is True and all(stt.paused_log)
+    assert [e["agent_text"] for e in of(events, "turn")] == [REPLY]
+
+
+def test_partials_always_never_pauses(question_pcm) -> None:
+    pcm, _ = question_pcm
+    stt = FakeSTT()
+    converse(pcm, stt, partials="always")
+    assert not any(stt.paused_log)
+
+
+def test_a_failing_stt_is_logged_and_apologized_for(
+    question_pcm, caplog: pytest.LogCaptureFixture
+) -> None:
+    pcm, _ = question_pcm
+    stt = FakeSTT()
+    stt.flush_error = ConnectionError("STT went away")
+    stt.push_error = ConnectionError("STT went away")
+    with caplog.at_level(logging.WARNING, logger="agent.turn_engine"):
+        events = converse(pcm, stt)
+    assert not of(events, "reply_started")  # nothing understood, nothing answered...
+    assert [e["text"] for e in of(events, "tts_chunk")] == [CANNED_APOLOGY]  # ...but not mute
+    assert [e["state"] for e in of(events, "state")] == [
+        "LISTENING", "THINKING", "SPEAKING", "LISTENING"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("STT push failed" in m for m in messages) == 1  # once per utterance
+    assert any("transcription failed" in m for m in messages)
