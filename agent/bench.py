@@ -74,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
             plot(runs, args.plot)
         return 0
     try:
-        corpus_module = _corpus_module()
+        module = corpus_module()
     except ImportError as e:
         print(f"voxroom bench: needs a checkout of the repository ({e})", file=sys.stderr)
         return 2
-    load_corpus, cache_dir = corpus_module.load_corpus, corpus_module.CACHE_DIR
+    load_corpus, cache_dir = module.load_corpus, module.CACHE_DIR
     if args.compare_agentsession:
         args.path = "livekit"
     load_before = load_average()
@@ -126,7 +126,7 @@ def _soak(items: list[Any], args: argparse.Namespace) -> int:
     return 0 if verdict["memory_flat"] and verdict["no_leak"] else 1
 
 
-def _corpus_module() -> Any:
+def corpus_module() -> Any:
     """bench/corpus.py of the repository this package runs from: the corpus and its speech
     synthesis (tests/speech.py) live in the checkout, not in the installed package."""
     import importlib

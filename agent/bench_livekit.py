@@ -158,13 +158,8 @@ class LiveKitBench:
         barge_in = hasattr(item, "interruption")
         q = item.question if barge_in else item
         clock = ItemClock(usage)
-        first = len(user.audio)
-        spoke, said = await mic.say(q.pcm, marks=[q.speech_start, q.speech_end])
-        assert spoke is not None and said is not None
-        ears = Ears(user, first)
-        await wait_until(lambda: ears.first_audible_after(said) is not None, ANSWER_TIMEOUT_S,
-                         poll_s=0.01)
-        answered = ears.first_audible_after(said)
+        ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
+                                                timeout_s=ANSWER_TIMEOUT_S)
         onset = None
         if barge_in and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
@@ -194,6 +189,20 @@ class LiveKitBench:
                     and (last is None or now - last >= DONE_QUIET_S))
 
         await wait_until(done, ANSWER_TIMEOUT_S + 10, poll_s=0.05)
+
+
+async def ask(
+    user: Any, mic: Any, pcm: np.ndarray, speech_start: int, speech_end: int, *, timeout_s: float
+) -> tuple[Ears, float, float, float | None]:
+    """Say `pcm` through `mic` and wait up to `timeout_s` for the agent's voice. Returns the
+    ears on everything after the question began, when the speech started and ended (its
+    samples `speech_start`/`speech_end`), and when the answer became audible (None: never)."""
+    first = len(user.audio)
+    spoke, said = await mic.say(pcm, marks=[speech_start, speech_end])
+    assert spoke is not None and said is not None
+    ears = Ears(user, first)
+    await wait_until(lambda: ears.first_audible_after(said) is not None, timeout_s, poll_s=0.01)
+    return ears, spoke, said, ears.first_audible_after(said)
 
 
 class Ears:

@@ -145,9 +145,9 @@ class Item:
 async def make_script(n_items: int = 8) -> tuple[list[Item], list[str]]:
     """The items every user says in turn, and the LLM replies in user-turn order (the scripted
     LLM answers the i-th user turn of a room with reply i)."""
-    from agent.bench import _corpus_module
+    from agent.bench import corpus_module
 
-    corpus = _corpus_module()
+    corpus = corpus_module()
     questions = iter(corpus.QUESTIONS)
     barge_ins = iter(corpus.BARGE_INS)
     items: list[Item] = []
@@ -453,16 +453,10 @@ class LoadTest:
 
     async def _say(self, user: Any, mic: Any, item: Item, stats: RoomStats) -> str:
         """One item said and answered (or not); what happened, for the progress line."""
-        from agent.bench_livekit import Ears
-        from agent.bench_measure import wait_until
+        from agent.bench_livekit import ask
 
-        first = len(user.audio)
-        spoke, said = await mic.say(item.pcm, marks=[item.speech_start, item.speech_end])
-        assert spoke is not None and said is not None
-        ears = Ears(user, first)
-        await wait_until(lambda: ears.first_audible_after(said) is not None, ANSWER_TIMEOUT_S,
-                         poll_s=0.01)
-        answered = ears.first_audible_after(said)
+        ears, spoke, said, answered = await ask(user, mic, item.pcm, item.speech_start,
+                                                item.speech_end, timeout_s=ANSWER_TIMEOUT_S)
         onset = None
         if item.interruption is not None and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
