@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from agent.engines import ChatMessage, LanguageModel, TextToSpeech
 from agent.playout import Playout
 from tts.chunker import TextChunker
@@ -56,6 +58,9 @@ class ReplyPipeline:
         self.text = ""  # the LLM's text so far, as generated
         self.spoken: list[str] = []  # the chunks handed to the playout, in order
         self._task: asyncio.Task[None] | None = None
+        # The first chunk's audio, started on the chunker's guess while its lookahead words
+        # are still arriving (~65 ms sooner at 15 words/s); used only if the guess was right.
+        self._early: tuple[str, asyncio.Task[np.ndarray]] | None = None
 
     def start(self) -> None:
         self._playout.begin_reply(self.reply_id)
@@ -73,6 +78,16 @@ class ReplyPipeline:
     async def _run(self) -> None:
         chunks: asyncio.Queue[str | None] = asyncio.Queue()
         synth = asyncio.create_task(self._synthesize(chunks), name=f"tts-{self.reply_id}")
+        try:
+            await self._run_stages(chunks, synth)
+        finally:
+            if self._early is not None:  # a guess never used: the reply ended or was cut
+                self._early[1].cancel()
+                await asyncio.gather(self._early[1], return_exceptions=True)
+
+    async def _run_stages(
+        self, chunks: asyncio.Queue[str | None], synth: asyncio.Task[None]
+    ) -> None:
         try:
             try:
                 await self._generate(chunks)
@@ -107,6 +122,8 @@ class ReplyPipeline:
                 self.text += delta
                 for chunk in self._chunker.push(delta):
                     self._emit_chunk(chunk, chunks)
+                if self._early is None and self.timings.first_chunk is None:
+                    self._start_early(self._chunker.provisional_first())
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         self._end_chunks(chunks)
@@ -118,6 +135,24 @@ class ReplyPipeline:
             self._emit_chunk(chunk, chunks)
         chunks.put_nowait(None)
 
+    def _start_early(self, guess: str | None) -> None:
+        if guess:
+            task = asyncio.create_task(self._tts.synthesize(guess),
+                                       name=f"tts-{self.reply_id}-early")
+            self._early = (guess, task)
+
+    async def _first_audio(self, chunk: str) -> np.ndarray | None:
+        """The early audio if it was made for exactly this chunk, else None (and dropped)."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        guess, task = early
+        if guess == chunk:
+            return await task
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return None
+
     def _emit_chunk(self, chunk: str, chunks: asyncio.Queue[str | None]) -> None:
         if self.timings.first_chunk is None:
             self.timings.first_chunk = self._clock()
@@ -126,7 +161,9 @@ class ReplyPipeline:
     async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
         previous = ""
         while (chunk := await chunks.get()) is not None:
-            pcm = await self._tts.synthesize(chunk, left_context=previous)
+            pcm = None if previous else await self._first_audio(chunk)
+            if pcm is None:
+                pcm = await self._tts.synthesize(chunk, left_context=previous)
             if self.timings.tts_first_audio is None:
                 self.timings.tts_first_audio = self._clock()
             self._on_event("tts_chunk", {"text": chunk, "reply_id": self.reply_id})

@@ -346,6 +346,8 @@ def run(args: argparse.Namespace) -> int:
         from agent.metrics import prepare_multiprocess_dir
 
         prepare_multiprocess_dir()
+    elif os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None):
+        log.warning("PROMETHEUS_MULTIPROC_DIR ignored: job threads share one registry")
     return asyncio.run(_serve(settings, args))
 
 

@@ -298,3 +298,30 @@ def test_lookahead_chunks_stay_under_the_cap(program: bytes, sizes: bytes) -> No
     text = re.sub(r"\b(?:Dr|Mr|Mrs|St|e\.g|i\.e|vs|J|R)\.", "", reply_text(program))
     out = chunks(LookaheadChunker(), split(text, sizes))
     assert all(words(chunk) <= 24 for chunk in out)
+
+
+@FAST
+@given(st.binary(max_size=160), st.binary(max_size=80))
+def test_the_guessed_first_chunk_is_how_the_first_chunk_begins(
+    program: bytes, sizes: bytes
+) -> None:
+    text = reply_text(program)
+    c = LookaheadChunker()
+    guesses: list[str] = []
+    out: list[str] = []
+    for delta in split(text, sizes):
+        out += c.push(delta)
+        if not out and (guess := c.provisional_first()):
+            guesses.append(guess)
+    out += c.flush()
+    assert c.provisional_first() is None  # nothing to guess once the first chunk is out
+    for guess in guesses:  # the TTS may start on it: it is never a different beginning
+        assert out[0].split()[: len(guess.split())] == guess.split()
+        assert words(guess) == 2
+
+
+def test_the_first_chunk_is_guessed_before_it_goes_out() -> None:
+    c = LookaheadChunker()
+    seen = [(c.push(d), c.provisional_first()) for d in word_deltas("The capital of France is")]
+    assert seen[2] == ([], "The capital")  # "of" arrived: "capital" is complete
+    assert seen[3] == (["The capital"], None)  # the 4th word: the chunk itself goes out

@@ -90,12 +90,18 @@ class FakeSTT:
 
 
 class ToneTTS:
-    """TEST DOUBLE of agent.engines.TextToSpeech: 200 ms of tone per word, instantly."""
+    """TEST DOUBLE of agent.engines.TextToSpeech: 200 ms of tone per word, after `delay_s`."""
 
     sample_rate = OUT_RATE
 
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.texts: list[str] = []
+
     async def synthesize(self, text: str, *, left_context: str = "",
                          right_context: str = "") -> np.ndarray:
+        await asyncio.sleep(self.delay_s)
+        self.texts.append(text)
         n = int(0.2 * OUT_RATE) * max(1, len(text.split()))
         return (3000 * np.sin(np.arange(n) * 0.05)).astype(np.int16)
 
@@ -108,15 +114,16 @@ def question_pcm() -> tuple[np.ndarray, float]:
     return pcm, (lead + last_voiced_sample(speech)) / INPUT_RATE
 
 
-def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening") -> list[dict[str, Any]]:
+def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
+             tts: ToneTTS | None = None, reply: str = REPLY) -> list[dict[str, Any]]:
     """Feed `pcm` frame by frame in virtual time; the events with t relative to the input."""
 
     async def main() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
         events: list[dict[str, Any]] = []
         engine = TurnEngine(
-            stt=stt, llm=ScriptedLLM([REPLY], sleep=asyncio.sleep),
-            tts=ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
+            stt=stt, llm=ScriptedLLM([reply], sleep=asyncio.sleep),
+            tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
             history=ChatHistory("system"), clock=loop.time, partials=partials,
             on_event=lambda kind, data: events.append({"type": kind, **data}),
         )
@@ -194,3 +201,29 @@ def test_a_failing_stt_is_logged_and_apologized_for(
     messages = [r.getMessage() for r in caplog.records]
     assert sum("STT push failed" in m for m in messages) == 1  # once per utterance
     assert any("transcription failed" in m for m in messages)
+
+
+def test_the_first_chunk_is_synthesized_while_its_lookahead_arrives(question_pcm) -> None:
+    pcm, _ = question_pcm
+    tts = ToneTTS(delay_s=0.1)
+    events = converse(pcm, FakeSTT(), tts=tts)
+    [started] = of(events, "reply_started")
+    [audio] = of(events, "audio_start")
+    # Words at 150 ms and then every 1/15 s. The guess "The capital" is made when "of" arrives
+    # (283 ms: the space after "capital" is held until the next word shows), so its 100 ms of
+    # synthesis ends at 383 ms, not 100 ms after the chunk goes out at 350 ms (450 ms).
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15 + 0.1, abs=FRAME_S + 0.001)
+    # [0] the filler, [1] the apology (made at start); "The capital" made once, not twice.
+    assert tts.texts[2:4] == ["The capital", "of France is Paris,"]
+
+
+def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:
+    pcm, _ = question_pcm
+    tts = ToneTTS(delay_s=0.1)
+    reply = "J. R. R. Tolkien wrote The Hobbit."
+    events = converse(pcm, FakeSTT(), tts=tts, reply=reply)
+    # The guess "J. R." was made, but initials bind to the name: "J. R. R. Tolkien" goes first.
+    assert tts.texts[2:4] == ["J. R.", "J. R. R. Tolkien"]
+    assert of(events, "tts_chunk")[0]["text"] == "J. R. R. Tolkien"
+    [turn] = of(events, "turn")
+    assert turn["heard_text"] == reply

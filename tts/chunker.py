@@ -74,6 +74,12 @@ class TextChunker(Protocol):
         """The remaining chunks at the end of the reply."""
         ...
 
+    def provisional_first(self) -> str | None:
+        """What the first chunk will most likely be, before its lookahead has arrived (None:
+        no guess yet, or the first chunk is out). TTS may start on it early; the chunk that
+        goes out can differ, so compare before using anything made from this."""
+        ...
+
 
 def make_chunker(kind: str = "lookahead", options: ChunkerOptions | None = None) -> TextChunker:
     """A chunker for one reply: "lookahead" (`options` apply) or "sentence"."""
@@ -196,6 +202,9 @@ class _Chunker(ABC):
             chunks.append(self._cut(len(self._tokens)))
         return chunks
 
+    def provisional_first(self) -> str | None:
+        return None
+
     @abstractmethod
     def _take(self) -> list[str]:
         """Cut the chunks that are ready off the front of the tokens."""
@@ -290,6 +299,19 @@ class LookaheadChunker(_Chunker):
             chunks.append(self._cut(k))
             self._first_done = True
         return chunks
+
+    def provisional_first(self) -> str | None:
+        """The first `min_first_words` words once they are complete: the usual first chunk
+        (it is longer only when a clause ends within `max_first_words`, or a title or an
+        initial binds the next word). Known ~2 words before the chunk may go out."""
+        if self._first_done:
+            return None
+        words = 0
+        for i, t in enumerate(self._tokens[: self._complete()]):
+            words += _is_word(t.text)
+            if words == self.options.min_first_words:
+                return " ".join(t.text for t in self._tokens[: i + 1])
+        return None
 
     def _next_cut(self) -> int | None:
         """Where the next chunk ends (a token index), or None to wait for more text."""
