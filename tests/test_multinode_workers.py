@@ -51,7 +51,7 @@ async def test_one_worker_pool_serves_rooms_on_both_nodes(redis_url: str, tmp_pa
                    "VOXROOM_STORE_PATH": str(tmp_path / "store.sqlite3"),
                    **scripted_llm_env(base_url)}
             argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT,
-                    "--max-sessions", str(ROOMS), "--max-cpu", "0"]
+                    "--max-sessions", str(2 * ROOMS), "--max-cpu", "0"]
             with worker_process(argv, env, tmp_path / "worker.log"):
                 nodes = [node_a, node_b]
                 users = [RoomUser(nodes[i % 2].url, create_join_token(
