@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from agent.reply import ReplyPipeline
+    from agent.reply import ReplyPipeline, ReplyTimings
 
 
 def _ms(a: float | None, b: float | None) -> float | None:
@@ -26,12 +26,17 @@ class TurnRecord:
     agent_text: str = ""
     heard_text: str = ""
     interrupted: bool = False
+    timings: ReplyTimings | None = None  # the reply's, once the turn is finished
 
     def finish(self, *, agent_text: str, heard_text: str, interrupted: bool) -> None:
         self.agent_text, self.heard_text, self.interrupted = agent_text, heard_text, interrupted
+        if self.reply is not None:
+            # Keep the figures, not the pipeline: a session keeps its turn records, and each
+            # pipeline holds its whole prompt (the soak run's memory grew turn by turn).
+            self.timings, self.reply = self.reply.timings, None
 
     def latency_ms(self) -> dict[str, float | None]:
-        t = self.reply.timings if self.reply is not None else None
+        t = self.reply.timings if self.reply is not None else self.timings
         return {
             "endpoint": _ms(self.speech_end, self.final_at),
             "stt": _ms(self.speech_end, t.started) if t else None,
