@@ -178,17 +178,22 @@ class LiveKitBench:
         return result
 
     async def _wait_done(self, user: Any, since: float) -> None:
-        """Until the agent is listening and has been quiet for DONE_QUIET_S (or a timeout)."""
-        ears = Ears(user, max(0, len(user.audio) - 200))
+        await wait_quiet(user, Ears(user, max(0, len(user.audio) - 200)), since,
+                         timeout_s=ANSWER_TIMEOUT_S + 10)
 
-        def done() -> bool:
-            now = time.monotonic()
-            state = user.states[-1][1] if user.states else ""
-            last = ears.last_audible()
-            return (state == "listening" and now - since >= DONE_QUIET_S
-                    and (last is None or now - last >= DONE_QUIET_S))
 
-        await wait_until(done, ANSWER_TIMEOUT_S + 10, poll_s=0.05)
+async def wait_quiet(user: Any, ears: Ears, since: float, *, timeout_s: float) -> None:
+    """Until the agent is listening and has been quiet for DONE_QUIET_S since `since` (or
+    `timeout_s`)."""
+
+    def done() -> bool:
+        now = time.monotonic()
+        state = user.states[-1][1] if user.states else ""
+        last = ears.last_audible()
+        return (state == "listening" and now - since >= DONE_QUIET_S
+                and (last is None or now - last >= DONE_QUIET_S))
+
+    await wait_until(done, timeout_s, poll_s=0.05)
 
 
 async def ask(

@@ -46,7 +46,6 @@ MAX_WORKERS = 8
 MAX_DURATION_S = 900.0
 JOIN_TIMEOUT_S = 60.0  # room created -> agent listening
 ANSWER_TIMEOUT_S = 15.0  # end of a question -> the agent's voice
-DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 THINK_S = 0.8  # the user's pause before the next question
 GAP_S = 0.25  # silence inside a reply longer than this is a gap
 BARGE_IN_EVERY = 4  # every 4th item the user cuts in
@@ -610,19 +609,10 @@ class Microphone:
 
 
 async def _wait_done(user: Any, ears: Any) -> None:
-    """Until the agent is listening and has been quiet for DONE_QUIET_S (bounded)."""
-    from agent.bench_measure import wait_until
+    """Until the agent is listening and has been quiet for a while (bounded)."""
+    from agent.bench_livekit import wait_quiet
 
-    since = time.monotonic()
-
-    def done() -> bool:
-        now = time.monotonic()
-        state = user.states[-1][1] if user.states else ""
-        last = ears.last_audible()
-        return (state == "listening" and now - since >= DONE_QUIET_S
-                and (last is None or now - last >= DONE_QUIET_S))
-
-    await wait_until(done, ANSWER_TIMEOUT_S + 30, poll_s=0.05)
+    await wait_quiet(user, ears, time.monotonic(), timeout_s=ANSWER_TIMEOUT_S + 30)
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:
