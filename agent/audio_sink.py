@@ -16,6 +16,9 @@ import numpy as np
 
 class AudioSink(Protocol):
     sample_rate: int
+    frame_ms: int
+    """Length of the frames the playout writes: short where each write is cheap, longer where
+    each one costs a round trip (a LiveKit source)."""
 
     async def write(self, pcm: np.ndarray) -> None:
         """Queue one frame (int16 mono); waits while the queue is full (real-time pacing)."""
@@ -31,6 +34,8 @@ class AudioSink(Protocol):
 class TimelineSink:
     """Plays onto an in-memory timeline, paced by the clock, as a sound card would: each frame
     starts where the previous one ends, or now if the output has been idle."""
+
+    frame_ms = 20
 
     def __init__(
         self,

@@ -64,6 +64,8 @@ class DirectAudioSink:
     """An `AudioSink` whose audio the agent's WebRTC track reads in real time. At most
     `max_queue_ms` wait here, so clearing it silences the listener almost at once."""
 
+    frame_ms = OUTPUT_FRAME_MS
+
     def __init__(self, sample_rate: int = OUTPUT_RATE, max_queue_ms: int = 60) -> None:
         self.sample_rate = sample_rate
         self._max_queue = sample_rate * max_queue_ms // 1000

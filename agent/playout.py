@@ -77,20 +77,19 @@ class ReplyAudio:
 
 
 class Playout:
-    """Writes the current reply (and fillers) to the sink in frames of `frame_ms`."""
+    """Writes the current reply (and fillers) to the sink in the sink's frames."""
 
     def __init__(
         self,
         sink: AudioSink,
         *,
-        frame_ms: int = 20,
         clock: Callable[[], float] = time.monotonic,
         on_reply_started: Callable[[int, float], None] | None = None,
         on_reply_done: Callable[[int], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.sink = sink
-        self.frame = sink.sample_rate * frame_ms // 1000
+        self.frame = sink.sample_rate * sink.frame_ms // 1000
         self._reply: ReplyAudio | None = None
         self._filler: np.ndarray | None = None
         self._paused = False

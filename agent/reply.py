@@ -59,7 +59,7 @@ class ReplyPipeline:
         self.spoken: list[str] = []  # the chunks handed to the playout, in order
         self._task: asyncio.Task[None] | None = None
         # The first chunk's audio, started on the chunker's guess while its lookahead words
-        # are still arriving (~65 ms sooner at 15 words/s); used only if the guess was right.
+        # are still arriving (~130 ms sooner at 15 words/s); used only if the guess was right.
         self._early: tuple[str, asyncio.Task[np.ndarray]] | None = None
 
     def start(self) -> None:
@@ -81,9 +81,7 @@ class ReplyPipeline:
         try:
             await self._run_stages(chunks, synth)
         finally:
-            if self._early is not None:  # a guess never used: the reply ended or was cut
-                self._early[1].cancel()
-                await asyncio.gather(self._early[1], return_exceptions=True)
+            await self._drop_early()  # a guess never used: the reply ended or was cut
 
     async def _run_stages(
         self, chunks: asyncio.Queue[str | None], synth: asyncio.Task[None]
@@ -122,8 +120,8 @@ class ReplyPipeline:
                 self.text += delta
                 for chunk in self._chunker.push(delta):
                     self._emit_chunk(chunk, chunks)
-                if self._early is None and self.timings.first_chunk is None:
-                    self._start_early(self._chunker.provisional_first())
+                if self.timings.first_chunk is None:
+                    await self._guess_early(self._chunker.provisional_first())
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         self._end_chunks(chunks)
@@ -135,23 +133,29 @@ class ReplyPipeline:
             self._emit_chunk(chunk, chunks)
         chunks.put_nowait(None)
 
-    def _start_early(self, guess: str | None) -> None:
-        if guess:
-            task = asyncio.create_task(self._tts.synthesize(guess),
-                                       name=f"tts-{self.reply_id}-early")
-            self._early = (guess, task)
+    async def _guess_early(self, guess: str | None) -> None:
+        """Synthesize the chunker's guess of the first chunk; a guess that changed (its last
+        word grew) replaces the one in progress."""
+        if not guess or (self._early is not None and self._early[0] == guess):
+            return
+        await self._drop_early()
+        task = asyncio.create_task(self._tts.synthesize(guess), name=f"tts-{self.reply_id}-early")
+        self._early = (guess, task)
+
+    async def _drop_early(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:
+            early[1].cancel()
+            await asyncio.gather(early[1], return_exceptions=True)
 
     async def _first_audio(self, chunk: str) -> np.ndarray | None:
         """The early audio if it was made for exactly this chunk, else None (and dropped)."""
-        early, self._early = self._early, None
-        if early is None:
+        if self._early is None or self._early[0] != chunk:
+            await self._drop_early()
             return None
-        guess, task = early
-        if guess == chunk:
-            return await task
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return None
+        task = self._early[1]
+        self._early = None
+        return await task
 
     def _emit_chunk(self, chunk: str, chunks: asyncio.Queue[str | None]) -> None:
         if self.timings.first_chunk is None:

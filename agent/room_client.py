@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from livekit import rtc
 
+from agent.ffi_router import bind_audio_stream
+from agent.room_session import LiveKitAudioSink
+
 RATE = 16_000
 FRAME = RATE // 50  # 20 ms
 
@@ -45,6 +48,7 @@ class RoomUser:
         self.room.register_text_stream_handler("lk.transcription", self._on_text)
         await self.room.connect(self.url, self.token)
         self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
+        self._mic = LiveKitAudioSink(self._source)  # many users in one process: routed frames
         track = rtc.LocalAudioTrack.create_audio_track("mic", self._source)
         opts = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
         await self.room.local_participant.publish_track(track, opts)
@@ -67,12 +71,11 @@ class RoomUser:
             chunk = np.zeros(FRAME, np.int16)
             part = pcm[i * FRAME : (i + 1) * FRAME]
             chunk[: len(part)] = part
-            frame = rtc.AudioFrame(chunk.tobytes(), RATE, 1, FRAME)
-            await self._source.capture_frame(frame)
+            await self._mic.write(chunk)
             for k, mark in enumerate(marks):
                 if i * FRAME <= mark < (i + 1) * FRAME:
                     offset = (mark - i * FRAME) / RATE
-                    queued = self._source.queued_duration
+                    queued = self._mic.queued_samples() / RATE
                     sent[k] = time.monotonic() + queued - FRAME / RATE + offset
             await asyncio.sleep(max(0.0, start + (i + 1) * FRAME / RATE - time.monotonic()))
         return sent
@@ -100,6 +103,7 @@ class RoomUser:
 
     async def _record(self, track: rtc.Track) -> None:
         stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
+        bind_audio_stream(stream)
         async for ev in stream:
             self.audio.append((time.monotonic(), np.frombuffer(ev.frame.data, np.int16).copy()))
 

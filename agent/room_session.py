@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 48_000
+SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
 ATTR_AGENT_STATE = "lk.agent.state"
 TOPIC_TRANSCRIPTION = "lk.transcription"
 ATTR_SEGMENT_ID = "lk.segment_id"
@@ -30,15 +31,25 @@ PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-di
 
 
 class LiveKitAudioSink:
-    """An `AudioSink` on a LiveKit AudioSource with a short queue: clearing it silences the
-    listener within the queue's length plus the network."""
+    """An `AudioSink` on a LiveKit AudioSource: clearing it silences the listener at once (what
+    is left is the network), however much is queued. Frames go through `agent.ffi_router`, so a
+    worker's sessions do not wake each other up with every frame."""
+
+    # Each write is a round trip through the native runtime (a request, its answer, a wake-up):
+    # 60 ms frames make a third of the 20 ms ones. The source queues up to SOURCE_QUEUE_MS, so
+    # the next frame is written well before the queue runs dry, even on a busy event loop.
+    frame_ms = 60
 
     def __init__(self, source: rtc.AudioSource) -> None:
         self._source = source
         self.sample_rate = source.sample_rate
+        self._queued_s = 0.0  # at `_since`, drained in real time by the source
+        self._since = time.monotonic()
 
     async def write(self, pcm: np.ndarray) -> None:
         from livekit import rtc
+
+        from agent.ffi_router import capture_frame
 
         frame = rtc.AudioFrame(
             data=pcm.tobytes(),
@@ -46,15 +57,21 @@ class LiveKitAudioSink:
             num_channels=1,
             samples_per_channel=len(pcm),
         )
-        await self._source.capture_frame(frame)
+        await capture_frame(self._source, frame)
+        self._queued_s = self._queued() + len(pcm) / self.sample_rate
+        self._since = time.monotonic()
 
     def clear(self) -> int:
         dropped = self.queued_samples()
         self._source.clear_queue()
+        self._queued_s = 0.0
         return dropped
 
     def queued_samples(self) -> int:
-        return int(self._source.queued_duration * self.sample_rate)
+        return int(self._queued() * self.sample_rate)
+
+    def _queued(self) -> float:
+        return max(0.0, self._queued_s - (time.monotonic() - self._since))
 
 
 class RoomPublisher:
@@ -154,7 +171,7 @@ async def run_room_session(
     from agent.metrics import MetricsRecorder
     from agent.turn_engine import TurnEngine
 
-    source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=60)
+    source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
     track = rtc.LocalAudioTrack.create_audio_track("agent-voice", source)
     options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
     publication = await room.local_participant.publish_track(track, options)
@@ -217,6 +234,7 @@ async def _listen(
     """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
     from livekit import rtc
 
+    from agent.ffi_router import bind_audio_stream
     from agent.frame_guard import FrameGuard
 
     guard = FrameGuard()
@@ -228,6 +246,7 @@ async def _listen(
             num_channels=1,
             frame_size_ms=20,
         )
+        bind_audio_stream(stream)
         for pub in participant.track_publications.values():
             if pub.source == rtc.TrackSource.SOURCE_MICROPHONE:
                 publisher.user_track_id = pub.sid

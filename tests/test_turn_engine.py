@@ -115,14 +115,15 @@ def question_pcm() -> tuple[np.ndarray, float]:
 
 
 def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
-             tts: ToneTTS | None = None, reply: str = REPLY) -> list[dict[str, Any]]:
+             tts: ToneTTS | None = None, reply: str = REPLY,
+             llm: Any = None) -> list[dict[str, Any]]:
     """Feed `pcm` frame by frame in virtual time; the events with t relative to the input."""
 
     async def main() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
         events: list[dict[str, Any]] = []
         engine = TurnEngine(
-            stt=stt, llm=ScriptedLLM([reply], sleep=asyncio.sleep),
+            stt=stt, llm=llm or ScriptedLLM([reply], sleep=asyncio.sleep),
             tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
             history=ChatHistory("system"), clock=loop.time, partials=partials,
             on_event=lambda kind, data: events.append({"type": kind, **data}),
@@ -209,12 +210,41 @@ def test_the_first_chunk_is_synthesized_while_its_lookahead_arrives(question_pcm
     events = converse(pcm, FakeSTT(), tts=tts)
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
-    # Words at 150 ms and then every 1/15 s. The guess "The capital" is made when "of" arrives
-    # (283 ms: the space after "capital" is held until the next word shows), so its 100 ms of
-    # synthesis ends at 383 ms, not 100 ms after the chunk goes out at 350 ms (450 ms).
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15 + 0.1, abs=FRAME_S + 0.001)
+    # Words at 150 ms and then every 1/15 s. The guess "The capital" is made as "capital"
+    # arrives (217 ms), so its 100 ms of synthesis is done when the chunk goes out at the 4th
+    # word (350 ms): the audio starts then, not 100 ms later (450 ms).
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
     # [0] the filler, [1] the apology (made at start); "The capital" made once, not twice.
     assert tts.texts[2:4] == ["The capital", "of France is Paris,"]
+
+
+class DeltaLLM:
+    """TEST DOUBLE of agent.engines.LanguageModel: fixed deltas, the first after 150 ms and
+    then one every 1/15 s (as a real LLM's tokens, a word may come in pieces)."""
+
+    def __init__(self, deltas: list[str]) -> None:
+        self.deltas = deltas
+
+    async def stream(self, messages: list[Any]) -> Any:
+        await asyncio.sleep(0.15)
+        for i, delta in enumerate(self.deltas):
+            if i:
+                await asyncio.sleep(1 / 15)
+            yield delta
+
+
+def test_a_guess_is_replaced_when_its_last_word_grows(question_pcm) -> None:
+    pcm, _ = question_pcm
+    tts = ToneTTS(delay_s=0.1)
+    llm = DeltaLLM(["The", " cap", "ital", " of", " France", " is", " Paris."])
+    events = converse(pcm, FakeSTT(), tts=tts, llm=llm)
+    [started] = of(events, "reply_started")
+    [audio] = of(events, "audio_start")
+    # "The cap" (217 ms) was cancelled when "ital" came (283 ms); "The capital", synthesized
+    # from then on, is ready at 383 ms, and is used when the chunk goes out at " France"
+    # (417 ms), not synthesized again (which would start the audio at 517 ms).
+    assert tts.texts[2:4] == ["The capital", "of France is Paris."]
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 4 / 15, abs=FRAME_S + 0.001)
 
 
 def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:

@@ -301,13 +301,15 @@ class LookaheadChunker(_Chunker):
         return chunks
 
     def provisional_first(self) -> str | None:
-        """The first `min_first_words` words once they are complete: the usual first chunk
-        (it is longer only when a clause ends within `max_first_words`, or a title or an
-        initial binds the next word). Known ~2 words before the chunk may go out."""
+        """The first `min_first_words` words as soon as the last of them has begun: the usual
+        first chunk (it is longer only when a clause ends within `max_first_words`, or a title
+        or an initial binds the next word). The last word may still grow ("there" ->
+        "therefore,"), so the guess is a prefix of the first chunk, not always all of it; it is
+        known ~2-3 words before the chunk may go out. The caller re-guesses as words grow."""
         if self._first_done:
             return None
         words = 0
-        for i, t in enumerate(self._tokens[: self._complete()]):
+        for i, t in enumerate(self._tokens):
             words += _is_word(t.text)
             if words == self.options.min_first_words:
                 return " ".join(t.text for t in self._tokens[: i + 1])

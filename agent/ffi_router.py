@@ -1,0 +1,207 @@
+"""Per-stream delivery of LiveKit's audio frame events, so that sessions in one process cost
+each other nothing.
+
+livekit-rtc (1.1 and 1.2) hands every event of its native runtime to every subscriber queue in
+the process, each through `loop.call_soon_threadsafe` (a pipe write and an event-loop wake-up),
+under one lock. Every `AudioStream` subscribes to all audio frame events and drops the other
+streams' ones, and every `AudioSource.capture_frame()` in flight subscribes to everything. With
+N sessions in one worker each 20 ms frame is handed to ~N queues: N² wake-ups per frame time.
+In a py-spy profile of a 6-session worker that hand-out was most of the worker's busy time.
+
+Once a stream is bound here, its frame events go to its own queue alone, and it no longer
+receives the others'. `capture_frame` here hands the runtime's answer to the one waiting call
+alone (the library's broadcasts it to every room and every capture in flight). Every other
+event, the frames of streams that are not bound and the library's own captures go the library's
+way. The router relies on private attributes of livekit-rtc; where they are missing
+(another version), binding is skipped with one warning and the library's behaviour stays.
+`VOXROOM_FFI_ROUTING=off` keeps the library's way (for comparisons, or a misbehaving version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_AUDIO_EVENT = "audio_stream_event"
+_CAPTURE_EVENT = "capture_audio_frame"
+_MAX_EARLY = 64
+
+
+def _never(_event: Any) -> bool:
+    return False
+
+
+def _resolve(future: asyncio.Future[Any], event: Any) -> None:
+    if not future.done():  # not cancelled meanwhile
+        future.set_result(event)
+
+
+class FfiEventRouter:
+    """Wraps one `FfiQueue`: `put` (called on the native runtime's thread) routes the frame
+    events of bound streams; `unsubscribe` forgets a closed stream's route."""
+
+    def __init__(self, ffi_queue: Any) -> None:
+        self._ffi_queue = ffi_queue
+        self._library_put = ffi_queue.put
+        self._library_unsubscribe = ffi_queue.unsubscribe
+        self._lock = threading.Lock()
+        # Replaced whole on every change, so `put` reads it without a lock.
+        self._routes: dict[int, tuple[asyncio.Queue[Any], asyncio.AbstractEventLoop]] = {}
+        # Captures waiting for their answer, by async id. The runtime can answer before the
+        # request returns the id: while requests are under way, answers nobody waits for yet
+        # are kept (and also given to the library, whose they may be).
+        self._capture_lock = threading.Lock()
+        self._captures: dict[int, tuple[asyncio.Future[Any], asyncio.AbstractEventLoop]] = {}
+        self._requesting = 0
+        self._early: dict[int, Any] = {}
+        ffi_queue.put = self.put
+        ffi_queue.unsubscribe = self.unsubscribe
+
+    @property
+    def routes(self) -> int:
+        return len(self._routes)
+
+    def put(self, event: Any) -> None:
+        kind = event.WhichOneof("message")
+        if kind == _AUDIO_EVENT:
+            route = self._routes.get(event.audio_stream_event.stream_handle)
+            if route is not None:
+                queue, loop = route
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+                except RuntimeError:  # the stream's loop is closed: it will not read again
+                    self._forget(queue)
+                return
+        elif kind == _CAPTURE_EVENT:
+            async_id = event.capture_audio_frame.async_id
+            with self._capture_lock:
+                waiter = self._captures.pop(async_id, None)
+                if waiter is None and self._requesting:
+                    self._early[async_id] = event
+                    while len(self._early) > _MAX_EARLY:  # the library's, never claimed
+                        del self._early[next(iter(self._early))]
+            if waiter is not None:
+                future, loop = waiter
+                with contextlib.suppress(RuntimeError):  # its loop is gone, and so is the caller
+                    loop.call_soon_threadsafe(_resolve, future, event)
+                return
+        self._library_put(event)
+
+    async def capture_frame(self, source: Any, frame: Any) -> None:
+        """`source.capture_frame(frame)` (an `rtc.AudioSource`, an `rtc.AudioFrame`), with the
+        answer routed to this call alone. Returns once the runtime has queued the frame."""
+        from livekit.rtc._ffi_client import FfiClient
+        from livekit.rtc._proto import ffi_pb2
+
+        req = ffi_pb2.FfiRequest()
+        req.capture_audio_frame.source_handle = source._ffi_handle.handle
+        req.capture_audio_frame.buffer.CopyFrom(frame._proto_info())  # points into `frame`
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._capture_lock:
+            self._requesting += 1
+        try:
+            async_id = FfiClient.instance.request(req).capture_audio_frame.async_id
+        except BaseException:
+            self._requested(None, future, loop)
+            raise
+        if (early := self._requested(async_id, future, loop)) is not None:
+            future.set_result(early)
+        try:
+            answer = await future  # `frame` stays alive until the runtime has copied it
+        finally:
+            with self._capture_lock:
+                self._captures.pop(async_id, None)
+        if answer.capture_audio_frame.error:
+            raise RuntimeError(f"capture_frame: {answer.capture_audio_frame.error}")
+
+    def _requested(
+        self, async_id: int | None, future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop
+    ) -> Any:
+        """A capture request returned (None: it failed): its answer if it came already, else
+        None and the capture waits for it."""
+        early = None
+        with self._capture_lock:
+            self._requesting -= 1
+            if async_id is not None:
+                early = self._early.pop(async_id, None)
+                if early is None:
+                    self._captures[async_id] = (future, loop)
+            if not self._requesting:
+                self._early.clear()  # nobody left to claim them
+        return early
+
+    def unsubscribe(self, queue: Any) -> None:
+        self._library_unsubscribe(queue)
+        self._forget(queue)
+
+    def bind(self, queue: Any, handle: int, loop: asyncio.AbstractEventLoop) -> None:
+        """Deliver the frame events of stream `handle` to `queue` alone, and nothing else."""
+        with self._ffi_queue._lock:
+            subscribers = self._ffi_queue._subscribers
+            for i, (q, q_loop, _filter) in enumerate(subscribers):
+                if q is queue:
+                    subscribers[i] = (q, q_loop, _never)
+                    break
+            else:
+                return  # already unsubscribed: the stream is closed
+        with self._lock:
+            self._routes = {**self._routes, handle: (queue, loop)}
+
+    def _forget(self, queue: Any) -> None:
+        with self._lock:
+            self._routes = {h: r for h, r in self._routes.items() if r[0] is not queue}
+
+
+_router: FfiEventRouter | None = None
+_install_lock = threading.Lock()
+_unsupported = False
+
+
+def install() -> FfiEventRouter | None:
+    """The process's router, installed on first use (None where livekit-rtc lacks what it
+    needs)."""
+    global _router, _unsupported
+    with _install_lock:
+        if os.environ.get("VOXROOM_FFI_ROUTING", "on") == "off":  # the library's way, for A/B
+            return None
+        if _router is None and not _unsupported:
+            from livekit.rtc._ffi_client import FfiClient
+
+            queue = FfiClient.instance.queue
+            if hasattr(queue, "_subscribers") and hasattr(queue, "_lock"):
+                _router = FfiEventRouter(queue)
+            else:
+                _unsupported = True
+                log.warning("livekit-rtc without the expected FfiQueue: frames are not routed")
+        return _router
+
+
+def bind_audio_stream(stream: Any) -> bool:
+    """Route `stream`'s (an `rtc.AudioStream`) frame events to it alone. Returns whether it
+    was bound."""
+    router = install()
+    try:
+        queue, handle, loop = stream._ffi_queue, stream._ffi_handle.handle, stream._loop
+    except AttributeError:
+        log.warning("rtc.AudioStream without the expected attributes: frames are not routed")
+        return False
+    if router is None:
+        return False
+    router.bind(queue, handle, loop)
+    return True
+
+
+async def capture_frame(source: Any, frame: Any) -> None:
+    """Queue `frame` on `source` (an `rtc.AudioSource`), routed where the router is installed."""
+    router = install()
+    if router is None:
+        await source.capture_frame(frame)
+    else:
+        await router.capture_frame(source, frame)
