@@ -206,6 +206,7 @@ class CopilotSession:
         self.candidate: str | None = None
         self.index: ContextIndex | None = None
         self.engine: Any = None
+        self._prefill: Any = None  # agent.copilot_prefill.LlamaPrefill, for the bundled LLM
         self.sink: Any = None  # LiveKitAnswerSink, or with a TTS the SpokenAnswerSink around it
         self._voice: tuple[rtc.AudioSource, Playout] | None = None  # once speech was turned on
         self._candidate_known = asyncio.Event()
@@ -223,6 +224,7 @@ class CopilotSession:
     async def run(self) -> None:
         from agent.context_index import ContextIndex
         from agent.copilot_engine import CopilotEngine
+        from agent.copilot_prefill import llama_prefill_for
 
         room = self.room
         for event, handler in self._handlers:
@@ -242,9 +244,11 @@ class CopilotSession:
             self.sink = LiveKitAnswerSink(room, self.candidate)
             if self._tts is not None:
                 self.sink = SpokenAnswerSink(self.sink, self._tts)
+            # The bundled llama.cpp server reads the question while it is asked.
+            self._prefill = llama_prefill_for(self._llm)
             self.engine = CopilotEngine(
                 stt=self._stt, llm=self._llm, sink=self.sink, context=self.index,
-                options=self._options, on_event=self._log_event)
+                options=self._options, on_event=self._log_event, prefill=self._prefill)
             await self.engine.start()
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
@@ -273,6 +277,9 @@ class CopilotSession:
         if self.engine is not None:
             await self.engine.aclose()
             log.info("copilot session ended after %d answers", len(self.engine.answers))
+        if self._prefill is not None:
+            await self._prefill.aclose()
+            self._prefill = None
         if isinstance(self.sink, SpokenAnswerSink):
             await self.sink.aclose()
         if self._voice is not None:
@@ -343,9 +350,11 @@ class CopilotSession:
     async def _listen(self, track: rtc.Track) -> None:
         from livekit import rtc
 
+        from agent.ffi_router import bind_audio_stream
         from agent.frame_guard import FrameGuard
 
         stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
+        bind_audio_stream(stream)
         guard = FrameGuard()
         try:
             async for event in stream:
@@ -466,7 +475,7 @@ class CopilotSession:
         from livekit import rtc
 
         from agent.playout import Playout
-        from agent.room_session import OUTPUT_RATE, LiveKitAudioSink
+        from agent.room_session import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
 
         assert self.candidate is not None
         lp = self.room.local_participant
@@ -476,7 +485,7 @@ class CopilotSession:
             participant_permissions=[
                 rtc.ParticipantTrackPermission(participant_identity=self.candidate,
                                                allow_all=True)])
-        source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=60)
+        source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
         track = rtc.LocalAudioTrack.create_audio_track(VOICE_TRACK, source)
         await lp.publish_track(
             track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))

@@ -4,7 +4,8 @@
 Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into the
 `CopilotEngine` with its real parts: webrtcvad, Whisper tiny.en, the MiniLM context index over
 a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
-by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`). A recording sink
+by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`; the question read ahead from
+the STT's partials while it is spoken, agent.copilot_prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
@@ -12,7 +13,8 @@ Run from the repository root:
     .venv/bin/python -m bench.copilot_bench [--questions N] [--llm local|script:PATH]
 By default the documents are the prompt's stable prefix, warmed before the first question
 (CopilotOptions.stable_prefix_max_chars); `--stable-prefix-chars 0` puts the `--pieces N`
-nearest chunks into each prompt instead. `--json PATH` writes every answer's timings. The
+nearest chunks into each prompt instead; `--no-prefill` turns the read-ahead off. `--json PATH`
+writes every answer's timings (and the read-ahead requests of its question). The
 machine is shared: the load average is printed with the results.
 
 First words: the first text on the screen that holds a letter or digit (not the "- " of a
@@ -97,6 +99,7 @@ def speak(text: str) -> np.ndarray:
 async def run(args: argparse.Namespace) -> list[dict]:
     from agent.context_index import ContextIndex
     from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
+    from agent.copilot_prefill import llama_prefill_for
     from agent.engine_loader import open_llm
     from agent.models import offline_env
     from agent.stt_whisper import WhisperSTT
@@ -123,7 +126,15 @@ async def run(args: argparse.Namespace) -> list[dict]:
         sink = TimedSink()
         options = CopilotOptions(context_pieces=args.pieces,
                                  stable_prefix_max_chars=args.stable_prefix_chars)
-        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index, options=options)
+        prefill = None if args.no_prefill else llama_prefill_for(llm)
+        events: list[tuple[str, dict]] = []
+
+        def on_event(kind: str, data: dict) -> None:
+            if kind in TIMELINE_EVENTS:
+                events.append((kind, data))
+
+        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index, options=options,
+                               prefill=prefill, on_event=on_event)
         await engine.start()
         warm_start = time.monotonic()
         await engine.warm()
@@ -139,6 +150,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
                 end_sample = INPUT_RATE // 2 + last_voiced_sample(pcm[INPUT_RATE // 2 :])
                 speech_end = None
                 done = len(engine.answers)
+                events.clear()
                 for i in range(len(pcm) // FRAME_SAMPLES):
                     sent += 1
                     await asyncio.sleep(max(0.0, start + sent * 0.02 - time.monotonic()))
@@ -156,11 +168,30 @@ async def run(args: argparse.Namespace) -> list[dict]:
                     await asyncio.sleep(max(0.0, start + sent * 0.02 - time.monotonic()))
                     engine.push_frame(silence)
                 results.append(_result(question, speech_end, engine.answers[done:], sink))
+                if speech_end is not None:
+                    results[-1]["timeline"] = _timeline(events, speech_end)
                 print(json.dumps(results[-1]), flush=True)
         finally:
             await engine.aclose()
+            if prefill is not None:
+                await prefill.aclose()
     index.close()
     return results
+
+
+TIMELINE_EVENTS = ("speech_end", "candidate_requested", "transcript", "prefill",
+                   "answer_started", "answer_cancelled")
+
+
+def _timeline(events: list[tuple[str, dict]], speech_end: float) -> list[list]:
+    """The engine's events of one question: [ms after the end of the question, kind, what]."""
+    out = []
+    for kind, data in events:
+        what = {k: v for k, v in data.items() if k not in ("t", "utterance_id", "answer_id")}
+        if kind == "speech_end":  # when the endpointer saw the last voiced frame
+            what = {"last_voiced_ms": round((data["last_voiced"] - speech_end) * 1000)}
+        out.append([round((data["t"] - speech_end) * 1000), kind, what])
+    return out
 
 
 def _result(question: str, speech_end: float | None, answers: list, sink: TimedSink) -> dict:
@@ -208,6 +239,8 @@ def main() -> None:
                         help="documents up to this size are the cached prompt prefix (0: never)")
     parser.add_argument("--max-tokens", type=int, default=120, help="as llm.max_tokens")
     parser.add_argument("--timeout-s", type=float, default=15.0, help="longest wait per answer")
+    parser.add_argument("--no-prefill", action="store_true",
+                        help="do not read the question into the LLM's cache while it is spoken")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
     args = parser.parse_args()
     results = asyncio.run(run(args))

@@ -1,7 +1,8 @@
 """The copilot engine in virtual time (tests/virtual_time.py), with test doubles for the
-engines around it: a VAD that hears any non-zero frame, an STT that answers from a script
-after a fixed delay, the ScriptedLLM (recording the prompts it gets), and a sink that records
-what the candidate would see and when. Plus the pure endpointer on its own."""
+engines around it: a VAD that hears any non-zero frame, a streaming STT that answers from a
+script after a fixed delay, the ScriptedLLM (recording the prompts it gets), a prefill client
+that records what it reads ahead, and a sink that records what the candidate would see and
+when. Plus the pure endpointer on its own."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from agent.copilot_engine import (
     copilot_messages,
     prefix_steps,
 )
-from agent.engines import FRAME_SAMPLES, ChatMessage
+from agent.copilot_prefill import PrefillResult
+from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.llm_scripted import ScriptedLLM
 from state_machine import actions as A
 from tests.virtual_time import run_virtual
@@ -44,19 +46,79 @@ class AnyNonZeroVAD:
 
 @dataclass
 class ScriptedSTT:
-    """TEST DOUBLE: the transcript of an utterance is the script's text for the longest
-    duration of voiced audio it contains, after `delay_s`."""
+    """TEST DOUBLE: a streaming STT whose transcript of an utterance is the script's text for
+    the longest duration of voiced audio pushed, `delay_s` after a flush(); while not paused,
+    each script entry is also a partial `delay_s` after the voiced audio reaches it."""
 
     script: list[tuple[float, str]]  # (seconds of speech, what has been said by then)
     delay_s: float = 0.2
-    calls: int = 0
+    partials: bool = True
+    calls: int = 0  # flushes
+    streams: list[ScriptedSTTStream] = field(default_factory=list)
 
-    async def transcribe(self, pcm: np.ndarray) -> str:
-        self.calls += 1
-        voiced_s = np.count_nonzero(pcm.reshape(-1, FRAME_SAMPLES).any(axis=1)) * FRAME_S
-        await asyncio.sleep(self.delay_s)
+    def stream(self) -> ScriptedSTTStream:
+        self.streams.append(ScriptedSTTStream(self))
+        return self.streams[-1]
+
+    def said(self, voiced_s: float) -> str:
         said = [text for seconds, text in self.script if seconds <= voiced_s + 1e-6]
         return said[-1] if said else ""
+
+    async def decode(self, voiced_s: float) -> str:
+        await asyncio.sleep(self.delay_s)
+        return self.said(voiced_s)
+
+
+class ScriptedSTTStream:
+    """TEST DOUBLE: one stream of ScriptedSTT."""
+
+    def __init__(self, stt: ScriptedSTT) -> None:
+        self.stt = stt
+        self.voiced_frames = 0
+        self.paused = False
+        self.pauses: list[bool] = []
+        self.closed = False
+        self._queue: asyncio.Queue[Transcript | None] = asyncio.Queue()
+        self._timers: list[asyncio.TimerHandle] = []
+
+    def push(self, pcm: np.ndarray) -> None:
+        if not pcm.any():
+            return
+        self.voiced_frames += 1
+        voiced_s = self.voiced_frames * FRAME_S
+        at_entry = any(abs(s - voiced_s) < 1e-6 for s, _ in self.stt.script)
+        if self.stt.partials and not self.paused and at_entry:
+            partial = Transcript(self.stt.said(voiced_s), final=False)
+            self._timers.append(asyncio.get_running_loop().call_later(
+                self.stt.delay_s, self._queue.put_nowait, partial))
+
+    async def flush(self) -> str:
+        self.stt.calls += 1
+        return await self.stt.decode(self.voiced_frames * FRAME_S)
+
+    async def finalize(self) -> str:
+        text = await self.flush()
+        self.discard()
+        return text
+
+    def discard(self) -> None:
+        self.voiced_frames = 0
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    async def partials(self) -> AsyncIterator[Transcript]:
+        while (item := await self._queue.get()) is not None:
+            yield item
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self.pauses.append(paused)
+
+    async def aclose(self) -> None:
+        self.discard()
+        self.closed = True
+        self._queue.put_nowait(None)
 
 
 class RecordingLLM(ScriptedLLM):
@@ -132,6 +194,36 @@ class RecordingSink:
         return min(t for t, k, i, _ in self.events if k == "write" and i == answer_id)
 
 
+class RecordingPrefill:
+    """TEST DOUBLE for agent.copilot_prefill.LlamaPrefill: each request takes `seconds`;
+    records (opened, closed, question, messages, finished) per request, in loop time."""
+
+    def __init__(self, seconds: float = 0.1, *, fail: bool = False) -> None:
+        self.seconds = seconds
+        self.fail = fail
+        self.requests: list[tuple[float, float, str, list[ChatMessage], bool]] = []
+        self.open = 0
+        self.most_open = 0
+
+    async def prefill(self, messages: list[ChatMessage], question: str) -> PrefillResult:
+        loop = asyncio.get_running_loop()
+        opened, finished = loop.time(), False
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            await asyncio.sleep(self.seconds)
+            if self.fail:
+                raise ConnectionError("refused")
+            finished = True
+            return PrefillResult(cached=0, read=len(question.split()), ms=self.seconds * 1000)
+        finally:
+            self.open -= 1
+            self.requests.append((opened, loop.time(), question, messages, finished))
+
+    def questions(self) -> list[str]:
+        return [q for _, _, q, _, _ in self.requests]
+
+
 @dataclass
 class Piece:
     chunk_id: int
@@ -175,9 +267,12 @@ def run_copilot(
     context: FixedContext | None = None,
     tail_s: float = 3.0,
     close_at: float | None = None,
+    prefill: RecordingPrefill | None = None,
+    warm: bool = False,
 ) -> Run:
     """Feed `timeline` ("speech" | "silence", seconds) frame by frame in virtual time, then
-    silence for `tail_s` (or close the engine at `close_at`)."""
+    silence for `tail_s` (or close the engine at `close_at`, in timeline time). `warm`: warm
+    the prompt prefix first (the timeline starts after it)."""
 
     async def main() -> Run:
         loop = asyncio.get_running_loop()
@@ -185,13 +280,16 @@ def run_copilot(
         events: list[tuple[str, dict]] = []
         engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=context, options=options,
                                vad=AnyNonZeroVAD(), clock=loop.time,
-                               on_event=lambda k, d: events.append((k, d)))
+                               on_event=lambda k, d: events.append((k, d)), prefill=prefill)
         await engine.start()
+        if warm:
+            await engine.warm()
+        t0 = loop.time()
         speech_ends = []
         for kind, seconds in [*timeline, ("silence", tail_s)]:
             for _ in range(round(seconds / FRAME_S)):
                 await asyncio.sleep(FRAME_S)
-                if close_at is not None and loop.time() >= close_at:
+                if close_at is not None and loop.time() - t0 >= close_at:
                     break
                 engine.push_frame(VOICED if kind == "speech" else SILENT)
             if kind == "speech":
@@ -271,7 +369,7 @@ def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float)
     class ByTimeSTT(ScriptedSTT):
         """TEST DOUBLE: the statement before the second utterance starts, then the question."""
 
-        async def transcribe(self, pcm: np.ndarray) -> str:
+        async def decode(self, voiced_s: float) -> str:
             await asyncio.sleep(self.delay_s)
             if asyncio.get_running_loop().time() < 1.0 + gap_s:
                 return "I see you worked at Northwind Bank."
@@ -414,10 +512,9 @@ def test_a_new_question_supersedes_an_unfinished_answer():
     texts = {1.0: "What is your biggest weakness?", 2.0: "Why do you want this job?"}
 
     class ByLength(ScriptedSTT):
-        async def transcribe(self, pcm: np.ndarray) -> str:
+        async def decode(self, voiced_s: float) -> str:
             await asyncio.sleep(self.delay_s)
-            voiced = np.count_nonzero(pcm.reshape(-1, FRAME_SAMPLES).any(axis=1)) * FRAME_S
-            return texts[1.0] if voiced < 1.5 else texts[2.0]
+            return texts[1.0] if voiced_s < 1.5 else texts[2.0]
 
     long_answer = " ".join(["word"] * 60)  # 6 s at 10 words/s
     llm = RecordingLLM([long_answer], ttft_ms=100, words_per_s=10)
@@ -547,3 +644,132 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     [start] = [a for a in out if isinstance(a, A.StartReply)]
     assert not start.speculative
     assert A.ConfirmReply(start.reply_id) in out
+
+
+# ---- reading the question ahead (prefill) ---------------------------------------------------
+
+GROWING = [(0.4, "Tell me"), (0.8, "Tell me about a..."), (1.2, "Tell me about a time you?"),
+           (1.6, "Tell me about a time you failed.")]
+
+
+def _after_warm_up(llm: RecordingLLM) -> list[tuple[float, float, str]]:
+    return [s for s in llm.spans if not s[2].endswith("Hello.")]
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] - 1e-9 and b[0] < a[1] - 1e-9
+
+
+def test_the_question_is_read_ahead_as_its_partials_grow_and_the_answer_continues_it():
+    context = FixedContext(THREE_PIECES)
+    stt = ScriptedSTT(GROWING, delay_s=0.2)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    prefill = RecordingPrefill(0.1)
+    run = run_copilot([("speech", 1.6)], stt, llm, context=context, prefill=prefill, warm=True)
+
+    # Partials come 0.2 s after their audio, read without their last word (often cut off)
+    # and end punctuation; the last (at the pause) is not read ahead: the candidate and the
+    # answer come next and must not wait behind it.
+    assert prefill.questions() == ["Tell", "Tell me about", "Tell me about a time"]
+    for _, _, question, messages, finished in prefill.requests:
+        assert finished
+        assert messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, question)
+    [(_, _, asked)] = _after_warm_up(llm)
+    assert asked == EVERY_PIECE + "Interviewer: Tell me about a time you failed."
+    assert asked.startswith(EVERY_PIECE + "Interviewer: " + prefill.questions()[-1])
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid) == ANSWER
+    assert [e["question"] for e in kinds(run.events, "prefill")] == prefill.questions()
+    # Partials pause while the answer is on its way (the LLM needs the CPU), then go on.
+    assert stt.streams[0].pauses == [False, True, False]
+
+
+def test_never_two_requests_in_flight_and_the_newest_partial_goes_next():
+    context = FixedContext(THREE_PIECES)
+    stt = ScriptedSTT([(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)]
+                      + [(2.8, "Why words?")], delay_s=0.1)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    prefill = RecordingPrefill(0.9)  # slower than the partials (every 0.4 s)
+    run_copilot([("speech", 2.8)], stt, llm, context=context, prefill=prefill, warm=True)
+
+    # Partials at 0.5, 0.9, ... 2.5 s, one word more each (read without the last one): the
+    # second is read at once (0.9-1.8 s); the third and fourth come meanwhile and wait, and
+    # only the newest goes when it returns (1.8-2.7 s); then the sixth, not the fifth.
+    assert prefill.questions() == ["word", "word word word", "word word word word word"]
+    assert prefill.most_open == 1
+    spans = [(o, c) for o, c, *_ in prefill.requests]
+    [(asked_at, _, asked)] = _after_warm_up(llm)
+    assert asked.endswith("Interviewer: Why words?")
+    # The answer's request waits for the prefill in flight: it then gets the warm slot.
+    assert asked_at >= spans[-1][1]
+    assert not any(_overlap(s, (o, c)) for s in spans for o, c, _ in llm.spans)
+
+
+def test_nothing_is_read_ahead_before_the_prefix_is_warm():
+    stt = ScriptedSTT(GROWING, delay_s=0.2)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    prefill = RecordingPrefill(0.1)
+    run = run_copilot([("speech", 1.6)], stt, llm, context=FixedContext(THREE_PIECES),
+                      prefill=prefill)
+
+    assert prefill.requests == []
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.status(aid) == "complete"
+
+
+def test_closing_while_reading_ahead_leaves_nothing_running():
+    stt = ScriptedSTT(GROWING, delay_s=0.2)
+    prefill = RecordingPrefill(5.0)
+    run = run_copilot([("speech", 1.6)], stt, RecordingLLM([ANSWER]),
+                      context=FixedContext(THREE_PIECES), prefill=prefill, warm=True,
+                      close_at=1.0)
+
+    [(_, _, question, _, finished)] = prefill.requests
+    assert question == "Tell" and not finished  # cancelled by aclose()
+    assert prefill.open == 0
+    assert not run.engine._prefill.in_flight
+    assert stt.streams[0].closed
+
+
+def test_a_failing_prefill_stops_after_three_tries_and_answers_still_come():
+    stt = ScriptedSTT([(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)]
+                      + [(2.8, "Why words?")], delay_s=0.1)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    prefill = RecordingPrefill(0.05, fail=True)
+    run = run_copilot([("speech", 2.8)], stt, llm, context=FixedContext(THREE_PIECES),
+                      prefill=prefill, warm=True)
+
+    assert len(prefill.requests) == 3
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid) == ANSWER
+    assert stt.streams[0].paused  # no partials once nothing reads them ahead
+
+
+def test_the_text_heard_at_a_pause_inside_a_question_is_read_ahead_when_it_goes_on():
+    stt = ScriptedSTT([(1.0, "Tell me about a time when"),
+                       (2.0, "Tell me about a time when you disagreed with your manager.")],
+                      partials=False)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    prefill = RecordingPrefill(0.1)
+    run = run_copilot([("speech", 1.0), ("silence", 0.5), ("speech", 1.0)], stt, llm,
+                      context=FixedContext(THREE_PIECES), prefill=prefill, warm=True)
+
+    # The candidate at the pause started a speculative answer; the interviewer went on, so
+    # it was closed, and once its slot is free the candidate's text is read ahead.
+    [(opened, closed, question, _, _)] = prefill.requests
+    assert question == "Tell me about a time"
+    [(_, cancelled_closed, speculative), (asked_at, _, asked)] = _after_warm_up(llm)
+    assert speculative.endswith("Interviewer: Tell me about a time when")
+    assert opened >= cancelled_closed + CopilotOptions().llm_release_s - 1e-6
+    assert opened < run.speech_ends[1] and asked_at >= closed
+    assert asked.endswith("Interviewer: Tell me about a time when you disagreed with your "
+                          "manager.")
+
+
+def test_without_a_prefill_no_partials_are_decoded():
+    stt = ScriptedSTT(GROWING, delay_s=0.2)
+    run = run_copilot([("speech", 1.6)], stt, RecordingLLM([ANSWER], ttft_ms=100))
+
+    assert stt.streams[0].paused and set(stt.streams[0].pauses) == {True}
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.status(aid) == "complete"

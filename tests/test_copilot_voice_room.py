@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from livekit import api, rtc
 from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import ATTR_SPEAK, MEETING_TRACK, VOICE_TRACK, CopilotSession
 from agent.copilot_voice import TOPIC_COPILOT_CONTROL
+from agent.engines import Transcript
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.tokens import create_join_token
@@ -34,11 +35,31 @@ REPLY = "- I studied at the Technical University of Munich.\n- Computer science,
 
 
 class FixedSTT:
-    """TEST DOUBLE: every utterance is the question."""
+    """TEST DOUBLE of agent.engines.SpeechToText: every utterance is the question (a stream
+    without partials)."""
 
-    async def transcribe(self, pcm: np.ndarray) -> str:
+    def stream(self) -> FixedSTT:
+        return self
+
+    def push(self, pcm: np.ndarray) -> None:
+        pass
+
+    async def flush(self) -> str:
         await asyncio.sleep(0.05)
         return QUESTION
+
+    def discard(self) -> None:
+        pass
+
+    async def partials(self) -> AsyncIterator[Transcript]:
+        return
+        yield
+
+    def set_paused(self, paused: bool) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
 
 
 class UnitEmbedder:
