@@ -206,7 +206,7 @@ class CopilotSession:
         self.candidate: str | None = None
         self.index: ContextIndex | None = None
         self.engine: Any = None
-        self._prefill: Any = None  # agent.copilot_prefill.LlamaPrefill, for the bundled LLM
+        self._prefill: Any = None  # agent.copilot_prefill.CopilotLlamaClient, for the bundled LLM
         self.sink: Any = None  # LiveKitAnswerSink, or with a TTS the SpokenAnswerSink around it
         self._voice: tuple[rtc.AudioSource, Playout] | None = None  # once speech was turned on
         self._candidate_known = asyncio.Event()
@@ -224,7 +224,7 @@ class CopilotSession:
     async def run(self) -> None:
         from agent.context_index import ContextIndex
         from agent.copilot_engine import CopilotEngine
-        from agent.copilot_prefill import llama_prefill_for
+        from agent.copilot_prefill import llama_client_for
 
         room = self.room
         for event, handler in self._handlers:
@@ -244,10 +244,12 @@ class CopilotSession:
             self.sink = LiveKitAnswerSink(room, self.candidate)
             if self._tts is not None:
                 self.sink = SpokenAnswerSink(self.sink, self._tts)
-            # The bundled llama.cpp server reads the question while it is asked.
-            self._prefill = llama_prefill_for(self._llm)
+            # The bundled llama.cpp server reads the question while it is asked, and answers
+            # in a layout of its own (agent.copilot_prefill).
+            self._prefill = llama_client_for(self._llm)
             self.engine = CopilotEngine(
-                stt=self._stt, llm=self._llm, sink=self.sink, context=self.index,
+                stt=self._stt, llm=self._prefill or self._llm, sink=self.sink,
+                context=self.index,
                 options=self._options, on_event=self._log_event, prefill=self._prefill)
             await self.engine.start()
             self._spawn(self._load_metadata_documents())

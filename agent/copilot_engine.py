@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agent.copilot_prefill import Prefiller, PrefillResult, QuestionPrefill
+from agent.copilot_prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
 from agent.engines import (
     FRAME_SAMPLES,
     INPUT_RATE,
@@ -43,6 +43,7 @@ from agent.engines import (
     STTStream,
 )
 from agent.question_detector import check_question
+from agent.stt_guard import GuardedSTTStream
 from state_machine import actions as A
 from state_machine.similarity import spoken_words, text_similarity
 
@@ -309,7 +310,7 @@ class QuestionEndpointer:
 def copilot_messages(system_prompt: str, pieces: list[Any], question: str) -> list[ChatMessage]:
     """Fixed system prompt, then the documents' pieces (in document order, so that questions
     that retrieve the same pieces share the prompt prefix), then the question."""
-    user = f"Interviewer: {question}"
+    user = QUESTION_LABEL + question
     if pieces:
         lines = "\n".join(f"- ({p.source}) {p.text}" for p in sorted(pieces, key=_chunk_id))
         user = f"From the candidate's documents:\n{lines}\n\n{user}"
@@ -421,7 +422,8 @@ class CopilotEngine:
         prefill: Prefiller | None = None,
     ) -> None:
         """`prefill`: reads the question into the LLM's prompt cache while it is being asked
-        (agent.copilot_prefill; only for the server behind `llm`)."""
+        (agent.copilot_prefill; only for the server behind `llm`, in the layout of `llm`'s
+        prompts: the bundled server's `CopilotLlamaClient` is both)."""
         self.options = options or CopilotOptions()
         self.endpointer = QuestionEndpointer(self.options)
         self.answers: list[AnswerRecord] = []
@@ -437,11 +439,11 @@ class CopilotEngine:
         self._emit_event = on_event or (lambda _k, _d: None)
         self._recent: deque[np.ndarray] = deque(maxlen=self.options.frames(self.options.pre_roll_s))
         self._stream: STTStream | None = None
+        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard()
         self._partials: asyncio.Task[None] | None = None
         self._hearing = False  # an utterance is open: its frames go to the STT stream
         self._heard_until = 0.0  # when its last frame was pushed
         self._voiced_at = -1e9  # the last voiced frame
-        self._stt_failed = False  # logged once per utterance
         self._utt_id = 0
         self._speech_end = 0.0
         self._candidate: asyncio.Task[None] | None = None
@@ -458,6 +460,7 @@ class CopilotEngine:
 
     async def start(self) -> None:
         self._stream = self._stt.stream()
+        self._guard = GuardedSTTStream(self._stream)
         self._set_partials()
         self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
         self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
@@ -493,7 +496,7 @@ class CopilotEngine:
         now = self._clock()
         self._recent.append(pcm)
         if self._hearing:
-            self._push_to_stt(pcm)
+            self._stt_guard().push(pcm)
             self._heard_until = now
         voiced = self._vad.is_speech(pcm)
         if voiced:
@@ -515,15 +518,15 @@ class CopilotEngine:
                 self._utt_id = uid
                 self._hearing = True
                 self._heard_until = now
-                self._stt_failed = False
-                self._discard_stt()
+                stt = self._stt_guard()
+                stt.new_utterance()
                 for pcm in self._recent:  # the pre-roll, this frame included
-                    self._push_to_stt(pcm)
+                    stt.push(pcm)
                 if self._prefill is not None:
                     self._prefill.restart()
             case A.DiscardUtterance():
                 self._hearing = False
-                self._discard_stt()
+                self._stt_guard().discard()
             case A.RequestCandidate(utterance_id=uid):
                 self._request_candidate(uid)
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
@@ -532,7 +535,7 @@ class CopilotEngine:
                 self._cancel_answer(rid, reason)
             case A.CommitUserTurn():
                 self._hearing = False
-                self._discard_stt()  # the candidate that ended it was its transcript
+                self._stt_guard().discard()  # the candidate that ended it was its transcript
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
             case A.Notify(type=kind, data=data):
@@ -542,24 +545,9 @@ class CopilotEngine:
 
     # ---- transcription ------------------------------------------------------------------
 
-    def _push_to_stt(self, pcm: np.ndarray) -> None:
-        assert self._stream is not None, "start() first"
-        try:
-            self._stream.push(pcm)
-        except Exception as e:  # a dead STT must not take the session down; flush() says so too
-            self._stt_trouble("push", e)
-
-    def _discard_stt(self) -> None:
-        assert self._stream is not None, "start() first"
-        try:
-            self._stream.discard()
-        except Exception as e:
-            self._stt_trouble("discard", e)
-
-    def _stt_trouble(self, what: str, e: Exception) -> None:
-        if not self._stt_failed:
-            self._stt_failed = True
-            log.warning("STT %s failed: %s: %s", what, type(e).__name__, e)
+    def _stt_guard(self) -> GuardedSTTStream:
+        assert self._guard is not None, "start() first"
+        return self._guard
 
     def _request_candidate(self, uid: int) -> None:
         """The transcript so far: the stream's flush() (with partials on, it reuses a decode

@@ -5,7 +5,8 @@ Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into
 `CopilotEngine` with its real parts: webrtcvad, Whisper tiny.en, the MiniLM context index over
 a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
 by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`; the question read ahead from
-the STT's partials while it is spoken, agent.copilot_prefill). A recording sink
+the STT's partials while it is spoken, and answers written through `/completion` in a layout
+with a short end after the question, agent.copilot_prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
@@ -99,7 +100,7 @@ def speak(text: str) -> np.ndarray:
 async def run(args: argparse.Namespace) -> list[dict]:
     from agent.context_index import ContextIndex
     from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
-    from agent.copilot_prefill import llama_prefill_for
+    from agent.copilot_prefill import llama_client_for
     from agent.engine_loader import open_llm
     from agent.models import offline_env
     from agent.stt_whisper import WhisperSTT
@@ -126,15 +127,20 @@ async def run(args: argparse.Namespace) -> list[dict]:
         sink = TimedSink()
         options = CopilotOptions(context_pieces=args.pieces,
                                  stable_prefix_max_chars=args.stable_prefix_chars)
-        prefill = None if args.no_prefill else llama_prefill_for(llm)
+        # The bundled server answers through its own client (agent.copilot_prefill).
+        client = llama_client_for(llm)
+        prefill = None if args.no_prefill else client
         events: list[tuple[str, dict]] = []
 
         def on_event(kind: str, data: dict) -> None:
             if kind in TIMELINE_EVENTS:
                 events.append((kind, data))
 
-        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=index, options=options,
-                               prefill=prefill, on_event=on_event)
+        if client is not None:  # what each answer's prompt found cached and read
+            client.on_answer_read = lambda r: on_event("answer_read", {
+                "t": time.monotonic(), "cached": r.cached, "read": r.read, "ms": round(r.ms, 1)})
+        engine = CopilotEngine(stt=stt, llm=client or llm, sink=sink, context=index,
+                               options=options, prefill=prefill, on_event=on_event)
         await engine.start()
         warm_start = time.monotonic()
         await engine.warm()
@@ -173,14 +179,14 @@ async def run(args: argparse.Namespace) -> list[dict]:
                 print(json.dumps(results[-1]), flush=True)
         finally:
             await engine.aclose()
-            if prefill is not None:
-                await prefill.aclose()
+            if client is not None:
+                await client.aclose()
     index.close()
     return results
 
 
 TIMELINE_EVENTS = ("speech_end", "candidate_requested", "transcript", "prefill",
-                   "answer_started", "answer_cancelled")
+                   "answer_started", "answer_cancelled", "answer_read")
 
 
 def _timeline(events: list[tuple[str, dict]], speech_end: float) -> list[list]:

@@ -1,11 +1,10 @@
-"""LlamaPrefill against a fake llama.cpp server (its two endpoints, on 127.0.0.1), and against
-the bundled one: the answer's chat request reuses what the prefill read (slow)."""
+"""CopilotLlamaClient against a fake llama.cpp server (its two endpoints, on 127.0.0.1), and
+against the bundled one: the answer reuses what was read ahead and reads 3 tokens more (slow)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +12,13 @@ import pytest
 from aiohttp import web
 
 from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, copilot_messages
-from agent.copilot_prefill import LlamaPrefill, llama_prefill_for
+from agent.copilot_prefill import (
+    ANSWER_CUE,
+    ROLES_LINE,
+    CopilotLlamaClient,
+    PrefillResult,
+    llama_client_for,
+)
 
 QUESTION = "Tell me about a time you had an outage"
 
@@ -24,21 +29,35 @@ def chatml(messages: list[dict[str, str]]) -> str:
 
 
 class FakeLlamaServer:
-    """TEST DOUBLE: llama.cpp's /apply-template (ChatML) and /completion, recording bodies."""
+    """TEST DOUBLE: llama.cpp's /apply-template (ChatML) and /completion, recording bodies; a
+    streamed completion sends `words` (an SSE ping first), then the timings."""
 
     def __init__(self) -> None:
         self.completions: list[dict[str, Any]] = []
         self.status = 200
+        self.words = ["I", " led", " it."]
+        self.sent = 0  # words streamed
 
     async def apply_template(self, request: web.Request) -> web.Response:
         body = await request.json()
         return web.json_response({"prompt": chatml(body["messages"])}, status=self.status)
 
-    async def completion(self, request: web.Request) -> web.Response:
+    async def completion(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.completions.append(body)
-        return web.json_response({"content": " x", "timings": {
-            "cache_n": 120, "prompt_n": 3, "prompt_ms": 150.5}})
+        timings = {"cache_n": 120, "prompt_n": 3, "prompt_ms": 150.5}
+        if not body.get("stream"):
+            return web.json_response({"content": " x", "timings": timings})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b": ping\n\n")
+        for word in self.words:
+            await response.write(b"data: " + json.dumps({"content": word}).encode() + b"\n\n")
+            self.sent += 1
+            await asyncio.sleep(0.01)
+        last = {"content": "", "stop": True, "timings": timings}
+        await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+        return response
 
 
 @pytest.fixture
@@ -56,77 +75,123 @@ async def fake_server() -> AsyncIterator[tuple[FakeLlamaServer, str]]:
     await runner.cleanup()
 
 
-async def test_the_prompt_is_the_rendered_answer_prompt_cut_after_the_question(
+def copilot_layout(messages: list[dict[str, str]], question: str) -> str:
+    """The prompt of the copilot's layout up to the end of `question`, rendered by ChatML."""
+    system, user = messages
+    context = user["content"].removesuffix("Interviewer: " + question)
+    return chatml([system, {"role": "user", "content": context + ROLES_LINE}]) + (
+        "Interviewer: " + question)
+
+
+async def test_a_read_ahead_is_the_answer_prompt_cut_after_the_question(
     fake_server: tuple[FakeLlamaServer, str],
 ) -> None:
     fake, base_url = fake_server
-    prefill = LlamaPrefill(base_url)
+    client = CopilotLlamaClient(base_url)
     messages = copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION)
     try:
-        result = await prefill.prefill(messages, QUESTION)
+        result = await client.prefill(messages, QUESTION)
     finally:
-        await prefill.aclose()
+        await client.aclose()
 
     [body] = fake.completions
-    assert body["prompt"] == chatml(messages).removesuffix("<|im_end|>\n<|im_start|>assistant\n")
-    assert body["prompt"].endswith("Interviewer: " + QUESTION)
+    assert body["prompt"] == copilot_layout(messages, QUESTION)
+    assert body["prompt"].endswith("<|im_start|>assistant\nInterviewer: " + QUESTION)
     assert body["n_predict"] == 0 and body["cache_prompt"] is True
-    assert (result.cached, result.read, result.ms) == (120, 3, 150.5)
+    assert result == PrefillResult(cached=120, read=3, ms=150.5)
+
+
+async def test_an_answer_continues_the_question_after_a_short_cue(
+    fake_server: tuple[FakeLlamaServer, str],
+) -> None:
+    fake, base_url = fake_server
+    client = CopilotLlamaClient(base_url, max_tokens=50, temperature=0.2, stop=["END"])
+    reads: list[PrefillResult] = []
+    client.on_answer_read = reads.append
+    question = QUESTION + " in production?"
+    messages = copilot_messages(COPILOT_SYSTEM_PROMPT, [], question)
+    try:
+        words = [w async for w in client.stream(messages)]
+    finally:
+        await client.aclose()
+
+    assert words == ["I", " led", " it."]  # the ping is skipped
+    [body] = fake.completions
+    assert body["prompt"] == copilot_layout(messages, question) + ANSWER_CUE
+    assert ANSWER_CUE == "\nMe:"
+    assert (body["stream"], body["cache_prompt"], body["n_predict"], body["temperature"]) == (
+        True, True, 50, 0.2)
+    assert body["stop"] == ["END", "\nInterviewer:"]  # not the next exchange it imagines
+    assert reads == [PrefillResult(cached=120, read=3, ms=150.5)]
+
+
+async def test_closing_an_answer_early_closes_its_response(
+    fake_server: tuple[FakeLlamaServer, str],
+) -> None:
+    fake, base_url = fake_server
+    fake.words = [f" w{i}" for i in range(100)]
+    client = CopilotLlamaClient(base_url)
+    stream = client.stream(copilot_messages("S", [], QUESTION))
+    try:
+        assert await anext(stream) == " w0"  # type: ignore[arg-type]
+        await stream.aclose()  # type: ignore[attr-defined]
+        await asyncio.sleep(0.3)
+    finally:
+        await client.aclose()
+    assert fake.sent < 10  # the server's writes failed once the client had gone
 
 
 async def test_a_server_error_is_raised(fake_server: tuple[FakeLlamaServer, str]) -> None:
     fake, base_url = fake_server
     fake.status = 404  # not llama.cpp
-    prefill = LlamaPrefill(base_url)
+    client = CopilotLlamaClient(base_url)
     try:
         with pytest.raises(Exception, match="404"):
-            await prefill.prefill(copilot_messages("S", [], QUESTION), QUESTION)
+            await client.prefill(copilot_messages("S", [], QUESTION), QUESTION)
     finally:
-        await prefill.aclose()
+        await client.aclose()
     assert fake.completions == []
 
 
-def test_only_the_bundled_local_server_gets_a_prefill() -> None:
+def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_settings() -> None:
     class Client:
         def __init__(self, base_url: str | None) -> None:
             self.base_url = base_url
+            self.max_tokens, self.temperature, self.stop = 77, 0.5, ["X"]
 
-    assert llama_prefill_for(Client("http://127.0.0.1:8080/v1")) is not None
-    assert llama_prefill_for(Client("https://api.example.com/v1")) is None
-    assert llama_prefill_for(Client(None)) is None
-    assert llama_prefill_for(object()) is None
+    local = llama_client_for(Client("http://127.0.0.1:8080/v1"))
+    assert local is not None and local.root == "http://127.0.0.1:8080"
+    assert (local.max_tokens, local.temperature, local.stop) == (77, 0.5, ["X", "\nInterviewer:"])
+    assert llama_client_for(Client("https://api.example.com/v1")) is None
+    assert llama_client_for(Client(None)) is None
+    assert llama_client_for(object()) is None
 
 
 @pytest.mark.slow
-async def test_the_bundled_servers_chat_request_reuses_what_was_read_ahead() -> None:
+async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
     from agent.llm_local import LocalLLMServer
 
     server = LocalLLMServer(n_parallel=1)
     base_url = await asyncio.to_thread(server.start)
-    prefill = LlamaPrefill(base_url)
-    start, final = "Tell me about a time", QUESTION + " in production."
+    client = CopilotLlamaClient(base_url, max_tokens=1)
+    reads: list[PrefillResult] = []
+    client.on_answer_read = reads.append
+    start, final = "Tell me about a time", QUESTION + " in production?"
     try:
-        partial = await prefill.prefill(
+        partial = await client.prefill(
             copilot_messages(COPILOT_SYSTEM_PROMPT, [], start), start)
-        grown = await prefill.prefill(
+        grown = await client.prefill(
             copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION), QUESTION)
-        body = {"messages": copilot_messages(COPILOT_SYSTEM_PROMPT, [], final),
-                "max_tokens": 1, "cache_prompt": True}
-
-        def chat() -> dict[str, Any]:
-            request = urllib.request.Request(
-                base_url + "/chat/completions", data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return json.loads(response.read())
-
-        timings = (await asyncio.to_thread(chat))["timings"]
+        words = [w async for w in client.stream(
+            copilot_messages(COPILOT_SYSTEM_PROMPT, [], final))]
     finally:
-        await prefill.aclose()
+        await client.aclose()
         await asyncio.to_thread(server.stop)
 
     assert partial.cached + partial.read < grown.cached + grown.read
     assert grown.cached >= partial.cached + partial.read - 1  # only a grown last word again
-    # The answer reads only " in production." and the template's tail (5 tokens).
-    assert timings["cache_n"] == grown.cached + grown.read
-    assert timings["prompt_n"] <= 3 + 5
+    assert "".join(words).strip()
+    # The answer reads only " in production?" (2-3 tokens) and the cue after it.
+    [answer] = reads
+    assert answer.cached == grown.cached + grown.read
+    assert answer.read <= 3 + 2
