@@ -566,7 +566,7 @@ class CopilotEngine:
             log.warning("transcription failed: %s: %s", type(e).__name__, e)
             text = ""
         if uid == self._utt_id:  # at a pause inside a question: read ahead when it goes on
-            self._offer_prefill(text)
+            self._offer_prefill(text, at_pause=True)
         self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
 
     async def _read_partials(self) -> None:
@@ -577,9 +577,10 @@ class CopilotEngine:
         except Exception as e:  # the stream died; candidates report it utterance by utterance
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
-    def _offer_prefill(self, transcript: str) -> None:
+    def _offer_prefill(self, transcript: str, *, at_pause: bool = False) -> None:
         if self._prefill is not None and self._hearing and transcript.strip():
-            self._prefill.offer(self.endpointer.question_text(transcript, self._clock()))
+            question = self.endpointer.question_text(transcript, self._clock())
+            self._prefill.offer(question, at_pause=at_pause)
 
     # ---- reading the question ahead -------------------------------------------------------
 

@@ -62,10 +62,10 @@ QUESTION_LABEL = "Interviewer: "
 """What comes before the question in an answer prompt (agent.copilot_engine.copilot_messages)."""
 ROLES_LINE = ("I am the candidate. Next: the interviewer's question, then what I could say to "
               "it, in the first person.")
-"""Ends the user's turn of a `completion_prompt`: the assistant's turn that follows holds the
+"""Ends the user's turn of a `CopilotLlamaClient.prompt()`: the assistant's turn after it holds the
 question and the answer."""
 ANSWER_CUE = "\nMe:"
-"""What follows the question in a `completion_prompt` (2 tokens after a "?")."""
+"""What follows the question in a `CopilotLlamaClient.prompt()`: 2 tokens after a "?"."""
 
 
 class CopilotLlamaClient:
@@ -138,13 +138,18 @@ class CopilotLlamaClient:
                 if response.status >= 400:
                     raise LLMError(f"llama.cpp /completion: HTTP {response.status}: "
                                    f"{(await response.text())[:200]}")
+                started = False
                 async for line in response.content:
                     if not line.startswith(b"data: "):  # blank lines, SSE pings
                         continue
                     chunk = json.loads(line[6:])
                     if "error" in chunk:
                         raise LLMError(f"llama.cpp /completion: {chunk['error']}")
-                    if text := chunk.get("content"):
+                    text = chunk.get("content", "")
+                    if not started:  # the answer continues "Me:" with a space
+                        text = text.lstrip()
+                    if text:
+                        started = True
                         yield text
                     if chunk.get("stop"):
                         if self.on_answer_read is not None and "timings" in chunk:
@@ -237,13 +242,17 @@ class QuestionPrefill:
         self._waiting = None
         self._sent = ""
 
-    def offer(self, question: str) -> None:
+    def offer(self, question: str, *, at_pause: bool = False) -> None:
         """The newest partial question; its words but the last are sent when nothing is in
         flight and `ready()`. A partial ends where the audio was cut, often inside a word:
         in a bench run 7 of 12 last words were wrong ("your set" for "yourself", "entered
-        do" for "during"); reading them only delays the next request. End punctuation goes
-        too."""
-        question = question.strip().rpartition(" ")[0].rstrip(".?!,;:\u2026 ")
+        do" for "during"); reading them only delays the next request. A transcript taken
+        at a pause (`at_pause`) keeps its last word: the speaker had finished it. End
+        punctuation goes too."""
+        question = question.strip()
+        if not at_pause:
+            question = question.rpartition(" ")[0]
+        question = question.rstrip(".?!,;:\u2026 ")
         if question and not self._sent.startswith(question):
             self._waiting = question
             self.send_waiting()

@@ -34,8 +34,10 @@ from agent.engines import (
     TextToSpeech,
 )
 from agent.history import ChatHistory
+from agent.memory_trim import PROCESS_TRIMMER
 from agent.playout import Playout
 from agent.reply import ReplyPipeline
+from agent.stt_guard import GuardedSTTStream
 from agent.turn_metrics import TurnRecord
 from agent.vad import VoiceActivityDetector
 from state_machine import actions as A
@@ -95,7 +97,7 @@ class TurnEngine:
         self._candidate_task: asyncio.Task[None] | None = None
         self._stream: STTStream | None = None
         self._partials_task: asyncio.Task[None] | None = None
-        self._stt_failed = False  # logged once per utterance
+        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard(), from start()
         self._partials = partials  # agent.config.STTSettings.partials
         self._replies: dict[int, ReplyPipeline] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
@@ -115,6 +117,7 @@ class TurnEngine:
         except Exception as e:
             log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
         self._stream = self._stt.stream()
+        self._guard = GuardedSTTStream(self._stream)
         self._stream.set_paused(self._partials == "off")
         self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
         self._playout.start()
@@ -175,8 +178,8 @@ class TurnEngine:
                     self._close_turn(interrupted=False)
             case A.OpenUtterance(utterance_id=uid):
                 self._utt = _Utterance(uid, end_time=now)
-                self._stt_failed = False
-                self._discard_stt()
+                if self._guard is not None:
+                    self._guard.new_utterance()
                 for pcm in self._recent:  # the pre-roll, this frame included
                     self._push_to_stt(pcm)
             case A.DiscardUtterance(utterance_id=uid):
@@ -235,25 +238,12 @@ class TurnEngine:
     # ---- transcription --------------------------------------------------------------------
 
     def _push_to_stt(self, pcm: np.ndarray) -> None:
-        if self._stream is None:
-            return
-        try:
-            self._stream.push(pcm)
-        except Exception as e:  # a dead STT must not take the session down; flush() says so too
-            self._stt_trouble("push", e)
+        if self._guard is not None:  # frames before start() have nowhere to go
+            self._guard.push(pcm)
 
     def _discard_stt(self) -> None:
-        if self._stream is None:
-            return
-        try:
-            self._stream.discard()
-        except Exception as e:
-            self._stt_trouble("discard", e)
-
-    def _stt_trouble(self, what: str, e: Exception) -> None:
-        if not self._stt_failed:
-            self._stt_failed = True
-            log.warning("STT %s failed: %s: %s", what, type(e).__name__, e)
+        if self._guard is not None:
+            self._guard.discard()
 
     def _request_candidate(self, uid: int) -> None:
         utt = self._utt
@@ -371,6 +361,7 @@ class TurnEngine:
         self.history.add_assistant(turn.heard_text)
         self.turns.append(turn)
         self._emit("turn", turn.as_event())
+        PROCESS_TRIMMER.trim_soon()  # what the turn freed goes back to the OS
 
     def _emit(self, kind: str, data: dict[str, Any], *, at: float | None = None) -> None:
         self._emit_event(kind, {"t": self._clock() if at is None else at, **data})

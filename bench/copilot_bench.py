@@ -233,6 +233,9 @@ def summarize(results: list[dict]) -> None:
 
 
 def main() -> None:
+    # As `voxroom` does (agent.cli): OpenMP threads (CTranslate2's, llama.cpp's) that spin
+    # while they wait starve the other engines on two shared cores. Before they load.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")

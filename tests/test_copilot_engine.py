@@ -195,8 +195,9 @@ class RecordingSink:
 
 
 class RecordingPrefill:
-    """TEST DOUBLE for agent.copilot_prefill.LlamaPrefill: each request takes `seconds`;
-    records (opened, closed, question, messages, finished) per request, in loop time."""
+    """TEST DOUBLE for the read-ahead of agent.copilot_prefill.CopilotLlamaClient: each request
+    takes `seconds`; records (opened, closed, question, messages, finished) per request, in
+    loop time."""
 
     def __init__(self, seconds: float = 0.1, *, fail: bool = False) -> None:
         self.seconds = seconds
@@ -574,6 +575,34 @@ def test_closing_mid_answer_cancels_it_and_closes_its_stream():
     assert run.engine.idle
 
 
+def test_a_dead_stt_asks_nothing_and_is_logged_once_per_utterance(
+    caplog: pytest.LogCaptureFixture,
+):
+    class DeadStream(ScriptedSTTStream):
+        def push(self, pcm: np.ndarray) -> None:
+            raise RuntimeError("decoder died")
+
+        def discard(self) -> None:
+            raise RuntimeError("decoder died")
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    class DeadSTT(ScriptedSTT):
+        def stream(self) -> ScriptedSTTStream:
+            self.streams.append(DeadStream(self))
+            return self.streams[-1]
+
+    stt = DeadSTT([(1.0, "What are your strengths?")])
+    llm = RecordingLLM([ANSWER])
+    run = run_copilot([("speech", 1.0), ("silence", 1.0), ("speech", 1.0)], stt, llm)
+
+    # Two utterances, their frames pushed and discarded: each logs its first failure only.
+    failures = [r.getMessage() for r in caplog.records if r.name == "agent.stt_guard"]
+    assert failures == ["STT discard failed: RuntimeError: decoder died"] * 2
+    assert llm.requests == [] and run.engine.idle
+
+
 def test_silence_and_noise_alone_ask_nothing():
     stt = ScriptedSTT([(0.5, "[music]")])
     llm = RecordingLLM([ANSWER])
@@ -755,9 +784,10 @@ def test_the_text_heard_at_a_pause_inside_a_question_is_read_ahead_when_it_goes_
                       context=FixedContext(THREE_PIECES), prefill=prefill, warm=True)
 
     # The candidate at the pause started a speculative answer; the interviewer went on, so
-    # it was closed, and once its slot is free the candidate's text is read ahead.
+    # it was closed, and once its slot is free the candidate's text is read ahead, its last
+    # word too (said before the pause, not cut off like a partial's).
     [(opened, closed, question, _, _)] = prefill.requests
-    assert question == "Tell me about a time"
+    assert question == "Tell me about a time when"
     [(_, cancelled_closed, speculative), (asked_at, _, asked)] = _after_warm_up(llm)
     assert speculative.endswith("Interviewer: Tell me about a time when")
     assert opened >= cancelled_closed + CopilotOptions().llm_release_s - 1e-6

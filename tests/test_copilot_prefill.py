@@ -35,7 +35,7 @@ class FakeLlamaServer:
     def __init__(self) -> None:
         self.completions: list[dict[str, Any]] = []
         self.status = 200
-        self.words = ["I", " led", " it."]
+        self.words = [" ", " I", " led", " it."]
         self.sent = 0  # words streamed
 
     async def apply_template(self, request: web.Request) -> web.Response:
@@ -115,7 +115,7 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
     finally:
         await client.aclose()
 
-    assert words == ["I", " led", " it."]  # the ping is skipped
+    assert words == ["I", " led", " it."]  # no ping, no space before the answer
     [body] = fake.completions
     assert body["prompt"] == copilot_layout(messages, question) + ANSWER_CUE
     assert ANSWER_CUE == "\nMe:"
@@ -133,7 +133,7 @@ async def test_closing_an_answer_early_closes_its_response(
     client = CopilotLlamaClient(base_url)
     stream = client.stream(copilot_messages("S", [], QUESTION))
     try:
-        assert await anext(stream) == " w0"  # type: ignore[arg-type]
+        assert await anext(stream) == "w0"  # type: ignore[arg-type]
         await stream.aclose()  # type: ignore[attr-defined]
         await asyncio.sleep(0.3)
     finally:
@@ -173,7 +173,7 @@ async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
 
     server = LocalLLMServer(n_parallel=1)
     base_url = await asyncio.to_thread(server.start)
-    client = CopilotLlamaClient(base_url, max_tokens=1)
+    client = CopilotLlamaClient(base_url, max_tokens=1, timeout_s=120)  # a cold system prompt
     reads: list[PrefillResult] = []
     client.on_answer_read = reads.append
     start, final = "Tell me about a time", QUESTION + " in production?"
