@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _AUDIO_EVENT = "audio_stream_event"
 _CAPTURE_EVENT = "capture_audio_frame"
 _MAX_EARLY = 64
+CAPTURE_TIMEOUT_S = 2.0  # a queued frame is answered within the source's queue length
 
 
 def _never(_event: Any) -> bool:
@@ -93,9 +94,12 @@ class FfiEventRouter:
                 return
         self._library_put(event)
 
-    async def capture_frame(self, source: Any, frame: Any) -> None:
+    async def capture_frame(
+        self, source: Any, frame: Any, *, timeout_s: float = CAPTURE_TIMEOUT_S
+    ) -> None:
         """`source.capture_frame(frame)` (an `rtc.AudioSource`, an `rtc.AudioFrame`), with the
-        answer routed to this call alone. Returns once the runtime has queued the frame."""
+        answer routed to this call alone. Returns once the runtime has queued the frame, or
+        after `timeout_s` without its answer (logged): a lost answer must not stop the voice."""
         from livekit.rtc._ffi_client import FfiClient
         from livekit.rtc._proto import ffi_pb2
 
@@ -114,7 +118,10 @@ class FfiEventRouter:
         if (early := self._requested(async_id, future, loop)) is not None:
             future.set_result(early)
         try:
-            answer = await future  # `frame` stays alive until the runtime has copied it
+            answer = await asyncio.wait_for(future, timeout_s)  # `frame` stays alive meanwhile
+        except TimeoutError:
+            log.warning("no answer to an audio capture within %.1f s; going on", timeout_s)
+            return
         finally:
             with self._capture_lock:
                 self._captures.pop(async_id, None)

@@ -172,3 +172,22 @@ def test_a_cancelled_capture_leaves_no_waiter(monkeypatch) -> None:
         assert not router._captures
 
     asyncio.run(main())
+
+
+def test_a_capture_whose_answer_is_lost_goes_on_after_its_timeout(monkeypatch, caplog) -> None:
+    from livekit.rtc import _ffi_client
+
+    class LosingRuntime(FakeRuntime):
+        def request(self, req: proto_ffi.FfiRequest) -> proto_ffi.FfiResponse:
+            resp = proto_ffi.FfiResponse()
+            resp.capture_audio_frame.async_id = 43
+            return resp  # the answer never comes
+
+    async def main() -> None:
+        router = FfiEventRouter(FfiQueue())
+        monkeypatch.setattr(_ffi_client.FfiClient, "_instance", LosingRuntime(router, early=False))
+        await router.capture_frame(FakeSource(), FakeFrame(), timeout_s=0.05)  # returns
+        assert not router._captures
+
+    asyncio.run(main())
+    assert any("no answer to an audio capture" in r.getMessage() for r in caplog.records)
