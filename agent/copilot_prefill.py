@@ -189,11 +189,15 @@ def _read(timings: dict[str, Any]) -> PrefillResult:
 
 def llama_client_for(llm: Any) -> CopilotLlamaClient | None:
     """A client for the server behind `llm` when it is the bundled llama.cpp server on this
-    machine (an OpenAI-compatible client whose base URL is on 127.0.0.1), with `llm`'s
-    sampling settings; else None: other servers lack llama.cpp's endpoints, and a remote one
-    reads prompts fast enough."""
+    machine (an OpenAI-compatible client of the bundled model on 127.0.0.1), with `llm`'s
+    sampling settings; else None: other servers (another local one included) lack llama.cpp's
+    endpoints, and a remote one reads prompts fast enough."""
+    from agent.llm_local import DEFAULT_MODEL_NAME
+
     base_url = str(getattr(llm, "base_url", None) or "")
-    if not base_url.startswith("http://127.0.0.1:"):
+    if not base_url.startswith("http://127.0.0.1:") or getattr(llm, "model", None) != (
+        DEFAULT_MODEL_NAME
+    ):
         return None
     return CopilotLlamaClient(
         base_url, max_tokens=getattr(llm, "max_tokens", 120),

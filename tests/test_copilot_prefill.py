@@ -154,9 +154,11 @@ async def test_a_server_error_is_raised(fake_server: tuple[FakeLlamaServer, str]
 
 
 def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_settings() -> None:
+    from agent.llm_local import DEFAULT_MODEL_NAME
+
     class Client:
-        def __init__(self, base_url: str | None) -> None:
-            self.base_url = base_url
+        def __init__(self, base_url: str | None, model: str = DEFAULT_MODEL_NAME) -> None:
+            self.base_url, self.model = base_url, model
             self.max_tokens, self.temperature, self.stop = 77, 0.5, ["X"]
 
     local = llama_client_for(Client("http://127.0.0.1:8080/v1"))
@@ -164,6 +166,8 @@ def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_setti
     assert (local.max_tokens, local.temperature, local.stop) == (77, 0.5, ["X", "\nInterviewer:"])
     assert llama_client_for(Client("https://api.example.com/v1")) is None
     assert llama_client_for(Client(None)) is None
+    # Another OpenAI-compatible server on this machine (a test double, a user's own server).
+    assert llama_client_for(Client("http://127.0.0.1:8080/v1", model="other")) is None
     assert llama_client_for(object()) is None
 
 
