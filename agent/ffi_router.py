@@ -167,27 +167,32 @@ class FfiEventRouter:
 
 
 _router: FfiEventRouter | None = None
+_decided = False  # whether this process routes is settled once, on first use
 _install_lock = threading.Lock()
-_unsupported = False
 
 
 def install() -> FfiEventRouter | None:
     """The process's router, installed on first use (None where livekit-rtc lacks what it
-    needs)."""
-    global _router, _unsupported
-    with _install_lock:
-        if os.environ.get("VOXROOM_FFI_ROUTING", "on") == "off":  # the library's way, for A/B
-            return None
-        if _router is None and not _unsupported:
-            from livekit.rtc._ffi_client import FfiClient
+    needs, or with VOXROOM_FFI_ROUTING=off). Called per frame: after the first call it only
+    reads a global."""
+    global _router, _decided
+    if not _decided:
+        with _install_lock:
+            if not _decided:
+                _router, _decided = _new_router(), True
+    return _router
 
-            queue = FfiClient.instance.queue
-            if hasattr(queue, "_subscribers") and hasattr(queue, "_lock"):
-                _router = FfiEventRouter(queue)
-            else:
-                _unsupported = True
-                log.warning("livekit-rtc without the expected FfiQueue: frames are not routed")
-        return _router
+
+def _new_router() -> FfiEventRouter | None:
+    if os.environ.get("VOXROOM_FFI_ROUTING", "on") == "off":  # the library's way, for A/B
+        return None
+    from livekit.rtc._ffi_client import FfiClient
+
+    queue = FfiClient.instance.queue
+    if hasattr(queue, "_subscribers") and hasattr(queue, "_lock"):
+        return FfiEventRouter(queue)
+    log.warning("livekit-rtc without the expected FfiQueue: frames are not routed")
+    return None
 
 
 def bind_audio_stream(stream: Any) -> bool:
