@@ -136,8 +136,7 @@ def turn_through_proxy(fault: str, *, fallback: bool, cut_after_bytes: int = 0
     silence after the question, what TTS was asked to say, and the turn record."""
     tts = ToneTTS()
 
-    async def llm_stack(p: FaultProxy) -> object:
-        primary = client(p)
+    def llm_stack(primary: OpenAIChatLLM) -> object:
         return FallbackLLM(primary, local_double(), first_token_budget_s=BUDGET_S) \
             if fallback else primary
 
@@ -147,10 +146,12 @@ def turn_through_proxy(fault: str, *, fallback: bool, cut_after_bytes: int = 0
             p.blackhole = fault == "stall"
             p.refuse = fault == "refused"
             p.cut_after_bytes = cut_after_bytes or None
-            llm = await llm_stack(p)
+            primary = client(p)
+            # Closed on converse's loop, which its connections are bound to: left to the GC,
+            # the openai client would close itself on whatever loop runs then (a later test's).
             conv = await asyncio.to_thread(
-                converse, QUESTION, until_s=14.0 if fault == "stall" else 7.0, llm=llm,
-                tts=tts, real_time=True)
+                converse, QUESTION, until_s=14.0 if fault == "stall" else 7.0,
+                llm=llm_stack(primary), tts=tts, real_time=True, finally_=primary.aclose)
             said = [d["text"] for d in conv.of("tts_chunk")]  # the reply's or the apology
             return {"silence": conv.silence_after(1.5), "said": said,
                     "turns": conv.turns, "leftover": conv.leftover_tasks,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,10 +240,12 @@ def converse(
     push: Callable[[TurnEngine, np.ndarray], None] | None = None,
     replies: list[str] | None = None,
     real_time: bool = False,
+    finally_: Callable[[], Awaitable[None]] | None = None,
 ) -> Conversation:
     """Run a TurnEngine for `until_s` of virtual time (or real time, for engines that talk
     over sockets) with the user saying `said` (or the frames `mic(t)` gives), and collect what
-    happened. Times are seconds from the start of the run."""
+    happened. Times are seconds from the start of the run. `finally_` runs on the same loop
+    before it closes: connections an engine opened are bound to that loop."""
     loop = asyncio.new_event_loop() if real_time else VirtualTimeLoop()
     tree = TaskTree()
     tree.install(loop)
@@ -257,6 +259,8 @@ def converse(
             mic=mic or speech_input(said), push=push or TurnEngine.push_frame,
         ))
     finally:
+        if finally_ is not None:
+            loop.run_until_complete(finally_())
         loop.close()
 
 
