@@ -15,12 +15,15 @@ and documents, agent.copilot_engine). Prefill is the slow part here: ~35-50 ms a
 core of the 2-core development machine, idle (~80-100 ms under load), against ~70-100 ms a
 generated token.
 
-Threads: one by default. This llama.cpp build runs its threads with OpenMP, which meet after
-every graph node and spin while they wait: when another engine (Piper, Whisper) or process
-holds one of the two cores, two spinning threads collapse to ~1-3 tokens/s. One thread keeps
-~9-12 tokens/s there (measured on the 2-core development machine under load), which still
-outpaces speech (~4 tokens/s); OMP_WAIT_POLICY=PASSIVE (set below unless already set) keeps a
-second thread, if configured, from spinning.
+Threads: one to generate, two to read prompts. This llama.cpp build runs its threads with
+OpenMP, which meet after every graph node. Generating a token is a small step per node, so
+two threads spend it waiting on each other, and while another engine (Piper, Whisper) holds
+a core they fall to ~1-3 tokens/s; one thread keeps ~9-12 tokens/s there, which outpaces
+speech (~4 tokens/s). Reading a prompt is a batch of tokens per node, and it comes right
+after the end of speech, when the STT has finished its decode and the TTS has nothing yet:
+two threads read it ~1.7x as fast (a question's last tokens: 4 in ~165 ms against ~285 ms).
+OMP_WAIT_POLICY=PASSIVE (set below unless already set) makes a waiting thread sleep, not spin,
+so a busy core slows a read back to about one thread's speed instead of stalling it.
 """
 
 from __future__ import annotations
@@ -57,12 +60,15 @@ class LocalLLMServer:
         n_parallel: int = 2,
         n_ctx: int = 4096,
         threads: int = 1,
+        batch_threads: int = 2,
     ) -> None:
+        """`threads` generate tokens, `batch_threads` read prompts (see the module docstring)."""
         self.model_path = model_path
         self.port = port
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
         self.threads = threads
+        self.batch_threads = batch_threads
         self.base_url = ""
         self._server: Any = None
 
@@ -81,7 +87,7 @@ class LocalLLMServer:
         params.n_parallel = self.n_parallel
         params.n_ctx = self.n_ctx * self.n_parallel
         params.cpuparams.n_threads = self.threads
-        params.cpuparams_batch.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.batch_threads
         params.cache_prompt = True
         # While a long prompt is read (a copilot's documents: tens of seconds here) the
         # streaming client hears nothing but these pings, which keep its stall timeout away.
@@ -110,10 +116,13 @@ class LocalLLMServer:
 class LocalLLMProcess:
     """The same server in a child process (`python -m agent.llm_local`)."""
 
-    def __init__(self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 1) -> None:
+    def __init__(
+        self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 1, batch_threads: int = 2
+    ) -> None:
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
         self.threads = threads
+        self.batch_threads = batch_threads
         self.base_url = ""
         self._proc: subprocess.Popen[str] | None = None
 
@@ -134,6 +143,8 @@ class LocalLLMProcess:
             str(self.n_ctx),
             "--threads",
             str(self.threads),
+            "--batch-threads",
+            str(self.batch_threads),
         ]
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         stdout = self._proc.stdout
@@ -200,14 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--parallel", type=int, default=2, help="concurrent requests (slots)")
     parser.add_argument("--ctx", type=int, default=4096, help="context per slot, tokens")
-    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
+    parser.add_argument("--threads", type=int, default=1, help="threads that generate")
+    parser.add_argument("--batch-threads", type=int, default=2, help="threads that read prompts")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server = LocalLLMServer(
-        port=args.port, n_parallel=args.parallel, n_ctx=args.ctx, threads=args.threads
+        port=args.port, n_parallel=args.parallel, n_ctx=args.ctx, threads=args.threads,
+        batch_threads=args.batch_threads,
     )
     print(json.dumps({"base_url": server.start()}), flush=True)
     stop.wait()
