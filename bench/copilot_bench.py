@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,13 +67,18 @@ QUESTIONS = (
 )
 
 
+LINE_END = re.compile(r"\w[.!?]?[ \t]*\n|\w[.!?]\s")  # a line or sentence with words ended
+
+
 @dataclass
 class TimedSink:
-    """The candidate's screen: when each answer's first text and its end arrived."""
+    """The candidate's screen: when each answer's first text, its first line or sentence (the
+    direct answer the prompt asks for first) and its end arrived."""
 
     opened: dict[int, str] = field(default_factory=dict)
     first: dict[int, float] = field(default_factory=dict)
     first_word: dict[int, float] = field(default_factory=dict)
+    first_line: dict[int, float] = field(default_factory=dict)
     text: dict[int, str] = field(default_factory=dict)
     closed: dict[int, tuple[float, str]] = field(default_factory=dict)
 
@@ -86,9 +92,14 @@ class TimedSink:
         self.text[answer_id] += text
         if any(c.isalnum() for c in self.text[answer_id]):
             self.first_word.setdefault(answer_id, now)
+        if LINE_END.search(self.text[answer_id]):
+            self.first_line.setdefault(answer_id, now)
 
     async def close(self, answer_id: int, status: str) -> None:
-        self.closed[answer_id] = (time.monotonic(), status)
+        now = time.monotonic()
+        self.closed[answer_id] = (now, status)
+        if answer_id in self.first_word:  # an answer of one line, without a line end
+            self.first_line.setdefault(answer_id, now)
 
 
 def speak(text: str) -> np.ndarray:
@@ -214,6 +225,7 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "llm_started_ms": ms(a.started_at), "llm_first_token_ms": ms(a.first_token_at),
         "first_text_ms": ms(sink.first.get(a.answer_id)),
         "first_words_ms": ms(sink.first_word.get(a.answer_id)),
+        "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
         "status": a.status, "answer": sink.text.get(a.answer_id, ""),
         "pieces": [p.text[:60] for p in a.pieces],
@@ -225,7 +237,7 @@ def summarize(results: list[dict]) -> None:
     print(f"\n{len(answered)}/{len(results)} questions answered; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for key in ("endpoint_ms", "llm_started_ms", "llm_first_token_ms", "first_text_ms",
-                "first_words_ms", "whole_answer_ms"):
+                "first_words_ms", "first_line_ms", "whole_answer_ms"):
         xs = [r[key] for r in answered if r.get(key) is not None]
         if xs:
             p50, p95 = np.percentile(xs, [50, 95])
