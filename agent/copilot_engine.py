@@ -102,9 +102,9 @@ class CopilotOptions:
     """Documents up to this size (every chunk together) go whole into every prompt, in
     document order: the same prompt prefix for every question, which `warm()` puts into the
     LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
-    model reads ~20-30 prompt tokens a second on 2 shared cores: the sample resume and job
-    description (~700 tokens) cost ~25 s once, a question ~0.5 s each; the nearest two chunks
-    instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
+    model reads ~20-35 prompt tokens a second on 2 shared cores: the sample resume and job
+    description (~700 tokens) cost ~21-39 s once, a question ~0.2-0.5 s each; the nearest two
+    chunks instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
     `context_pieces` nearest chunks."""
     warm_step_chars: int = 300
     """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
