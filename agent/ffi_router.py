@@ -26,6 +26,8 @@ import os
 import threading
 from typing import Any
 
+from agent.timeouts import finish_within
+
 log = logging.getLogger(__name__)
 
 _AUDIO_EVENT = "audio_stream_event"
@@ -118,13 +120,14 @@ class FfiEventRouter:
         if (early := self._requested(async_id, future, loop)) is not None:
             future.set_result(early)
         try:
-            answer = await asyncio.wait_for(future, timeout_s)  # `frame` stays alive meanwhile
-        except TimeoutError:
-            log.warning("no answer to an audio capture within %.1f s; going on", timeout_s)
-            return
+            answered = await finish_within(future, timeout_s)  # `frame` stays alive meanwhile
         finally:
             with self._capture_lock:
                 self._captures.pop(async_id, None)
+        if not answered:
+            log.warning("no answer to an audio capture within %.1f s; going on", timeout_s)
+            return
+        answer = future.result()
         if answer.capture_audio_frame.error:
             raise RuntimeError(f"capture_frame: {answer.capture_audio_frame.error}")
 

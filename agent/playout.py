@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.audio_sink import AudioSink
+from agent.timeouts import finish_within
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +194,7 @@ class Playout:
                 self._wake.clear()
                 # Poll while audio drains from the sink, otherwise sleep until woken.
                 timeout = 0.01 if r is not None and r.complete else None
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
+                await finish_within(self._wake.wait(), timeout)
                 continue
             if r is not None and not r.started:
                 r.started = True

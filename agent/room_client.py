@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,12 +16,13 @@ from livekit import rtc
 
 from agent.ffi_router import bind_audio_stream
 from agent.room_session import LiveKitAudioSink
+from agent.timeouts import finish_within
 
 RATE = 16_000
 FRAME = RATE // 50  # 20 ms
 LEAVE_TIMEOUT_S = 10.0
-"""`close()` waits this long for the room to confirm the disconnect: a load test's step ends
-with many users leaving at once, and one whose confirmation never came hung a whole run."""
+"""`close()` waits this long for each of its steps: a load test's step ends with many users
+leaving at once, and one whose disconnect never finished hung a whole run."""
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,11 @@ class RoomUser:
         await self.room.local_participant.publish_track(track, opts)
 
     async def close(self) -> None:
-        try:
-            await asyncio.wait_for(self.room.disconnect(), LEAVE_TIMEOUT_S)
-        except TimeoutError:
-            log.warning("leaving room %s: no answer in %.0f s; going on", self.room.name,
-                        LEAVE_TIMEOUT_S)
+        await _within(self.room.disconnect(), f"leaving room {self.room.name}")
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _within(asyncio.gather(*self._tasks, return_exceptions=True),
+                      f"the readers of room {self.room.name}")
 
     # ---- speaking -------------------------------------------------------------------------
 
@@ -152,3 +150,13 @@ class RoomUser:
                     return t
             await asyncio.sleep(0.02)
         raise TimeoutError(f"agent never reached {state!r}; states seen: {self.states}")
+
+
+async def _within(step: Awaitable[object], what: str) -> None:
+    """Await a teardown `step` for at most LEAVE_TIMEOUT_S; a step that overruns or fails is
+    logged and left behind."""
+    task = asyncio.ensure_future(step)
+    if not await finish_within(task, LEAVE_TIMEOUT_S):
+        log.warning("%s: not done after %.0f s; going on", what, LEAVE_TIMEOUT_S)
+    elif not task.cancelled() and (error := task.exception()) is not None:
+        log.warning("%s: %s: %s", what, type(error).__name__, error)

@@ -33,6 +33,7 @@ import numpy as np
 
 from agent.config import STTSettings
 from agent.engines import INPUT_RATE, Transcript
+from agent.timeouts import finish_within
 
 log = logging.getLogger(__name__)
 
@@ -334,9 +335,7 @@ class DeepgramSTTStream:
         self._closed = self._closing = True
         self._wake.set()
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), self._opts.close_timeout_s)
-        except TimeoutError:
-            pass
+            await finish_within(asyncio.shield(self._task), self._opts.close_timeout_s)
         finally:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -1,0 +1,68 @@
+"""RoomUser's teardown is bounded: a step that never ends, even when cancelled, is left behind
+after LEAVE_TIMEOUT_S with a warning, and the caller goes on (a load test's step ends with many
+users leaving at once)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from agent import room_client
+from agent.room_client import RoomUser
+
+
+class StuckRoom:
+    """A TEST DOUBLE of `rtc.Room` whose disconnect shrugs off cancellation and ends only when
+    the test releases it."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.cancels = 0
+        self.released = asyncio.Event()
+
+    async def disconnect(self) -> None:
+        while not self.released.is_set():
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.cancels += 1
+
+
+class FailingRoom:
+    name = "failing"
+
+    async def disconnect(self) -> None:
+        raise RuntimeError("engine is closed")
+
+
+async def test_close_goes_on_when_the_disconnect_never_ends(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(room_client, "LEAVE_TIMEOUT_S", 0.1)
+    room = StuckRoom()
+    user = RoomUser("ws://unused", "token", room=room)  # type: ignore[arg-type]
+    user._tasks = {asyncio.create_task(asyncio.sleep(3600))}  # a reader, as connect() starts
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="agent.room_client"):
+        await user.close()
+    assert time.monotonic() - start < 1.0
+    assert room.cancels == 1  # asked to stop, not waited for
+    assert all(t.cancelled() for t in user._tasks)
+    assert "leaving room stuck: not done after" in caplog.text
+    room.released.set()  # so that the loop can end
+    await asyncio.sleep(0)
+
+
+async def test_a_failing_disconnect_is_logged_and_the_readers_still_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    user = RoomUser("ws://unused", "token", room=FailingRoom())  # type: ignore[arg-type]
+    user._tasks = {asyncio.create_task(asyncio.sleep(3600))}
+    with caplog.at_level(logging.WARNING, logger="agent.room_client"):
+        await user.close()
+    assert all(t.cancelled() for t in user._tasks)
+    assert "leaving room failing: RuntimeError: engine is closed" in caplog.text
