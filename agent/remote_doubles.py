@@ -160,8 +160,8 @@ class TTSServerDouble:
             await asyncio.wait({audio}, timeout=min(0.02, max(due - time.monotonic(), 0.001)))
         pcm = audio.result()
         resp = web.StreamResponse(headers={"Content-Type": "audio/pcm"})
-        await resp.prepare(request)
-        try:
+        try:  # the client may leave at any moment, even as the headers go out
+            await resp.prepare(request)
             for offset in range(0, len(pcm), self.chunk_bytes):
                 if _gone(request):
                     raise ConnectionResetError

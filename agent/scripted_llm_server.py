@@ -46,12 +46,12 @@ async def scripted_llm_server(
     jitter = random.Random(seed)
 
     async def completions(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        if requests is not None:
-            requests.append(body)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        try:
+        try:  # the client may leave at any moment, even before its request is read
+            body = await request.json()
+            if requests is not None:
+                requests.append(body)
+            await resp.prepare(request)
             if high > 0:
                 await asyncio.sleep(jitter.uniform(low, high) / 1000)
             async for word in llm.stream(body["messages"]):
@@ -62,7 +62,7 @@ async def scripted_llm_server(
                 await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
         except ConnectionResetError:
-            pass  # the client cancelled the reply (a barge-in): nothing left to send
+            pass  # the client cancelled the reply (a barge-in, a speculative start dropped)
         return resp
 
     app = web.Application()
