@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from agent.models import passive_openmp
+
 CONFIGS = ("defaults", "tuned")
 AGENT_NAME = "agentsession-bench"
 
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ["VOXROOM_BENCH_AGENTSESSION"] = args.config  # read by the job processes
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    passive_openmp()
     return asyncio.run(_serve(args.agent_name))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 # name -> (module, one-line help). Each module defines `add_arguments(parser)` and
@@ -44,9 +43,9 @@ def _load(module: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    # OpenMP threads (llama.cpp, CTranslate2) spin while waiting by default; on two shared
-    # cores spinning starves the other engines. Must be set before those libraries load.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from agent.models import passive_openmp
+
+    passive_openmp()  # before the engines' libraries load
     from agent.log_redaction import install_log_redaction
 
     install_log_redaction()  # before anything logs: no secret reaches a log line

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -74,11 +73,10 @@ class LocalLLMServer:
 
     def start(self) -> str:
         """Load the model and listen; returns the OpenAI base URL (http://127.0.0.1:PORT/v1)."""
-        # Read once, when the OpenMP runtime loads with xllamacpp (see the module docstring).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import xllamacpp
+        from agent.models import passive_openmp, qwen_gguf_path
 
-        from agent.models import qwen_gguf_path
+        passive_openmp()  # before xllamacpp loads the OpenMP runtime (see the module docstring)
+        import xllamacpp
 
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path or qwen_gguf_path())

@@ -39,6 +39,13 @@ def offline_env() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
 
 
+def passive_openmp() -> None:
+    """Make OpenMP threads (llama.cpp's, CTranslate2's) sleep while they wait instead of
+    spinning, unless the environment says otherwise: on two shared cores spinning starves the
+    other engines. The OpenMP runtime reads it once, when the first of them loads."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def cache_dir() -> Path:
     """$VOXROOM_CACHE_DIR, else $XDG_CACHE_HOME/voxroom, else ~/.cache/voxroom."""
     if explicit := os.environ.get("VOXROOM_CACHE_DIR"):

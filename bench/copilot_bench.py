@@ -37,6 +37,7 @@ import numpy as np
 
 from agent.copilot_engine import CopilotOptions
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.models import passive_openmp
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
 QUESTIONS = (
@@ -245,9 +246,7 @@ def summarize(results: list[dict]) -> None:
 
 
 def main() -> None:
-    # As `voxroom` does (agent.cli): OpenMP threads (CTranslate2's, llama.cpp's) that spin
-    # while they wait starve the other engines on two shared cores. Before they load.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    passive_openmp()  # as `voxroom` does (agent.cli), before the engines load
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
