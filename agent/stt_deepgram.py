@@ -335,7 +335,7 @@ class DeepgramSTTStream:
         self._closed = self._closing = True
         self._wake.set()
         try:
-            await finish_within(asyncio.shield(self._task), self._opts.close_timeout_s)
+            await finish_within(self._task, self._opts.close_timeout_s)
         finally:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
