@@ -11,9 +11,9 @@ concurrent requests):
 Prompt caching: requests that share a prefix with a slot's cache skip its prefill (llama.cpp
 picks the idle slot whose cache shares the longest prefix); `warm()` fills every slot with the
 system prompt before the first question, and the copilot warms its own prefix (system prompt
-and documents, agent.copilot_engine). Prefill is the slow part here: ~35-50 ms a token on one
-core of the 2-core development machine, idle (~80-100 ms under load), against ~70-100 ms a
-generated token.
+and documents, agent.copilot_engine). The model is the shipped GGUF requantized to Q4_0 blocks
+(agent.gguf_requant). On the 2-core development machine, idle: two threads read a prompt at ~61
+tokens/s (~16 ms a token; slower under load), one thread generates ~15 tokens/s.
 
 Threads: one to generate, two to read prompts. This llama.cpp build runs its threads with
 OpenMP, which meet after every graph node. Generating a token is a small step per node, so

@@ -68,6 +68,7 @@ QUESTIONS = (
 )
 
 
+SHORT_ANSWER_WORDS = 12  # the goal's "short answer": one line the candidate reads at a glance
 LINE_END = re.compile(r"\w[.!?]?[ \t]*\n|\w[.!?]\s")  # a line or sentence with words ended
 
 
@@ -229,8 +230,13 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
         "status": a.status, "answer": sink.text.get(a.answer_id, ""),
+        "answer_words": _word_count(sink.text.get(a.answer_id, "")),
         "pieces": [p.text[:60] for p in a.pieces],
     }
+
+
+def _word_count(text: str) -> int:
+    return sum(1 for word in text.split() if any(c.isalnum() for c in word))
 
 
 def summarize(results: list[dict]) -> None:
@@ -243,6 +249,12 @@ def summarize(results: list[dict]) -> None:
         if xs:
             p50, p95 = np.percentile(xs, [50, 95])
             print(f"{key:>20}: p50 {p50:6.0f}  p95 {p95:6.0f}  max {max(xs):6.0f}  (n={len(xs)})")
+    short = [r["whole_answer_ms"] for r in answered
+             if r.get("whole_answer_ms") is not None and r["answer_words"] <= SHORT_ANSWER_WORDS]
+    if short:
+        p50, p95 = np.percentile(short, [50, 95])
+        print(f"whole answer of <= {SHORT_ANSWER_WORDS} words: p50 {p50:6.0f}  p95 {p95:6.0f}  "
+              f"max {max(short):6.0f}  (n={len(short)})")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent import models
+from tests.small_gguf import write_small_gguf
 
 
 @pytest.fixture
@@ -127,8 +128,22 @@ def test_bundled_packages_are_located() -> None:
     assert len(part_paths) == 6 and all(p.is_file() for p in part_paths)
 
 
-def test_models_command_prepares_then_checks(tmp_path: Path, parts, monkeypatch, capsys) -> None:
-    paths, _, sha = parts
+@pytest.fixture
+def gguf_parts(tmp_path: Path) -> tuple[list[Path], str]:
+    """A small real GGUF in two parts, and its sha256."""
+    whole = tmp_path / "small.gguf"
+    write_small_gguf(whole)
+    data = whole.read_bytes()
+    paths = [tmp_path / "part0.bin", tmp_path / "part1.bin"]
+    paths[0].write_bytes(data[:1000])
+    paths[1].write_bytes(data[1000:])
+    return paths, hashlib.sha256(data).hexdigest()
+
+
+def test_models_command_prepares_then_checks(
+    tmp_path: Path, gguf_parts, monkeypatch, capsys
+) -> None:
+    paths, sha = gguf_parts
     monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
     monkeypatch.setattr(models, "QWEN_SHA256", sha)
@@ -139,26 +154,95 @@ def test_models_command_prepares_then_checks(tmp_path: Path, parts, monkeypatch,
     assert models.run(argparse.Namespace(check_only=False)) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and all("OK" in line for line in out)
-    assert str(tmp_path / "cache" / "models" / models.QWEN_FILENAME) in out[2]
+    served = tmp_path / "cache" / "models" / models.QWEN_SERVED_FILENAME
+    assert str(served) in out[2]
+    assert models.qwen_gguf_path(progress=False) == served
 
     assert models.run(argparse.Namespace(check_only=True)) == 0
-    gguf = tmp_path / "cache" / "models" / models.QWEN_FILENAME
-    stat = gguf.stat()
-    with gguf.open("r+b") as f:
-        f.write(b"corrupt")
-    os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert models.run(argparse.Namespace(check_only=True)) == 1
+    for name in (models.QWEN_FILENAME, models.QWEN_SERVED_FILENAME):
+        gguf = tmp_path / "cache" / "models" / name
+        original = gguf.read_bytes()
+        stat = gguf.stat()
+        with gguf.open("r+b") as f:
+            f.write(b"corrupt")
+        os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert models.run(argparse.Namespace(check_only=True)) == 1, name
+        gguf.write_bytes(original)
+        os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert models.run(argparse.Namespace(check_only=True)) == 0, name
+
+
+def test_the_served_file_is_reused_and_rebuilt_for_a_new_recipe(
+    tmp_path: Path, gguf_parts, monkeypatch
+) -> None:
+    from agent import gguf_requant
+
+    paths, sha = gguf_parts
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
+    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+    served = models.qwen_gguf_path(progress=False)
+    mtime = served.stat().st_mtime_ns
+
+    requantized: list[Path] = []
+    real = gguf_requant.requantize_q4_0
+    monkeypatch.setattr(
+        gguf_requant,
+        "requantize_q4_0",
+        lambda src, dest, **kw: requantized.append(dest) or real(src, dest, **kw),
+    )
+    assert models.qwen_gguf_path(progress=False) == served
+    assert served.stat().st_mtime_ns == mtime and not requantized
+
+    monkeypatch.setattr(gguf_requant, "RECIPE", "a-newer-recipe")
+    assert models.qwen_gguf_path(progress=False) == served
+    assert len(requantized) == 1
+
+
+def test_a_shipped_file_that_is_not_gguf_is_a_clear_model_error(
+    tmp_path: Path, parts, monkeypatch
+) -> None:
+    paths, _, sha = parts
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
+    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+    with pytest.raises(models.ModelError, match="cannot requantize"):
+        models.qwen_gguf_path(progress=False)
+    assert not (tmp_path / "cache" / "models" / models.QWEN_SERVED_FILENAME).exists()
 
 
 @pytest.mark.slow
-def test_real_gguf_is_joined_with_the_pinned_sha(tmp_path: Path, monkeypatch) -> None:
+def test_real_gguf_is_joined_with_the_pinned_sha_and_requantized(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from gguf import GGMLQuantizationType as QType
+    from gguf import GGUFReader
+
     monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path))
-    path = models.qwen_gguf_path(progress=False)
-    assert path == tmp_path / "models" / models.QWEN_FILENAME
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    assert digest.hexdigest() == models.QWEN_SHA256
-    with path.open("rb") as f:
-        assert f.read(4) == b"GGUF"
+    served = models.qwen_gguf_path(progress=False)
+    assert served == tmp_path / "models" / models.QWEN_SERVED_FILENAME
+    shipped = tmp_path / "models" / models.QWEN_FILENAME
+    assert models._file_sha256(shipped, False, "") == models.QWEN_SHA256
+
+    kinds = {t.name: t.tensor_type for t in GGUFReader(served).tensors}
+    assert len(kinds) == len(GGUFReader(shipped).tensors)
+    assert kinds["token_embd.weight"] == QType.Q5_0 and kinds["output.weight"] == QType.Q8_0
+    matrices = [k for n, k in kinds.items() if n.endswith(("ffn_up.weight", "ffn_down.weight"))]
+    assert matrices and set(matrices) == {QType.Q4_0}
+
+
+def test_a_served_file_with_a_new_mtime_is_hashed_not_requantized(
+    tmp_path: Path, gguf_parts, monkeypatch
+) -> None:
+    """As in the Docker image, whose layers round modification times to the second."""
+    from agent import gguf_requant
+
+    paths, sha = gguf_parts
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
+    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+    served = models.qwen_gguf_path(progress=False)
+    os.utime(served, ns=(0, served.stat().st_mtime_ns - 123_456_789))
+    monkeypatch.setattr(gguf_requant, "requantize_q4_0", _no_hashing)
+    assert models.qwen_gguf_path(progress=False) == served
+    assert models.run(argparse.Namespace(check_only=True)) == 0
