@@ -133,9 +133,10 @@ class TurnEngine:
         if self._partials_task is not None:
             self._partials_task.cancel()
             await asyncio.gather(self._partials_task, return_exceptions=True)
-        for reply in list(self._replies.values()):
-            await reply.cancel()
-        self._replies.clear()
+        for rid in list(self._replies):
+            # A reply cut off by the end of the session is recorded as heard so far, as a
+            # barge-in would be: its turn stays in the history and the metrics.
+            self._cancel_reply(rid, "session closed")
         await asyncio.gather(*self._cancelled, return_exceptions=True)
         await self._playout.aclose()
 

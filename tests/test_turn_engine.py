@@ -257,3 +257,17 @@ def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:
     assert of(events, "tts_chunk")[0]["text"] == "J. R. R. Tolkien"
     [turn] = of(events, "turn")
     assert turn["heard_text"] == reply
+
+
+def test_a_reply_cut_off_by_the_end_of_the_session_is_kept_as_heard(question_pcm) -> None:
+    pcm, speech_end = question_pcm
+    cut = int((speech_end + 1.5) * INPUT_RATE)  # the session ends while the agent speaks
+    events = converse(pcm[:cut], FakeSTT())
+    assert of(events, "audio_start") and not of(events, "reply_done")
+    (cancelled,) = of(events, "reply_cancelled")
+    assert cancelled["reason"] == "session closed"
+    (turn,) = of(events, "turn")
+    assert turn["interrupted"] and turn["user_text"] == QUESTION
+    assert turn["agent_text"] == REPLY
+    heard = turn["heard_text"].split()
+    assert heard and heard == REPLY.split()[: len(heard)] and len(heard) < len(REPLY.split())
