@@ -72,6 +72,9 @@ ATTR_FINAL = "voxroom.copilot.final"
 ATTR_STATUS = "voxroom.copilot.status"
 ATTR_AGENT_STATE = "lk.agent.state"
 ATTR_SPEAK = "voxroom.copilot.speak"  # "true" | "false" | "unavailable" (no TTS)
+# How many document pieces the LLM's prompt cache holds as the shared prefix ("0" at first):
+# answers are fastest once it counts every piece the documents were indexed into.
+ATTR_WARM_PIECES = "voxroom.copilot.warm_pieces"
 VOICE_TRACK = "copilot-voice"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -255,7 +258,7 @@ class CopilotSession:
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
             await room.local_participant.set_attributes(
-                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false"})
+                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false", ATTR_WARM_PIECES: "0"})
             for p in room.remote_participants.values():
                 for pub in p.track_publications.values():
                     if pub.track is not None:
@@ -426,6 +429,12 @@ class CopilotSession:
         if self.engine is not None:
             self._spawn(self.engine.warm())  # the documents are the prompt's prefix
 
+    async def _set_attribute(self, key: str, value: str) -> None:
+        try:
+            await self.room.local_participant.set_attributes({key: value})
+        except Exception as e:  # the room may be closing
+            log.debug("attribute %s not set: %s", key, e)
+
     async def _acknowledge(self, name: str, *, pieces: int = 0, error: str = "") -> None:
         if self.candidate is None:
             return
@@ -500,6 +509,8 @@ class CopilotSession:
     def _log_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
             log.info("%s %s", kind, data)
+        if kind == "warm":
+            self._spawn(self._set_attribute(ATTR_WARM_PIECES, str(data["pieces"])))
         elif kind == "transcript" and data.get("final"):
             log.info("question: %s", data["text"])
 

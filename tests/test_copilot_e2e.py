@@ -27,6 +27,7 @@ from agent.copilot import (
     ATTR_FINAL,
     ATTR_QUESTION,
     ATTR_STATUS,
+    ATTR_WARM_PIECES,
     TOPIC_CONTEXT,
     TOPIC_CONTEXT_STATUS,
 )
@@ -196,6 +197,12 @@ async def interview(
         await candidate.send_document(agent, "resume", RESUME.read_text(encoding="utf-8"))
         await until(lambda: candidate.receipts, 30, "the resume was never acknowledged")
         assert candidate.receipts[0]["status"] == "indexed", candidate.receipts
+        # The interview starts once the resume is in the LLM's prompt cache, as the agent
+        # tells its clients (the bundled model reads it in ~20-40 s).
+        pieces = str(candidate.receipts[0]["pieces"])
+        agent_p = candidate.room.remote_participants[agent]
+        await until(lambda: agent_p.attributes.get(ATTR_WARM_PIECES) == pieces, 180,
+                    "the resume never reached the LLM's prompt cache")
         await asyncio.sleep(1.0)  # the intruder's upload would be indexed by now
         played_at = time.monotonic()
         await paplay(pulse, wav)
@@ -262,6 +269,7 @@ async def test_the_bundled_llm_answers_about_the_resume(
             record_property("question_end_to_first_words_ms", round(first_ms))
             print(f"\nbundled LLM: {answer.text!r}\nfirst words {first_ms:.0f} ms, whole "
                   f"answer {whole_ms:.0f} ms after the end of the question")
+            assert first_ms < 2500
         finally:
             await candidate.leave()
             await intruder.leave()
