@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -38,6 +39,8 @@ from agent.bench_measure import (
 )
 
 __all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
+
+log = logging.getLogger(__name__)
 
 ANSWER_TIMEOUT_S = 20.0  # longest wait for the agent's voice after the user's last word
 DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
@@ -241,31 +244,43 @@ class Ears:
 
 
 class OpenMic:
-    """The user's microphone stays open, as in a browser: silence between utterances."""
+    """The user's microphone stays open, as in a browser: 100 ms blocks of silence between
+    utterances. One task writes everything: a capture cancelled in flight to start an
+    utterance fails now and then with "InvalidState - failed to capture frame", the more
+    often the busier the event loop (many users in one process, or a worker beside it)."""
+
+    GAP_S = 0.1  # silence is written this much at a time; an utterance starts within it
 
     def __init__(self, user: Any) -> None:
         self._user = user
-        self._silence: asyncio.Task[None] | None = None
-        self._open()
+        self._utterances: asyncio.Queue[tuple[np.ndarray, list[int], asyncio.Future[Any]]] = (
+            asyncio.Queue())
+        self._writer = asyncio.create_task(self._write())
 
-    def _open(self) -> None:
-        self._silence = asyncio.create_task(self._user.silence(3600))
-
-    async def _hush(self) -> None:
-        if self._silence is not None:
-            self._silence.cancel()
-            await asyncio.gather(self._silence, return_exceptions=True)
-            self._silence = None
+    async def _write(self) -> None:
+        while True:
+            try:
+                pcm, marks, said = self._utterances.get_nowait()
+            except asyncio.QueueEmpty:
+                try:
+                    await self._user.silence(self.GAP_S)
+                except Exception as e:  # a failed write of silence: go on, the next may work
+                    log.warning("the microphone's silence failed: %s", e)
+                    await asyncio.sleep(self.GAP_S)
+                continue
+            try:
+                said.set_result(await self._user.speak(pcm, marks=marks))
+            except Exception as e:
+                said.set_exception(e)
 
     async def say(self, pcm: np.ndarray, marks: list[int] | None = None) -> list[float | None]:
-        await self._hush()
-        try:
-            return await self._user.speak(pcm, marks=marks or [])
-        finally:
-            self._open()
+        said: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._utterances.put_nowait((pcm, marks or [], said))
+        return await said
 
     async def close(self) -> None:
-        await self._hush()
+        self._writer.cancel()
+        await asyncio.gather(self._writer, return_exceptions=True)
 
 
 @contextlib.contextmanager

@@ -439,7 +439,9 @@ class LoadTest:
 
     async def _converse(self, user: Any, items: list[Item], until: float, stats: RoomStats,
                         n: int, room: int) -> None:
-        mic = Microphone(user)
+        from agent.bench_livekit import OpenMic
+
+        mic = OpenMic(user)
         try:
             k = room  # rooms start at different items, so barge-ins do not all coincide
             while time.monotonic() < until:
@@ -569,43 +571,6 @@ def added_session_mb(steps: list[dict[str, Any]], idle_mb: float) -> float | Non
         return None
     x, y = np.array(points, dtype=float).T
     return round(float(np.polyfit(x, y, 1)[0]), 1)
-
-
-class Microphone:
-    """The user's open microphone as one task, the only writer to the user's track: 100 ms
-    blocks of silence between utterances, as a browser sends. (Cancelling a capture in
-    flight to start an utterance, as bench_livekit.OpenMic does, fails now and then with
-    "InvalidState - failed to capture frame" when many users share a busy event loop.)"""
-
-    def __init__(self, user: Any) -> None:
-        self._user = user
-        self._queue: asyncio.Queue[tuple[np.ndarray, list[int], asyncio.Future[Any]]] = (
-            asyncio.Queue())
-        self._task = asyncio.create_task(self._run())
-
-    async def say(self, pcm: np.ndarray, marks: list[int] | None = None) -> list[float | None]:
-        """Say `pcm` once the current silence block is out; the times `marks` left the mic."""
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((pcm, marks or [], done))
-        return await done
-
-    async def _run(self) -> None:
-        from agent.room_client import RATE
-
-        silence = np.zeros(RATE // 10, np.int16)
-        while True:
-            try:
-                pcm, marks, done = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                await self._user.speak(silence)
-                continue
-            try:
-                done.set_result(await self._user.speak(pcm, marks=marks))
-            except Exception as e:
-                done.set_exception(e)
-
-    async def close(self) -> None:
-        await _cancel(self._task)
 
 
 async def _wait_done(user: Any, ears: Any) -> None:

@@ -1,11 +1,13 @@
 """A user in a LiveKit room, as a program: publishes speech from a microphone track in real
 time, and records the agent's audio as it arrives, its `lk.agent.state` attribute and the
 `lk.transcription` text streams, each with the monotonic time it was seen. `voxroom bench`
-talks to the agent through it, and so do the end-to-end tests."""
+talks to the agent through it, and so do the end-to-end tests. `CopilotClient` is the
+copilot's candidate (or anyone else in its room): documents out, answers and receipts in."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Sequence
@@ -45,6 +47,7 @@ class RoomUser:
     states: list[tuple[float, str]] = field(default_factory=list)
     transcripts: list[Transcription] = field(default_factory=list)
     agent_identity: str | None = None
+    track_name: str = "mic"  # the copilot listens to a bridge's "meeting-audio" instead
 
     async def connect(self) -> None:
         # Before connecting: an agent already in the room is subscribed to during connect().
@@ -56,7 +59,7 @@ class RoomUser:
         await self.room.connect(self.url, self.token)
         self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
         self._mic = LiveKitAudioSink(self._source)  # many users in one process: routed frames
-        track = rtc.LocalAudioTrack.create_audio_track("mic", self._source)
+        track = rtc.LocalAudioTrack.create_audio_track(self.track_name, self._source)
         opts = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
         await self.room.local_participant.publish_track(track, opts)
 
@@ -160,3 +163,86 @@ async def _within(step: Awaitable[object], what: str) -> None:
         log.warning("%s: not done after %.0f s; going on", what, LEAVE_TIMEOUT_S)
     elif not task.cancelled() and (error := task.exception()) is not None:
         log.warning("%s: %s: %s", what, type(error).__name__, error)
+
+
+@dataclass
+class CopilotAnswer:
+    """One copilot answer as its client receives it (agent.copilot: a text stream per answer)."""
+
+    attributes: dict[str, str]
+    chunks: list[tuple[float, str]] = field(default_factory=list)  # (arrival, delta)
+    done_at: float | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(c for _, c in self.chunks)
+
+    @property
+    def first_words_at(self) -> float | None:
+        """When the text first held a letter or digit (not just the "- " of a bullet)."""
+        text = ""
+        for t, chunk in self.chunks:
+            text += chunk
+            if any(c.isalnum() for c in text):
+                return t
+        return None
+
+
+class CopilotClient:
+    """Someone in a copilot room who sends documents to the agent and reads the answers and
+    document receipts sent to them. It subscribes to no audio."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+        self.room = rtc.Room()
+        self.answers: list[CopilotAnswer] = []
+        self.receipts: list[dict] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def join(self, url: str, token: str) -> None:
+        from agent.client_topics import TOPIC_COPILOT
+        from agent.copilot import TOPIC_CONTEXT_STATUS
+
+        self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
+        self.room.register_text_stream_handler(TOPIC_CONTEXT_STATUS, self._on_receipt)
+        await self.room.connect(url, token, rtc.RoomOptions(auto_subscribe=False))
+
+    def agent(self) -> rtc.RemoteParticipant | None:
+        return next((p for p in self.room.remote_participants.values()
+                     if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT), None)
+
+    async def send_document(self, to: str, name: str, text: str) -> None:
+        from agent.copilot import ATTR_CONTEXT_NAME, TOPIC_CONTEXT
+
+        await self.room.local_participant.send_text(
+            text, topic=TOPIC_CONTEXT, destination_identities=[to],
+            attributes={ATTR_CONTEXT_NAME: name})
+
+    async def leave(self) -> None:
+        await _within(self.room.disconnect(), f"leaving room {self.room.name}")
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _on_answer(self, reader: rtc.TextStreamReader, _sender: str) -> None:
+        answer = CopilotAnswer(dict(reader.info.attributes or {}))
+        self.answers.append(answer)
+
+        async def read() -> None:
+            async for chunk in reader:
+                answer.chunks.append((time.monotonic(), chunk))
+            answer.attributes = dict(reader.info.attributes or {})  # with the closing ones
+            answer.done_at = time.monotonic()
+
+        self._spawn(read())
+
+    def _on_receipt(self, reader: rtc.TextStreamReader, _sender: str) -> None:
+        async def read() -> None:
+            self.receipts.append(json.loads(await reader.read_all()))
+
+        self._spawn(read())
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

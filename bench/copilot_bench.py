@@ -230,12 +230,12 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
         "status": a.status, "answer": sink.text.get(a.answer_id, ""),
-        "answer_words": _word_count(sink.text.get(a.answer_id, "")),
+        "answer_words": word_count(sink.text.get(a.answer_id, "")),
         "pieces": [p.text[:60] for p in a.pieces],
     }
 
 
-def _word_count(text: str) -> int:
+def word_count(text: str) -> int:
     return sum(1 for word in text.split() if any(c.isalnum() for c in word))
 
 

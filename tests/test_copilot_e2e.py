@@ -14,26 +14,22 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import soundfile as sf
-from livekit import api, rtc
+from livekit import api
 
-from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import (
-    ATTR_CONTEXT_NAME,
     ATTR_FINAL,
     ATTR_QUESTION,
     ATTR_STATUS,
     ATTR_WARM_PIECES,
-    TOPIC_CONTEXT,
-    TOPIC_CONTEXT_STATUS,
 )
 from agent.engines import ChatMessage
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
+from agent.room_client import CopilotAnswer, CopilotClient
 from agent.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
@@ -84,75 +80,6 @@ def question_wav(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]
     return path, LEAD_S + last_voiced_sample(speech) / RATE
 
 
-@dataclass
-class Answer:
-    attributes: dict[str, str]
-    chunks: list[tuple[float, str]] = field(default_factory=list)
-    done_at: float | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(c for _, c in self.chunks)
-
-
-class Participant:
-    """Someone in the room who reads copilot answers and context receipts sent to them."""
-
-    def __init__(self, identity: str) -> None:
-        self.identity = identity
-        self.room = rtc.Room()
-        self.answers: list[Answer] = []
-        self.receipts: list[dict] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def join(self, server: LiveKitServer, room: str) -> None:
-        self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
-        self.room.register_text_stream_handler(TOPIC_CONTEXT_STATUS, self._on_receipt)
-        token = create_join_token(server.livekit_settings(), room, self.identity,
-                                  dispatch_agent=False)
-        await self.room.connect(server.url, token)
-
-    def _on_answer(self, reader: rtc.TextStreamReader, _sender: str) -> None:
-        answer = Answer(dict(reader.info.attributes or {}))
-        self.answers.append(answer)
-
-        async def read() -> None:
-            async for chunk in reader:
-                answer.chunks.append((time.monotonic(), chunk))
-            answer.attributes = dict(reader.info.attributes or {})  # with the closing ones
-            answer.done_at = time.monotonic()
-
-        self._spawn(read())
-
-    def _on_receipt(self, reader: rtc.TextStreamReader, _sender: str) -> None:
-        async def read() -> None:
-            self.receipts.append(json.loads(await reader.read_all()))
-
-        self._spawn(read())
-
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def send_document(self, to: str, name: str, text: str) -> None:
-        await self.room.local_participant.send_text(
-            text, topic=TOPIC_CONTEXT, destination_identities=[to],
-            attributes={ATTR_CONTEXT_NAME: name})
-
-    def agent(self) -> str | None:
-        for p in self.room.remote_participants.values():
-            if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
-                return p.identity
-        return None
-
-    async def leave(self) -> None:
-        await self.room.disconnect()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
 @asynccontextmanager
 async def worker_beside_loop(*args: object, **env: str) -> AsyncIterator[None]:
     """`agent_worker` entered in a thread: it blocks until the worker registers, and the worker
@@ -165,6 +92,11 @@ async def worker_beside_loop(*args: object, **env: str) -> AsyncIterator[None]:
         await asyncio.to_thread(worker.__exit__, None, None, None)
 
 
+async def join(client: CopilotClient, server: LiveKitServer, room: str) -> None:
+    await client.join(server.url, create_join_token(server.livekit_settings(), room,
+                                                    client.identity, dispatch_agent=False))
+
+
 async def until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -175,23 +107,24 @@ async def until(predicate: Callable[[], object], timeout_s: float, what: str) ->
 
 async def interview(
     server: LiveKitServer, pulse: dict[str, str], wav: Path, speech_end_s: float, room: str
-) -> tuple[Participant, Participant, Answer, float]:
+) -> tuple[CopilotClient, CopilotClient, CopilotAnswer, float]:
     """Bridge, candidate (with the resume) and an intruder in `room`; the question played.
     Returns both participants, the answer and its first-words latency (ms)."""
     with bridge_process(server, pulse, "--room", room, "--identity", "meeting-bridge-test",
                         "--device", f"{SINK}.monitor", "--agent-mode", "copilot") as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
-        candidate, intruder = Participant("candidate"), Participant("intruder")
-        await candidate.join(server, room)
+        candidate, intruder = CopilotClient("candidate"), CopilotClient("intruder")
+        await join(candidate, server, room)
         # The bridge created the room, so a token's dispatch would not apply: dispatch the
         # agent explicitly, without metadata: the bridge's metadata asks for copilot mode.
         async with api.LiveKitAPI(server.http_url, server.api_key, server.api_secret) as lk:
             await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(
                 agent_name=server.livekit_settings().agent_name, room=room))
         await until(candidate.agent, 120, "no agent joined")
-        agent = candidate.agent()
-        assert agent is not None
-        await intruder.join(server, room)
+        agent_p = candidate.agent()
+        assert agent_p is not None
+        agent = agent_p.identity
+        await join(intruder, server, room)
         await until(lambda: agent in intruder.room.remote_participants, 10, "intruder")
         await intruder.send_document(agent, "resume", INTRUDER_DOCUMENT)
         await candidate.send_document(agent, "resume", RESUME.read_text(encoding="utf-8"))
@@ -200,7 +133,6 @@ async def interview(
         # The interview starts once the resume is in the LLM's prompt cache, as the agent
         # tells its clients (the bundled model reads it in ~20-40 s).
         pieces = str(candidate.receipts[0]["pieces"])
-        agent_p = candidate.room.remote_participants[agent]
         await until(lambda: agent_p.attributes.get(ATTR_WARM_PIECES) == pieces, 180,
                     "the resume never reached the LLM's prompt cache")
         await asyncio.sleep(1.0)  # the intruder's upload would be indexed by now

@@ -27,6 +27,13 @@ def parts(tmp_path: Path) -> tuple[list[Path], bytes, str]:
     return paths, whole, hashlib.sha256(whole).hexdigest()
 
 
+def _cache_with_parts(monkeypatch, tmp_path: Path, paths: list[Path], sha: str) -> None:
+    """A fresh model cache under tmp_path, with `paths` as the GGUF's parts of sha256 `sha`."""
+    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
+    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+
+
 def _no_hashing(*_args: object) -> str:
     raise AssertionError("the file was hashed again")
 
@@ -144,9 +151,7 @@ def test_models_command_prepares_then_checks(
     tmp_path: Path, gguf_parts, monkeypatch, capsys
 ) -> None:
     paths, sha = gguf_parts
-    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
-    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+    _cache_with_parts(monkeypatch, tmp_path, paths, sha)
 
     assert models.run(argparse.Namespace(check_only=True)) == 1  # nothing joined yet
     assert "BAD" in capsys.readouterr().out
@@ -172,16 +177,16 @@ def test_models_command_prepares_then_checks(
         assert models.run(argparse.Namespace(check_only=True)) == 0, name
 
 
-def test_the_served_file_is_reused_and_rebuilt_for_a_new_recipe(
-    tmp_path: Path, gguf_parts, monkeypatch
-) -> None:
+@pytest.fixture
+def served(tmp_path: Path, gguf_parts, monkeypatch) -> Path:
+    """The small GGUF joined and requantized into a fresh cache: the served file."""
+    _cache_with_parts(monkeypatch, tmp_path, *gguf_parts)
+    return models.qwen_gguf_path(progress=False)
+
+
+def test_the_served_file_is_reused_and_rebuilt_for_a_new_recipe(served: Path, monkeypatch) -> None:
     from agent import gguf_requant
 
-    paths, sha = gguf_parts
-    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
-    monkeypatch.setattr(models, "QWEN_SHA256", sha)
-    served = models.qwen_gguf_path(progress=False)
     mtime = served.stat().st_mtime_ns
 
     requantized: list[Path] = []
@@ -203,9 +208,7 @@ def test_a_shipped_file_that_is_not_gguf_is_a_clear_model_error(
     tmp_path: Path, parts, monkeypatch
 ) -> None:
     paths, _, sha = parts
-    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
-    monkeypatch.setattr(models, "QWEN_SHA256", sha)
+    _cache_with_parts(monkeypatch, tmp_path, paths, sha)
     with pytest.raises(models.ModelError, match="cannot requantize"):
         models.qwen_gguf_path(progress=False)
     assert not (tmp_path / "cache" / "models" / models.QWEN_SERVED_FILENAME).exists()
@@ -232,16 +235,11 @@ def test_real_gguf_is_joined_with_the_pinned_sha_and_requantized(
 
 
 def test_a_served_file_with_a_new_mtime_is_hashed_not_requantized(
-    tmp_path: Path, gguf_parts, monkeypatch
+    served: Path, monkeypatch
 ) -> None:
     """As in the Docker image, whose layers round modification times to the second."""
     from agent import gguf_requant
 
-    paths, sha = gguf_parts
-    monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
-    monkeypatch.setattr(models, "QWEN_SHA256", sha)
-    served = models.qwen_gguf_path(progress=False)
     os.utime(served, ns=(0, served.stat().st_mtime_ns - 123_456_789))
     monkeypatch.setattr(gguf_requant, "requantize_q4_0", _no_hashing)
     assert models.qwen_gguf_path(progress=False) == served

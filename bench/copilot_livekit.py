@@ -1,0 +1,184 @@
+"""Interview copilot through LiveKit: end of an interviewer's question -> first answer words
+on the candidate's screen, and -> the whole answer.
+
+A real livekit-server on loopback and a `voxroom agent` worker with the bundled models, both
+on this machine; in the room, the interviewer publishes "meeting-audio" as `voxroom bridge`
+does (the bridge's own capture -> publish is ~1 ms, tests/test_bridge_pulse.py), and the
+candidate's client uploads the sample resume and job description (bench/copilot_data/) and
+reads the answers on `voxroom.copilot`. The dispatch asks for copilot mode. Each question is
+spoken by espeak-ng into the track in real time, once the agent says the documents are in
+its LLM's prompt cache (`voxroom.copilot.warm_pieces`). The end of the question is when its
+last voiced sample left the interviewer's microphone; first words: the first chunk on the
+candidate's side that holds a letter or digit. The worker's own view of each answer (its
+`answer_done` log line: endpoint, first words, whole answer) is reported beside it; it counts
+from the last frame its VAD took for voiced, which can be a little before or after the end of
+the speech, so the two differ by more than the transport.
+
+Run from the repository root:
+    .venv/bin/python -m bench.copilot_livekit [--questions N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, worker_process
+from agent.copilot import (
+    ATTR_QUESTION,
+    ATTR_STATUS,
+    ATTR_WARM_PIECES,
+    KEY_CANDIDATE,
+    KEY_MODE,
+    MEETING_TRACK,
+)
+from agent.livekit_server import LiveKitServer
+from agent.room_client import CopilotAnswer, CopilotClient, RoomUser
+from agent.tokens import create_join_token
+from bench.copilot_bench import (
+    DATA,
+    QUESTIONS,
+    SHORT_ANSWER_WORDS,
+    speak,
+    summarize,
+    word_count,
+)
+
+AGENT_NAME = "voxroom-copilot-bench"
+CANDIDATE = "candidate"
+ANSWER_DONE = re.compile(r"answer_done (\{.*\})")
+
+
+async def until(predicate: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.02)
+
+
+def engine_views(log_path: Path) -> list[dict]:
+    """The worker's `answer_done` records, in order."""
+    views = []
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if match := ANSWER_DONE.search(line):
+            views.append(ast.literal_eval(match.group(1)))
+    return views
+
+
+async def run(args: argparse.Namespace) -> list[dict]:
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.questions)]
+    speech = [speak(q) for q in questions]
+    with tempfile.TemporaryDirectory(prefix="vxcopilot-") as tmp:
+        server = LiveKitServer(log_path=Path(tmp) / "livekit-server.log")
+        await asyncio.to_thread(server.start)
+        log_path = args.worker_log or Path(tmp) / "worker.log"
+        env = {"LIVEKIT_URL": server.url, "LIVEKIT_API_KEY": server.api_key,
+               "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1",
+               "VOXROOM_LLM_PROVIDER": "local"}
+        argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--idle-processes", "0"]
+        try:
+            with worker_process(argv, env, log_path):
+                return await _interview(server, questions, speech, log_path, args)
+        finally:
+            server.stop()
+
+
+async def _interview(server: LiveKitServer, questions: list[str], speech: list[np.ndarray],
+                     log_path: Path, args: argparse.Namespace) -> list[dict]:
+    from tests.speech import last_voiced_sample
+
+    settings = server.livekit_settings(AGENT_NAME)
+    room = f"copilot-bench-{int(time.time())}"
+    candidate = CopilotClient(CANDIDATE)
+    dispatch = json.dumps({KEY_MODE: "copilot", KEY_CANDIDATE: CANDIDATE})
+    await candidate.join(server.url, create_join_token(settings, room, CANDIDATE,
+                                                       dispatch_metadata=dispatch))
+    interviewer = RoomUser(server.url, create_join_token(
+        settings, room, "meeting-bridge-bench", dispatch_agent=False), track_name=MEETING_TRACK)
+    await interviewer.connect()
+    mic = OpenMic(interviewer)
+    results: list[dict] = []
+    try:
+        await until(candidate.agent, READY_TIMEOUT_S, "no agent joined")
+        agent = candidate.agent()
+        assert agent is not None
+        for name in ("resume", "job_description"):
+            text = (DATA / f"{name}.md").read_text(encoding="utf-8")
+            await candidate.send_document(agent.identity, name, text)
+        await until(lambda: len(candidate.receipts) == 2, 60, "documents not acknowledged")
+        pieces = str(sum(r.get("pieces", 0) for r in candidate.receipts))
+        warm_start = time.monotonic()
+        await until(lambda: agent.attributes.get(ATTR_WARM_PIECES) == pieces, 300,
+                    "the documents never reached the LLM's prompt cache")
+        print(f"warm-up (documents into the prompt cache): {time.monotonic() - warm_start:.1f} s",
+              flush=True)
+        for question, pcm in zip(questions, speech, strict=True):
+            done = len(candidate.answers)
+            [speech_end] = await mic.say(pcm, marks=[last_voiced_sample(pcm)])
+            try:
+                await until(lambda d=done: len(candidate.answers) > d
+                            and candidate.answers[-1].done_at is not None, args.timeout_s, "")
+            except TimeoutError:
+                results.append({"question": question, "answered": False})
+                continue
+            results.append(_result(question, speech_end, candidate.answers[-1]))
+            print(json.dumps(results[-1]), flush=True)
+            await asyncio.sleep(1.0)  # the interviewer pauses before the next question
+    finally:
+        await mic.close()
+        await interviewer.close()
+        await candidate.leave()
+    views = [v for v in engine_views(log_path) if v.get("status") == "complete"]
+    answered = [r for r in results if r["answered"]]
+    if len(views) != len(answered):
+        print(f"the worker logged {len(views)} complete answers for {len(answered)} answered "
+              "questions: its view is left out", flush=True)
+        return results
+    for r, view in zip(answered, views, strict=True):  # the worker's own view
+        for key, value in view.get("latency_ms", {}).items():
+            r[f"worker_{key}_ms"] = round(value)
+    return results
+
+
+def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> dict:
+    def ms(t: float | None) -> float | None:
+        return None if t is None or speech_end is None else round((t - speech_end) * 1000)
+
+    text = answer.text
+    return {"question": question, "answered": True,
+            "heard": answer.attributes.get(ATTR_QUESTION, ""),
+            "first_words_ms": ms(answer.first_words_at), "whole_answer_ms": ms(answer.done_at),
+            "status": answer.attributes.get(ATTR_STATUS, ""), "answer": text,
+            "answer_words": word_count(text)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--timeout-s", type=float, default=20.0, help="longest wait per answer")
+    parser.add_argument("--json", type=Path, help="write every answer's timings here")
+    parser.add_argument("--worker-log", type=Path, help="keep the worker's log here")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    summarize(results)
+    for key in ("worker_endpoint_ms", "worker_first_words_ms", "worker_whole_answer_ms"):
+        xs = [r[key] for r in results if r.get(key) is not None]
+        if xs:
+            p50, p95 = np.percentile(xs, [50, 95])
+            print(f"{key:>24}: p50 {p50:6.0f}  p95 {p95:6.0f}  (n={len(xs)})")
+    print(f"(short answers: at most {SHORT_ANSWER_WORDS} words)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
