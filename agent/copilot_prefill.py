@@ -89,8 +89,8 @@ class CopilotLlamaClient:
         self.root = base_url.rstrip("/").removesuffix("/v1")
         self.max_tokens = max_tokens
         self.temperature = temperature
-        # The model would go on with the next exchange it imagines.
-        self.stop = [*stop, "\n" + QUESTION_LABEL.strip()]
+        # The model would go on with the next exchange it imagines, or a second answer.
+        self.stop = [*stop, "\n" + QUESTION_LABEL.strip(), ANSWER_CUE]
         self.timeout_s = timeout_s
         self.stall_timeout_s = stall_timeout_s
         self.max_duration_s = max_duration_s

@@ -19,6 +19,7 @@ from agent.copilot_engine import (
     CopilotEngine,
     CopilotOptions,
     QuestionEndpointer,
+    _looping,
     copilot_messages,
     prefix_steps,
 )
@@ -517,7 +518,7 @@ def test_a_new_question_supersedes_an_unfinished_answer():
             await asyncio.sleep(self.delay_s)
             return texts[1.0] if voiced_s < 1.5 else texts[2.0]
 
-    long_answer = " ".join(["word"] * 60)  # 6 s at 10 words/s
+    long_answer = " ".join(f"word{i}" for i in range(60))  # 6 s at 10 words/s
     llm = RecordingLLM([long_answer], ttft_ms=100, words_per_s=10)
     run = run_copilot([("speech", 1.0), ("silence", 1.0), ("speech", 2.0)], ByLength([]), llm,
                       tail_s=8.0)
@@ -557,6 +558,40 @@ def test_a_long_answer_stops_at_the_first_sentence_end_past_the_word_limit():
     assert run.engine.answers[0].status == "complete"
 
 
+def test_an_answer_that_never_ends_a_sentence_stops_at_the_hard_word_limit():
+    run_on = " ".join(f"word{i}" for i in range(100))
+    stt = ScriptedSTT([(1.0, "Tell me about an outage.")])
+    llm = RecordingLLM([run_on], words_per_s=50)
+    run = run_copilot([("speech", 1.0)], stt, llm,
+                      options=CopilotOptions(max_answer_words=12, answer_word_limit=20))
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid).split() == run_on.split()[:20]
+    assert run.engine.answers[0].status == "complete"
+    assert llm.closed_early == 1  # the server stops generating too
+
+
+def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():
+    loop = "It started when " + "caused by a full disk outage " * 40  # as the model once did
+    stt = ScriptedSTT([(1.0, "Tell me about an outage.")])
+    llm = RecordingLLM([loop], words_per_s=50)
+    run = run_copilot([("speech", 1.0)], stt, llm)
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid).split() == loop.split()[: 3 + 3 * 6]
+    assert llm.closed_early == 1
+
+
+@pytest.mark.parametrize(("text", "looping"), [
+    ("caused by a full disk outage caused by a full disk outage caused by a full disk outage",
+     True),
+    ("ha ha ha ha ha ha", True),
+    ("caused by a full disk outage caused by a full disk outage", False),  # twice is fine
+    ("Go, Python, PostgreSQL, Redis, Kafka, Kubernetes, Terraform, Prometheus, gRPC.", False),
+    ("I measure, I change, I measure again.", False),
+])
+def test_a_loop_is_a_phrase_three_times_in_a_row(text: str, looping: bool) -> None:
+    assert _looping(text.split()) is looping
+
+
 def test_a_failed_llm_shows_a_short_notice_instead_of_nothing():
     stt = ScriptedSTT([(1.0, "What are your strengths?")])
     run = run_copilot([("speech", 1.0)], stt, FailingLLM())
@@ -567,7 +602,7 @@ def test_a_failed_llm_shows_a_short_notice_instead_of_nothing():
 
 def test_closing_mid_answer_cancels_it_and_closes_its_stream():
     stt = ScriptedSTT([(1.0, "What are your strengths?")])
-    llm = RecordingLLM([" ".join(["word"] * 100)], words_per_s=10)
+    llm = RecordingLLM([" ".join(f"word{i}" for i in range(100))], words_per_s=10)
     run = run_copilot([("speech", 1.0)], stt, llm, tail_s=3.0, close_at=2.5)
     [(aid, _)] = run.sink.opened()
     assert run.sink.status(aid) == "cancelled"

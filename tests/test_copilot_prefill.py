@@ -121,7 +121,8 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
     assert ANSWER_CUE == "\nMe:"
     assert (body["stream"], body["cache_prompt"], body["n_predict"], body["temperature"]) == (
         True, True, 50, 0.2)
-    assert body["stop"] == ["END", "\nInterviewer:"]  # not the next exchange it imagines
+    # not the next exchange it imagines, nor a second answer
+    assert body["stop"] == ["END", "\nInterviewer:", "\nMe:"]
     assert reads == [PrefillResult(cached=120, read=3, ms=150.5)]
 
 
@@ -163,7 +164,8 @@ def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_setti
 
     local = llama_client_for(Client("http://127.0.0.1:8080/v1"))
     assert local is not None and local.root == "http://127.0.0.1:8080"
-    assert (local.max_tokens, local.temperature, local.stop) == (77, 0.5, ["X", "\nInterviewer:"])
+    assert (local.max_tokens, local.temperature, local.stop) == (
+        77, 0.5, ["X", "\nInterviewer:", "\nMe:"])
     assert llama_client_for(Client("https://api.example.com/v1")) is None
     assert llama_client_for(Client(None)) is None
     # Another OpenAI-compatible server on this machine (a test double, a user's own server).
