@@ -27,6 +27,7 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +58,9 @@ CANDIDATE = "candidate"
 ANSWER_DONE = re.compile(r"answer_done (\{.*\})")
 
 
-async def until(predicate: object, timeout_s: float, what: str) -> None:
+async def until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(what)
         await asyncio.sleep(0.02)
