@@ -196,6 +196,12 @@ async def wait_until(predicate: Any, timeout_s: float, poll_s: float = 0.02) -> 
     return True
 
 
+async def require(predicate: Any, timeout_s: float, what: str) -> None:
+    """`wait_until`, and TimeoutError(`what`) if `predicate()` never became true."""
+    if not await wait_until(predicate, timeout_s):
+        raise TimeoutError(what)
+
+
 def ratio(ours: float | None, theirs: float | None) -> float | None:
     return None if ours is None or not theirs else round(ours / theirs, 3)
 

@@ -27,12 +27,12 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, worker_process
+from agent.bench_measure import require
 from agent.copilot import (
     ATTR_QUESTION,
     ATTR_STATUS,
@@ -56,14 +56,6 @@ from bench.copilot_bench import (
 AGENT_NAME = "voxroom-copilot-bench"
 CANDIDATE = "candidate"
 ANSWER_DONE = re.compile(r"answer_done (\{.*\})")
-
-
-async def until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.02)
 
 
 def engine_views(log_path: Path) -> list[dict]:
@@ -109,16 +101,16 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
     mic = OpenMic(interviewer)
     results: list[dict] = []
     try:
-        await until(candidate.agent, READY_TIMEOUT_S, "no agent joined")
+        await require(candidate.agent, READY_TIMEOUT_S, "no agent joined")
         agent = candidate.agent()
         assert agent is not None
         for name in ("resume", "job_description"):
             text = (DATA / f"{name}.md").read_text(encoding="utf-8")
             await candidate.send_document(agent.identity, name, text)
-        await until(lambda: len(candidate.receipts) == 2, 60, "documents not acknowledged")
+        await require(lambda: len(candidate.receipts) == 2, 60, "documents not acknowledged")
         pieces = str(sum(r.get("pieces", 0) for r in candidate.receipts))
         warm_start = time.monotonic()
-        await until(lambda: agent.attributes.get(ATTR_WARM_PIECES) == pieces, 300,
+        await require(lambda: agent.attributes.get(ATTR_WARM_PIECES) == pieces, 300,
                     "the documents never reached the LLM's prompt cache")
         print(f"warm-up (documents into the prompt cache): {time.monotonic() - warm_start:.1f} s",
               flush=True)
@@ -126,7 +118,7 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
             done = len(candidate.answers)
             [speech_end] = await mic.say(pcm, marks=[last_voiced_sample(pcm)])
             try:
-                await until(lambda d=done: len(candidate.answers) > d
+                await require(lambda d=done: len(candidate.answers) > d
                             and candidate.answers[-1].done_at is not None, args.timeout_s, "")
             except TimeoutError:
                 results.append({"question": question, "answered": False})

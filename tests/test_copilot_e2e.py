@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import pytest
 import soundfile as sf
 from livekit import api
 
+from agent.bench_measure import require
 from agent.copilot import (
     ATTR_FINAL,
     ATTR_QUESTION,
@@ -97,14 +98,6 @@ async def join(client: CopilotClient, server: LiveKitServer, room: str) -> None:
                                                     client.identity, dispatch_agent=False))
 
 
-async def until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.02)
-
-
 async def interview(
     server: LiveKitServer, pulse: dict[str, str], wav: Path, speech_end_s: float, room: str
 ) -> tuple[CopilotClient, CopilotClient, CopilotAnswer, float]:
@@ -120,26 +113,26 @@ async def interview(
         async with api.LiveKitAPI(server.http_url, server.api_key, server.api_secret) as lk:
             await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(
                 agent_name=server.livekit_settings().agent_name, room=room))
-        await until(candidate.agent, 120, "no agent joined")
+        await require(candidate.agent, 120, "no agent joined")
         agent_p = candidate.agent()
         assert agent_p is not None
         agent = agent_p.identity
         await join(intruder, server, room)
-        await until(lambda: agent in intruder.room.remote_participants, 10, "intruder")
+        await require(lambda: agent in intruder.room.remote_participants, 10, "intruder")
         await intruder.send_document(agent, "resume", INTRUDER_DOCUMENT)
         await candidate.send_document(agent, "resume", RESUME.read_text(encoding="utf-8"))
-        await until(lambda: candidate.receipts, 30, "the resume was never acknowledged")
+        await require(lambda: candidate.receipts, 30, "the resume was never acknowledged")
         assert candidate.receipts[0]["status"] == "indexed", candidate.receipts
         # The interview starts once the resume is in the LLM's prompt cache, as the agent
         # tells its clients (the bundled model reads it in ~20-40 s).
         pieces = str(candidate.receipts[0]["pieces"])
-        await until(lambda: agent_p.attributes.get(ATTR_WARM_PIECES) == pieces, 180,
+        await require(lambda: agent_p.attributes.get(ATTR_WARM_PIECES) == pieces, 180,
                     "the resume never reached the LLM's prompt cache")
         await asyncio.sleep(1.0)  # the intruder's upload would be indexed by now
         played_at = time.monotonic()
         await paplay(pulse, wav)
         question_end = played_at + speech_end_s
-        await until(lambda: candidate.answers and candidate.answers[-1].done_at, 60,
+        await require(lambda: candidate.answers and candidate.answers[-1].done_at, 60,
                     "no complete answer")
         await asyncio.sleep(0.5)  # anything sent to the intruder would have arrived too
     answer = candidate.answers[-1]

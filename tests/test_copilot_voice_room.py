@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
 from livekit import api, rtc
 
+from agent.bench_measure import require
 from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import ATTR_SPEAK, MEETING_TRACK, VOICE_TRACK, CopilotSession
 from agent.copilot_voice import TOPIC_COPILOT_CONTROL
@@ -125,14 +125,6 @@ class Listener:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-async def _until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.02)
-
-
 async def _play_question(room: rtc.Room) -> None:
     """Publish `meeting-audio` and speak the question into it in real time."""
     source = rtc.AudioSource(RATE, 1)
@@ -165,7 +157,7 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         job_metadata=json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": "candidate"}))
     run = asyncio.create_task(session.run())
     try:
-        await _until(lambda: session.engine is not None, 30, "the session never started")
+        await require(lambda: session.engine is not None, 30, "the session never started")
         agent = candidate.room.remote_participants["copilot-agent"]
         assert agent.attributes.get(ATTR_SPEAK) in (None, "false")
         # The intruder cannot turn speech on for anyone...
@@ -177,15 +169,15 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         await candidate.room.local_participant.send_text(
             json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL,
             destination_identities=["copilot-agent"])
-        await _until(lambda: agent.attributes.get(ATTR_SPEAK) == "true", 10, "speech not on")
-        await _until(lambda: candidate.voice_subscribed, 10, "the candidate got no voice track")
+        await require(lambda: agent.attributes.get(ATTR_SPEAK) == "true", 10, "speech not on")
+        await require(lambda: candidate.voice_subscribed, 10, "the candidate got no voice track")
 
         bridge_token = create_join_token(livekit_server.livekit_settings(), room_name,
                                          "meeting-bridge-test", dispatch_agent=False)
         await bridge.connect(livekit_server.url, bridge_token)
         await _play_question(bridge)
-        await _until(lambda: candidate.answers, 30, "no written answer")
-        await _until(lambda: candidate.voiced_frames > 50, 30, "the answer was not heard")
+        await require(lambda: candidate.answers, 30, "no written answer")
+        await require(lambda: candidate.voiced_frames > 50, 30, "the answer was not heard")
         await asyncio.sleep(1.0)
 
         assert [a.strip() for a in candidate.answers] == [REPLY.strip()]
