@@ -64,11 +64,7 @@ class RoomUser:
         await self.room.local_participant.publish_track(track, opts)
 
     async def close(self) -> None:
-        await _within(self.room.disconnect(), f"leaving room {self.room.name}")
-        for task in self._tasks:
-            task.cancel()
-        await _within(asyncio.gather(*self._tasks, return_exceptions=True),
-                      f"the readers of room {self.room.name}")
+        await _leave(self.room, self._tasks)
 
     # ---- speaking -------------------------------------------------------------------------
 
@@ -155,6 +151,15 @@ class RoomUser:
         raise TimeoutError(f"agent never reached {state!r}; states seen: {self.states}")
 
 
+async def _leave(room: rtc.Room, readers: set[asyncio.Task[None]]) -> None:
+    """Disconnect, then stop the tasks reading what the room sent; each step bounded."""
+    await _within(room.disconnect(), f"leaving room {room.name}")
+    for task in list(readers):
+        task.cancel()
+    await _within(asyncio.gather(*readers, return_exceptions=True),
+                  f"the readers of room {room.name}")
+
+
 async def _within(step: Awaitable[object], what: str) -> None:
     """Await a teardown `step` for at most LEAVE_TIMEOUT_S; a step that overruns or fails is
     logged and left behind."""
@@ -219,10 +224,7 @@ class CopilotClient:
             attributes={ATTR_CONTEXT_NAME: name})
 
     async def leave(self) -> None:
-        await _within(self.room.disconnect(), f"leaving room {self.room.name}")
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _leave(self.room, self._tasks)
 
     def _on_answer(self, reader: rtc.TextStreamReader, _sender: str) -> None:
         answer = CopilotAnswer(dict(reader.info.attributes or {}))
