@@ -155,20 +155,19 @@ def prepare_requantized(
     with _exclusive(dest.with_name(dest.name + ".lock")):
         if _stamp_matches(dest, **facts):
             return dest
-        stamp = _read_stamp(dest)
-        if dest.is_file() and all(stamp.get(k) == v for k, v in facts.items()):
+        if verify_requantized(dest, source_sha256, progress=progress):
             # Same recipe and source, new mtime (e.g. an image layer rounded it): hash, not redo.
-            if _file_sha256(dest, progress, f"verifying {dest.name}") == stamp.get("sha256"):
-                _write_stamp(dest, **facts, sha256=str(stamp["sha256"]))
-                return dest
+            _write_stamp(dest, **facts, sha256=str(_read_stamp(dest)["sha256"]))
+            return dest
         _stamp_path(dest).unlink(missing_ok=True)
         _requantize(src, dest, progress)
         _write_stamp(dest, **facts, sha256=_file_sha256(dest, False, ""))
         return dest
 
 
-def verify_requantized(dest: Path, source_sha256: str) -> bool:
-    """Re-hash a requantized file against its stamp (no writing)."""
+def verify_requantized(dest: Path, source_sha256: str, *, progress: bool = False) -> bool:
+    """Re-hash a requantized file against its stamp, which must name this source and the
+    current recipe (no writing)."""
     from agent.gguf_requant import RECIPE
 
     stamp = _read_stamp(dest)
@@ -176,7 +175,7 @@ def verify_requantized(dest: Path, source_sha256: str) -> bool:
         dest.is_file()
         and stamp.get("source_sha256") == source_sha256
         and stamp.get("recipe") == RECIPE
-        and _file_sha256(dest, False, "") == stamp.get("sha256")
+        and _file_sha256(dest, progress, f"verifying {dest.name}") == stamp.get("sha256")
     )
 
 
