@@ -6,10 +6,12 @@ agent/direct.py).
 "closed"}`: how the page connects, and whether this caller may join as is, needs the access
 code, or cannot join at all.
 
-`POST /api/token` takes `{"room", "name"?}` and answers `{"token", "url", "identity"}`: a token
-valid for `VOXROOM_WEB_TOKEN_TTL_S` (at most 600 s) that lets a made-up identity join that one
-room, publish a microphone and subscribe, and that dispatches the agent through the room
-configuration. The API secret never leaves this process.
+`POST /api/token` takes `{"room", "name"?, "copilot"?}` and answers `{"token", "url",
+"identity"}`: a token valid for `VOXROOM_WEB_TOKEN_TTL_S` (at most 600 s) that lets a made-up
+identity join that one room, publish a microphone and subscribe, and that dispatches the agent
+through the room configuration. With `"copilot": true` the agent is that identity's interview
+copilot (agent.copilot), as `voxroom token --copilot` makes it. The API secret never leaves
+this process.
 
 Who may join:
 - this machine (loopback peer, no forwarding headers): always, for development;
@@ -39,7 +41,7 @@ from urllib.parse import urlparse, urlunparse
 from aiohttp import web
 
 from agent.config import ConfigError, Settings
-from agent.tokens import create_join_token
+from agent.tokens import copilot_metadata, create_join_token
 
 MAX_TOKEN_TTL_S = 600
 ENV_TOKEN_TTL = "VOXROOM_WEB_TOKEN_TTL_S"
@@ -52,7 +54,7 @@ MIN_SECRET_LENGTH = 16
 _ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _HEADER_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 _MAX_NAME = 64
-_TOKEN_FIELDS = frozenset({"room", "name"})
+_TOKEN_FIELDS = frozenset({"room", "name", "copilot"})
 _FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 _MISSING_BUILD = (
     "The web page is not built yet. Run `make web` (or `cd web && npm ci && npm run build`), "
@@ -363,8 +365,8 @@ async def _issue_token(request: web.Request) -> web.Response:
     if unknown:
         return error_response(
             400,
-            f"Unknown field(s): {', '.join(unknown)}. Only the room and a display name can be "
-            "chosen.",
+            f"Unknown field(s): {', '.join(unknown)}. Only the room, a display name and the "
+            "copilot mode can be chosen.",
         )
     room = body.get("room")
     name = body.get("name") or ""
@@ -374,6 +376,9 @@ async def _issue_token(request: web.Request) -> web.Response:
         )
     if not isinstance(name, str) or len(name) > _MAX_NAME:
         return error_response(400, f"Display name must be text of at most {_MAX_NAME} characters.")
+    copilot = body.get("copilot", False)
+    if not isinstance(copilot, bool):
+        return error_response(400, "The copilot field must be true or false.")
     # Made up here: a chosen identity could evict the participant who has it.
     identity = f"user-{secrets.token_hex(4)}"
     livekit = request.app[_SETTINGS].livekit
@@ -384,6 +389,8 @@ async def _issue_token(request: web.Request) -> web.Response:
         name=name or None,
         ttl_s=request.app[_WEB].token_ttl_s,
         dispatch_agent=True,
+        # The dispatch names the candidate: no one else in the room gets the answers.
+        dispatch_metadata=copilot_metadata(identity) if copilot else "",
     )
     return web.json_response(
         {"token": token, "url": browser_livekit_url(livekit.url), "identity": identity},

@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.config import ConfigError, LiveKitSettings, Settings
 from agent.livekit_server import LiveKitServer
+from agent.tokens import copilot_metadata
 from agent.web_server import (
     RateLimiter,
     WebSettings,
@@ -111,6 +112,31 @@ async def test_every_caller_gets_its_own_identity(static_dir: Path) -> None:
     assert "name" not in decode(second["token"])
 
 
+async def test_copilot_token_makes_the_caller_the_candidate(static_dir: Path) -> None:
+    async with serve(static_dir) as client:
+        copilot, voice = [
+            await (await client.post("/api/token", json={"room": "r", "copilot": on})).json()
+            for on in (True, False)
+        ]
+    identity = copilot["identity"]
+    [dispatch] = decode(copilot["token"])["roomConfig"]["agents"]
+    # What `voxroom token --copilot` asks for, and the grants of any page user, no more.
+    assert json.loads(dispatch["metadata"]) == {
+        **json.loads(copilot_metadata(identity)), "voxroom.user": identity}
+    assert json.loads(dispatch["metadata"])["voxroom.candidate"] == identity
+    assert decode(copilot["token"])["video"] == decode(voice["token"])["video"]
+    [plain] = decode(voice["token"])["roomConfig"]["agents"]
+    assert json.loads(plain["metadata"]) == {"voxroom.user": voice["identity"]}
+
+
+@pytest.mark.parametrize("value", ["true", 1, None, {"on": True}])
+async def test_copilot_must_be_a_boolean(static_dir: Path, value: object) -> None:
+    async with serve(static_dir) as client:
+        resp = await client.post("/api/token", json={"room": "r", "copilot": value})
+        assert resp.status == 400
+        assert (await resp.json())["error"] == "The copilot field must be true or false."
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -129,6 +155,7 @@ async def test_requests_for_more_than_the_minimum_are_refused(
         assert resp.status == 400
         message = (await resp.json())["error"]
     assert message.startswith("Unknown field(s): ") and next(iter(extra)) in message
+    assert message.endswith("Only the room, a display name and the copilot mode can be chosen.")
 
 
 @pytest.mark.parametrize(
