@@ -1,12 +1,16 @@
 // The copilot panel's answers, from text streams on the `voxroom.copilot` topic (agent/copilot.py
 // writes them): one stream per answer, its chunks deltas of the answer's text; the attributes
-// carry the question it answers, and the close its status. No DOM here.
+// carry the question it answers, and the close its status. And its "Read answers aloud" switch
+// (agent/copilot_voice.py). No DOM here.
 
 import type { Attributes } from './transcript';
 
 export const COPILOT_TOPIC = 'voxroom.copilot';
 export const ATTR_QUESTION = 'voxroom.copilot.question';
 export const ATTR_STATUS = 'voxroom.copilot.status';
+export const COPILOT_CONTROL_TOPIC = 'voxroom.copilot.control';
+/** The agent's attribute: "true", "false", or "unavailable" (its worker has no TTS). */
+export const ATTR_SPEAK = 'voxroom.copilot.speak';
 
 /** How an answer ended: "complete", "failed" or "cancelled"; undefined while it streams. */
 export type AnswerStatus = string | undefined;
@@ -66,5 +70,40 @@ export class CopilotAnswers {
 
   clear(): void {
     this.answers.clear();
+  }
+}
+
+export interface SpeechView {
+  readonly checked: boolean;
+  readonly disabled: boolean;
+  /** Why it is off for good; empty otherwise. */
+  readonly note: string;
+}
+
+/** The "Read answers aloud" switch: what the user asked for until the agent's `speak`
+ *  attribute says it is done, then the attribute. */
+export class SpeechSwitch {
+  private asked: boolean | undefined;
+
+  /** The user flipped the switch: the message for `voxroom.copilot.control`. */
+  ask(on: boolean): string {
+    this.asked = on;
+    return JSON.stringify({ speak: on });
+  }
+
+  /** `speak` is the agent's attribute, undefined while no copilot is there. */
+  view(speak: string | undefined): SpeechView {
+    if (speak === 'unavailable') {
+      this.asked = undefined;
+      return { checked: false, disabled: true, note: 'This copilot cannot speak: its worker has no voice.' };
+    }
+    if (speak === undefined) return { checked: this.asked ?? false, disabled: true, note: '' };
+    const on = speak === 'true';
+    if (this.asked === on) this.asked = undefined; // the agent did it
+    return { checked: this.asked ?? on, disabled: false, note: '' };
+  }
+
+  clear(): void {
+    this.asked = undefined;
   }
 }

@@ -1,6 +1,7 @@
 // The messages of direct mode's data channel (agent/direct.py sends them): the agent's
 // attribute changes and whole text streams, as a LiveKit room would carry them. No DOM here.
 
+import { parseJsonObject } from './json';
 import type { Attributes } from './transcript';
 
 export type DirectMessage =
@@ -25,13 +26,8 @@ function isStringRecord(value: unknown): value is Record<string, string> {
 /** The message in `data`, or undefined for anything else (ignored, not fatal). */
 export function parseDirectMessage(data: unknown): DirectMessage | undefined {
   if (typeof data !== 'string') return undefined;
-  let m: Record<string, unknown>;
-  try {
-    m = JSON.parse(data);
-  } catch {
-    return undefined;
-  }
-  if (typeof m !== 'object' || m === null) return undefined;
+  const m = parseJsonObject(data);
+  if (!m) return undefined;
   if (m.type === 'attributes' && isStringRecord(m.attributes)) {
     return { type: 'attributes', attributes: m.attributes };
   }

@@ -2,6 +2,8 @@
 // finished turn, `{"type": "turn", "interrupted": bool, "latency_ms": {stage: ms | null}}`
 // (agent/client_topics.py writes it; web/README.md documents it). No DOM here.
 
+import { parseJsonObject } from './json';
+
 export const METRICS_TOPIC = 'voxroom.metrics';
 
 export interface TurnLatency {
@@ -11,14 +13,9 @@ export interface TurnLatency {
 }
 
 export function parseMetrics(text: string): TurnLatency | undefined {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof body !== 'object' || body === null) return undefined;
-  const { type, interrupted, latency_ms: latency } = body as Record<string, unknown>;
+  const body = parseJsonObject(text);
+  if (!body) return undefined;
+  const { type, interrupted, latency_ms: latency } = body;
   if (type !== 'turn' || typeof latency !== 'object' || latency === null) return undefined;
   const stages: Record<string, number> = {};
   for (const [stage, ms] of Object.entries(latency)) {
