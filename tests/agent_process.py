@@ -3,8 +3,9 @@ the scripted LLM test double (tests/fake_openai_server.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,17 @@ def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[
         except RuntimeError as e:  # it never registered
             pytest.fail(str(e))
         yield
+
+
+@asynccontextmanager
+async def worker_beside_loop(
+    server: LiveKitServer, log_path: Path, **env: str
+) -> AsyncIterator[None]:
+    """`agent_worker` entered in a thread: it blocks until the worker registers, and the worker
+    checks its LLM (a fake server on this loop) before registering."""
+    worker = agent_worker(server, log_path, **env)
+    await asyncio.to_thread(worker.__enter__)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(worker.__exit__, None, None, None)

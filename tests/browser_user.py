@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.config import Settings
+from agent.web_server import WebSettings
 from tests.speech import espeak
 
 CHROMIUM = "/usr/bin/chromium"
@@ -69,10 +71,42 @@ def question_wav(path: Path, text: str, *, lead_s: float = 3.0, silence_s: float
     return path
 
 
+def silent_wav(path: Path, seconds: float = 2.0) -> Path:
+    """A microphone that says nothing (Chromium loops it)."""
+    import soundfile as sf
+
+    sf.write(str(path), np.zeros(int(seconds * WAV_RATE), np.float32), WAV_RATE, subtype="PCM_16")
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def serve_page(
+    settings: Settings, web_settings: WebSettings | None = None
+) -> AsyncIterator[str]:
+    """The voxroom web app (the built page and /api/token) on a free loopback port."""
+    from aiohttp import web
+
+    from agent.demo import WEB_DIR, ensure_web_build
+    from agent.web_server import create_web_app
+
+    static_dir = ensure_web_build(WEB_DIR)
+    if static_dir is None:
+        pytest.fail("the web page could not be built (`make web`)", pytrace=False)
+    app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
 
 
 @asynccontextmanager

@@ -13,7 +13,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.room_client import CopilotAnswer, CopilotClient
 from agent.tokens import create_join_token
-from tests.agent_process import agent_worker, scripted_llm_env
+from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 from tests.speech import RATE, espeak, last_voiced_sample, with_silence
@@ -79,18 +78,6 @@ def question_wav(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]
     path = tmp_path_factory.mktemp("question") / "question.wav"
     sf.write(str(path), with_silence(speech, LEAD_S, 0.2), RATE, subtype="PCM_16")
     return path, LEAD_S + last_voiced_sample(speech) / RATE
-
-
-@asynccontextmanager
-async def worker_beside_loop(*args: object, **env: str) -> AsyncIterator[None]:
-    """`agent_worker` entered in a thread: it blocks until the worker registers, and the worker
-    checks its LLM (the fake server on this loop) before registering."""
-    worker = agent_worker(*args, **env)  # type: ignore[arg-type]
-    await asyncio.to_thread(worker.__enter__)
-    try:
-        yield
-    finally:
-        await asyncio.to_thread(worker.__exit__, None, None, None)
 
 
 async def join(client: CopilotClient, server: LiveKitServer, room: str) -> None:

@@ -316,6 +316,9 @@ async def test_browser_talks_to_the_agent_directly(tmp_path: Path) -> None:
             async with browser_page(wav) as page:
                 talk = await converse(page, url)
                 assert await page.locator("#mode").text_content() == "Direct connection"
+                # Direct mode has no copilot: neither its checkbox nor its documents show.
+                assert await page.locator("#copilot-field").is_hidden()
+                assert await page.locator("#documents").is_hidden()
                 latency = page.locator("#latency")
                 await latency.wait_for(timeout=5_000)
                 readout = await latency.text_content() or ""

@@ -6,18 +6,14 @@ access-code flow and error sentences, off this machine."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from agent.config import LiveKitSettings, Settings
-from agent.demo import WEB_DIR, ensure_web_build
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
-from agent.web_server import WebSettings, create_web_app
+from agent.web_server import WebSettings
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.browser_user import (
     AUDIBLE_RMS,
@@ -27,30 +23,12 @@ from tests.browser_user import (
     is_subsequence,
     question_wav,
     save_screenshots,
+    serve_page,
 )
 from tests.fake_openai_server import fake_openai_server
 
 QUESTION = "What is the capital of France?"
 REPLY = "The capital of France is Paris."
-
-
-@contextlib.asynccontextmanager
-async def serve_page(
-    settings: Settings, web_settings: WebSettings | None = None
-) -> AsyncIterator[str]:
-    """The voxroom web app (the built page and /api/token) on a free loopback port."""
-    static_dir = ensure_web_build(WEB_DIR)
-    if static_dir is None:
-        pytest.fail("the web page could not be built (`make web`)", pytrace=False)
-    app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.integration
@@ -65,9 +43,11 @@ async def test_browser_talks_to_the_agent_through_livekit(
             async with serve_page(settings) as origin, browser_page(wav) as page:
                 talk = await converse(page, f"{origin}/?room=web-e2e")
                 mode = await page.locator("#mode").text_content()
+                copilot_offered = await page.locator("#copilot-field").is_visible()
                 shots = await save_screenshots(page, "livekit")
     print(f"\n{talk}\nscreenshots: {[str(p) for p in shots]}")
     assert mode == "Through LiveKit"
+    assert copilot_offered
     assert "capital" in talk.user_text.lower(), talk.user_text
     assert talk.agent_text == REPLY
     assert is_subsequence(["listening", "thinking", "speaking", "listening"], talk.states), (

@@ -111,6 +111,10 @@ export class DirectSession implements VoiceSession {
     return { identity: this.identity, trackSids: new Set() };
   }
 
+  copilot(): undefined {
+    return undefined; // the direct connection serves the voice assistant only
+  }
+
   async enableMicrophone(deviceId?: string): Promise<void> {
     let track: MediaStreamTrack | undefined;
     try {

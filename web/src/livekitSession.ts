@@ -1,6 +1,7 @@
 // The conversation through a LiveKit room: a join token from the voxroom server, then
 // livekit-client. The agent is the room's agent participant; its state is its
 // `lk.agent.state` attribute and the transcripts come as `lk.transcription` text streams.
+// A copilot's documents and control messages go to the agent alone.
 
 import {
   ConnectionError,
@@ -19,10 +20,12 @@ import {
 
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
 import { COPILOT_TOPIC } from './copilot';
+import { CONTEXT_STATUS_TOPIC } from './copilotDocuments';
 import { type JoinProblem, micProblemOf, roomLostMessage } from './messages';
 import { METRICS_TOPIC } from './metrics';
 import {
   authHeaders,
+  type CopilotChannel,
   type JoinRequest,
   JoinFailure,
   MicFailure,
@@ -30,11 +33,11 @@ import {
   type SessionEvents,
   type VoiceSession,
 } from './session';
-import { type LocalIdentity, TRANSCRIPTION_TOPIC } from './transcript';
+import { type Attributes, type LocalIdentity, TRANSCRIPTION_TOPIC } from './transcript';
 
-const TEXT_TOPICS = [TRANSCRIPTION_TOPIC, COPILOT_TOPIC, METRICS_TOPIC];
+const TEXT_TOPICS = [TRANSCRIPTION_TOPIC, COPILOT_TOPIC, METRICS_TOPIC, CONTEXT_STATUS_TOPIC];
 
-export class LiveKitSession implements VoiceSession {
+export class LiveKitSession implements VoiceSession, CopilotChannel {
   readonly mode = 'livekit';
   private readonly room: Room;
   private joined = false; // a failed join is reported by connect(), not as a lost connection
@@ -117,7 +120,41 @@ export class LiveKitSession implements VoiceSession {
     return this.room.getActiveDevice('audioinput');
   }
 
+  copilot(): CopilotChannel {
+    return this;
+  }
 
+  agentAttributes(): Attributes | undefined {
+    return this.agent()?.attributes;
+  }
+
+  async sendFile(topic: string, file: File, attributes: Attributes): Promise<void> {
+    // streamBytes, not sendFile: only a byte stream carries attributes (the document's name).
+    const data = new Uint8Array(await file.arrayBuffer());
+    const writer = await this.room.localParticipant.streamBytes({
+      topic,
+      name: file.name,
+      mimeType: file.type || 'application/octet-stream',
+      totalSize: data.byteLength,
+      attributes: { ...attributes },
+      destinationIdentities: [this.agentIdentity()],
+    });
+    await writer.write(data);
+    await writer.close();
+  }
+
+  async sendText(topic: string, text: string): Promise<void> {
+    await this.room.localParticipant.sendText(text, {
+      topic,
+      destinationIdentities: [this.agentIdentity()],
+    });
+  }
+
+  private agentIdentity(): string {
+    const agent = this.agent();
+    if (!agent) throw new Error('no agent is in the room');
+    return agent.identity;
+  }
 
   private agent(): RemoteParticipant | undefined {
     return [...this.room.remoteParticipants.values()].find(isAgent);
@@ -176,7 +213,11 @@ async function fetchToken(request: JoinRequest): Promise<{ token: string; url: s
     response = await fetch('/api/token', {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...authHeaders(request.accessCode) },
-      body: JSON.stringify({ room: request.room, name: request.name }),
+      body: JSON.stringify({
+        room: request.room,
+        name: request.name,
+        ...(request.copilot ? { copilot: true } : {}),
+      }),
     });
   } catch {
     throw new JoinFailure({ kind: 'web-unreachable' });

@@ -1,11 +1,29 @@
 // The voxroom page: join, talk to the agent, see its state, the transcript, the copilot's
-// answers and each turn's latency. The connection itself is a VoiceSession (through LiveKit
-// or direct, as GET /api/config says); logic that needs no DOM lives in its own modules.
+// answers and each turn's latency; as an interview copilot's candidate, send it the resume and
+// the job description. The connection itself is a VoiceSession (through LiveKit or direct, as
+// GET /api/config says); logic that needs no DOM lives in its own modules.
 
 import { type Connection, statusView } from './agentState';
 import { LevelMeter } from './audioLevel';
 import { accessCodeFromHash, parseConfig, type ServerConfig } from './config';
-import { COPILOT_TOPIC, CopilotAnswers } from './copilot';
+import {
+  ATTR_SPEAK,
+  COPILOT_CONTROL_TOPIC,
+  COPILOT_TOPIC,
+  CopilotAnswers,
+  SpeechSwitch,
+} from './copilot';
+import {
+  ATTR_CONTEXT_NAME,
+  CONTEXT_STATUS_TOPIC,
+  CONTEXT_TOPIC,
+  CopilotDocuments,
+  type DocumentName,
+  isCopilot,
+  kilobytes,
+  MAX_DOCUMENT_BYTES,
+  NO_RECEIPT_AFTER_S,
+} from './copilotDocuments';
 import { microphoneChoices } from './devices';
 import { DirectSession } from './directSession';
 import { LiveKitSession } from './livekitSession';
@@ -18,7 +36,13 @@ import {
   noAgentMessage,
 } from './messages';
 import { formatLatency, METRICS_TOPIC, parseMetrics } from './metrics';
-import { JoinFailure, MicFailure, type SessionEvents, type VoiceSession } from './session';
+import {
+  type CopilotChannel,
+  JoinFailure,
+  MicFailure,
+  type SessionEvents,
+  type VoiceSession,
+} from './session';
 import { Transcript, TRANSCRIPTION_TOPIC } from './transcript';
 
 function element<T extends HTMLElement>(id: string): T {
@@ -34,6 +58,8 @@ const ui = {
   name: element<HTMLInputElement>('name'),
   code: element<HTMLInputElement>('code'),
   codeField: element<HTMLElement>('code-field'),
+  copilotField: element<HTMLElement>('copilot-field'),
+  copilotMode: element<HTMLInputElement>('copilot-mode'),
   join: element<HTMLButtonElement>('join'),
   leave: element<HTMLButtonElement>('leave'),
   mode: element<HTMLElement>('mode'),
@@ -48,24 +74,45 @@ const ui = {
   mute: element<HTMLButtonElement>('mute'),
   micSelect: element<HTMLSelectElement>('mic-select'),
   latency: element<HTMLElement>('latency'),
+  documents: element<HTMLElement>('documents'),
+  documentsLimit: element<HTMLElement>('documents-limit'),
+  readiness: element<HTMLElement>('readiness'),
   transcript: element<HTMLOListElement>('transcript'),
   emptyTranscript: element<HTMLElement>('transcript-empty'),
   copilot: element<HTMLOListElement>('copilot'),
   emptyCopilot: element<HTMLElement>('copilot-empty'),
+  speakField: element<HTMLElement>('speak-field'),
+  speak: element<HTMLInputElement>('speak'),
+  speakNote: element<HTMLElement>('speak-note'),
   audio: element<HTMLAudioElement>('agent-audio'),
 };
+
+/** Each document's file input and the line under it. */
+interface DocumentField {
+  readonly input: HTMLInputElement;
+  readonly status: HTMLElement;
+}
+const documentFields: [DocumentName, DocumentField][] = [
+  ['resume', { input: element('resume-file'), status: element('resume-status') }],
+  ['job_description', { input: element('job-file'), status: element('job-status') }],
+];
 
 const CODE_KEY = 'voxroom.accessCode';
 
 let config: ServerConfig | undefined;
 let session: VoiceSession | undefined;
 let muted = false;
+let copilotJoined = false; // the session was joined with "Interview copilot" checked
 let wakeLock: WakeLockSentinel | undefined;
 const transcript = new Transcript();
 const copilot = new CopilotAnswers();
+const documents = new CopilotDocuments<File>();
+const speech = new SpeechSwitch();
 const meter = new LevelMeter();
 const streamTopics = new Map<string, string>(); // open stream id -> topic
-const metricsText = new Map<string, string>(); // open metrics stream id -> text so far
+// Topics whose streams are read whole: open stream id -> text so far.
+const WHOLE_TOPICS = new Set([METRICS_TOPIC, CONTEXT_STATUS_TOPIC]);
+const wholeText = new Map<string, string>();
 
 // For tests and for curious people at the console: how loud the agent's voice arrives.
 (window as unknown as { __voxroom: object }).__voxroom = {
@@ -107,6 +154,25 @@ ui.micSelect.addEventListener('change', () => {
   if (session) void enableMicrophone(session, ui.micSelect.value);
 });
 navigator.mediaDevices?.addEventListener('devicechange', () => void refreshDevices());
+ui.copilotMode.addEventListener('change', () => render());
+ui.documentsLimit.textContent = kilobytes(MAX_DOCUMENT_BYTES);
+for (const [name, field] of documentFields) {
+  field.input.addEventListener('change', () => {
+    const file = field.input.files?.[0];
+    if (!file) return;
+    if (documents.choose(name, file)) sendDocuments();
+    render();
+  });
+}
+ui.speak.addEventListener('change', () => {
+  const channel = copilotChannel();
+  if (!channel) return;
+  channel.sendText(COPILOT_CONTROL_TOPIC, speech.ask(ui.speak.checked)).catch(() => {
+    speech.clear(); // the switch shows the agent's state again
+    render();
+  });
+  render();
+});
 
 async function loadConfig(): Promise<ServerConfig | undefined> {
   try {
@@ -146,9 +212,12 @@ async function join(): Promise<void> {
     cfg.mode === 'direct' ? new DirectSession(events) : new LiveKitSession(events);
   session = s;
   muted = false;
+  copilotJoined = cfg.mode === 'livekit' && ui.copilotMode.checked;
   clearError();
   transcript.clear();
   copilot.clear();
+  documents.resend(); // a new copilot holds none of them
+  speech.clear();
   renderTranscript();
   renderCopilot();
   ui.latency.hidden = true;
@@ -159,6 +228,7 @@ async function join(): Promise<void> {
       room: ui.room.value.trim() || ui.room.placeholder,
       name: ui.name.value.trim(),
       accessCode,
+      copilot: copilotJoined,
     });
   } catch (err) {
     if (session === s) {
@@ -184,6 +254,7 @@ async function leave(): Promise<void> {
   const s = session;
   session = undefined;
   void keepScreenOn(false);
+  documents.resend(); // for the next session's copilot
   ui.retryMic.hidden = true;
   ui.startAudio.hidden = true;
   setRemoteAudio(undefined);
@@ -198,12 +269,14 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
     changed: () => {
       if (!live()) return;
       if (session?.agentPresent() && ui.errorText.textContent === noAgentMessage) clearError();
+      sendDocuments(); // the copilot may have just started
       render();
     },
     ended: (message) => {
       if (!live()) return;
       session = undefined;
       void keepScreenOn(false);
+      documents.resend();
       ui.retryMic.hidden = true;
       setRemoteAudio(undefined);
       render();
@@ -217,14 +290,14 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
       streamTopics.set(stream.streamId, topic);
       if (topic === TRANSCRIPTION_TOPIC) transcript.open(stream, session.localIdentity());
       else if (topic === COPILOT_TOPIC) copilot.open(stream.streamId, stream.attributes);
-      else if (topic === METRICS_TOPIC) metricsText.set(stream.streamId, '');
+      else if (WHOLE_TOPICS.has(topic)) wholeText.set(stream.streamId, '');
     },
     textChunk: (streamId, text) => {
       const topic = streamTopics.get(streamId);
       if (topic === TRANSCRIPTION_TOPIC && transcript.append(streamId, text)) renderTranscript();
       else if (topic === COPILOT_TOPIC && copilot.append(streamId, text)) renderCopilot();
-      else if (topic === METRICS_TOPIC) {
-        metricsText.set(streamId, (metricsText.get(streamId) ?? '') + text);
+      else if (topic && WHOLE_TOPICS.has(topic)) {
+        wholeText.set(streamId, (wholeText.get(streamId) ?? '') + text);
       }
     },
     textClosed: (streamId, attributes) => {
@@ -234,16 +307,51 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
         if (transcript.close(streamId, attributes)) renderTranscript();
       } else if (topic === COPILOT_TOPIC) {
         if (copilot.close(streamId, attributes)) renderCopilot();
-      }
-      else if (topic === METRICS_TOPIC) {
-        showLatency(metricsText.get(streamId) ?? '');
-        metricsText.delete(streamId);
+      } else if (topic && WHOLE_TOPICS.has(topic)) {
+        const text = wholeText.get(streamId) ?? '';
+        wholeText.delete(streamId);
+        if (topic === METRICS_TOPIC) showLatency(text);
+        else if (documents.receipt(text)) render();
       }
     },
     data: (topic, text) => {
       if (live() && topic === METRICS_TOPIC) showLatency(text);
     },
   };
+}
+
+/** The copilot's side of the page's session, when it was joined as a copilot's candidate. */
+function copilotChannel(): CopilotChannel | undefined {
+  return copilotJoined ? session?.copilot() : undefined;
+}
+
+/** Send the chosen documents, once a copilot is in the room to read them. */
+function sendDocuments(): void {
+  const s = session;
+  const channel = copilotChannel();
+  if (!s || !channel || !isCopilot(channel.agentAttributes())) return;
+  for (const [name, file] of documents.take()) void sendDocument(s, channel, name, file);
+}
+
+async function sendDocument(
+  s: VoiceSession,
+  channel: CopilotChannel,
+  name: DocumentName,
+  file: File,
+): Promise<void> {
+  let failure: string | undefined;
+  try {
+    await channel.sendFile(CONTEXT_TOPIC, file, { [ATTR_CONTEXT_NAME]: name });
+  } catch (err) {
+    failure = err instanceof Error ? err.message : String(err);
+  }
+  if (session !== s) return;
+  documents.sent(name, file, failure);
+  render();
+  // The agent answers only its candidate: silence means this page is not the one it serves.
+  setTimeout(() => {
+    if (session === s && documents.unconfirmed(name, file)) render();
+  }, NO_RECEIPT_AFTER_S * 1000);
 }
 
 async function enableMicrophone(s: VoiceSession, deviceId?: string): Promise<void> {
@@ -338,6 +446,28 @@ function render(): void {
   ui.controls.hidden = connection !== 'connected' && connection !== 'reconnecting';
   ui.mute.textContent = muted ? 'Unmute' : 'Mute';
   ui.mute.setAttribute('aria-pressed', String(muted));
+  renderCopilotSetup();
+}
+
+/** The copilot checkbox, the documents and the "Read answers aloud" switch. */
+function renderCopilotSetup(): void {
+  const livekit = config?.mode === 'livekit'; // direct mode has no copilot
+  ui.copilotField.hidden = !livekit;
+  ui.copilotMode.disabled = session !== undefined;
+  const shown = livekit && (session ? copilotJoined : ui.copilotMode.checked);
+  ui.documents.hidden = !shown;
+  ui.speakField.hidden = !shown;
+  for (const [name, field] of documentFields) {
+    field.status.textContent = documents.status(name);
+  }
+  const agent = copilotChannel()?.agentAttributes();
+  ui.readiness.textContent = documents.readiness(agent);
+  const view = speech.view(agent?.[ATTR_SPEAK]);
+  ui.speakField.dataset.agent = agent?.[ATTR_SPEAK] ?? ''; // what the agent says, for tests
+  ui.speak.checked = view.checked;
+  ui.speak.disabled = view.disabled;
+  ui.speakNote.textContent = view.note;
+  ui.speakNote.hidden = !shown || !view.note;
 }
 
 function renderTranscript(): void {

@@ -44,6 +44,18 @@ export interface JoinRequest {
   readonly name: string;
   /** The access code for the voxroom server; empty when none is needed. */
   readonly accessCode: string;
+  /** The agent is to be this user's interview copilot (LiveKit only). */
+  readonly copilot: boolean;
+}
+
+/** The copilot's side of a session: what the page sends the agent, and its attributes. */
+export interface CopilotChannel {
+  /** The agent's attributes; undefined while no agent is there. */
+  agentAttributes(): Attributes | undefined;
+  /** `file` as a byte stream to the agent alone. */
+  sendFile(topic: string, file: File, attributes: Attributes): Promise<void>;
+  /** `text` as a text stream to the agent alone. */
+  sendText(topic: string, text: string): Promise<void>;
 }
 
 export interface VoiceSession {
@@ -60,6 +72,8 @@ export interface VoiceSession {
   setMuted(muted: boolean): Promise<void>;
   /** The microphone in use, when the browser says. */
   microphoneId(): string | undefined;
+  /** The copilot's side; undefined where there is no copilot (direct mode). */
+  copilot(): CopilotChannel | undefined;
 }
 
 /** The Authorization header for the voxroom server's join endpoints. */
