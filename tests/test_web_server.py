@@ -208,6 +208,29 @@ async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
         assert "make web" in await resp.text()
 
 
+def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
+    """web/src has its own copies of the copilot's topics, attributes and upload limit."""
+    from agent.client_topics import TOPIC_COPILOT
+    from agent.context_index import MAX_DOCUMENT_BYTES
+    from agent.copilot import (
+        ATTR_CONTEXT_NAME,
+        ATTR_QUESTION,
+        ATTR_SPEAK,
+        ATTR_STATUS,
+        ATTR_WARM_PIECES,
+        TOPIC_CONTEXT,
+        TOPIC_CONTEXT_STATUS,
+    )
+    from agent.copilot_voice import TOPIC_COPILOT_CONTROL
+
+    page = "\n".join((repo_root / "web" / "src" / name).read_text()
+                     for name in ("copilot.ts", "copilotDocuments.ts"))
+    assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
+    for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
+                 ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES):
+        assert f"= '{name}';" in page, name
+
+
 # ---- who may ask ----------------------------------------------------------------------------
 
 
