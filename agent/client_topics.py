@@ -7,6 +7,8 @@ documents both.
   `TurnRecord.latency_ms()` (endpoint, stt, llm_first_token, first_chunk, tts_first_audio,
   voice_to_voice).
 - `voxroom.copilot`: one text stream per answer; its chunks are deltas of the answer's text.
+- `voxroom.context.status` (agent.copilot writes it): one JSON receipt per document the
+  candidate sent, `{"name", "status": "indexed" | "refused", "pieces", "error"?}`.
 """
 
 from __future__ import annotations

@@ -46,6 +46,11 @@ export function parseReceipt(text: string): Receipt | undefined {
   };
 }
 
+/** A reason to end one of our sentences: without its own full stop. */
+function clause(reason: string): string {
+  return reason.trim().replace(/\.+$/, '') || 'no reason given';
+}
+
 export function kilobytes(bytes: number): string {
   return `${Math.ceil(bytes / 1000)} kB`;
 }
@@ -186,9 +191,9 @@ export class CopilotDocuments<F extends FileLike> {
           ? `${file}: read, ${doc.pieces} ${doc.pieces === 1 ? 'piece' : 'pieces'}.`
           : `${file} has no text the copilot could read.`;
       case 'refused':
-        return `The copilot refused ${file}: ${doc.detail}.`;
+        return `The copilot refused ${file}: ${clause(doc.detail)}.`;
       case 'failed':
-        return `${file} could not be sent: ${doc.detail}.`;
+        return `${file} could not be sent: ${clause(doc.detail)}.`;
       case 'unconfirmed':
         return (
           `The copilot did not confirm ${file}. It takes documents only from its candidate, ` +

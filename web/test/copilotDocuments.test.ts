@@ -154,7 +154,7 @@ describe('CopilotDocuments', () => {
       ['resume', FileLike],
       ['job_description', FileLike],
     ];
-    docs.sent(first, firstFile, 'no agent is in the room');
+    docs.sent(first, firstFile, 'no agent is in the room.');
     expect(docs.status('resume')).toBe('resume.md could not be sent: no agent is in the room.');
     docs.sent(second, secondFile);
     expect(docs.unconfirmed(second, secondFile)).toBe(true);
