@@ -75,6 +75,9 @@ ATTR_SPEAK = "voxroom.copilot.speak"  # "true" | "false" | "unavailable" (no TTS
 # How many document pieces the LLM's prompt cache holds as the shared prefix ("0" at first):
 # answers are fastest once it counts every piece the documents were indexed into.
 ATTR_WARM_PIECES = "voxroom.copilot.warm_pieces"
+# "false" when the documents are too long to be that prefix: every answer then carries the
+# pieces nearest to its question, and warm_pieces stays "0".
+ATTR_DOCUMENTS_FIT = "voxroom.copilot.documents_fit"
 VOICE_TRACK = "copilot-voice"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -258,7 +261,8 @@ class CopilotSession:
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
             await room.local_participant.set_attributes(
-                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false", ATTR_WARM_PIECES: "0"})
+                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false", ATTR_WARM_PIECES: "0",
+                 ATTR_DOCUMENTS_FIT: "true"})
             for p in room.remote_participants.values():
                 for pub in p.track_publications.values():
                     if pub.track is not None:
@@ -402,6 +406,7 @@ class CopilotSession:
         if sender != self.candidate:
             reader.close()
             log.warning("document from %s ignored: only the candidate may send documents", sender)
+            await self._acknowledge(name, error="only the candidate may send documents", to=sender)
             return
         if not _DOCUMENT_NAME.match(name):
             reader.close()
@@ -429,21 +434,25 @@ class CopilotSession:
         if self.engine is not None:
             self._spawn(self.engine.warm())  # the documents are the prompt's prefix
 
-    async def _set_attribute(self, key: str, value: str) -> None:
+    async def _set_attributes(self, attributes: dict[str, str]) -> None:
         try:
-            await self.room.local_participant.set_attributes({key: value})
+            await self.room.local_participant.set_attributes(attributes)
         except Exception as e:  # the room may be closing
-            log.debug("attribute %s not set: %s", key, e)
+            log.debug("attributes %s not set: %s", attributes, e)
 
-    async def _acknowledge(self, name: str, *, pieces: int = 0, error: str = "") -> None:
-        if self.candidate is None:
+    async def _acknowledge(
+        self, name: str, *, pieces: int = 0, error: str = "", to: str | None = None
+    ) -> None:
+        """The receipt for a document, to its sender: `to`, or else the candidate."""
+        to = to or self.candidate
+        if to is None:
             return
         status = {"name": name, "status": "refused" if error else "indexed", "pieces": pieces}
         if error:
             status["error"] = error
         try:
             await self.room.local_participant.send_text(
-                json.dumps(status), destination_identities=[self.candidate],
+                json.dumps(status), destination_identities=[to],
                 topic=TOPIC_CONTEXT_STATUS)
         except Exception as e:  # the candidate may have left meanwhile
             log.debug("context status not sent: %s", e)
@@ -510,7 +519,9 @@ class CopilotSession:
         if kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
             log.info("%s %s", kind, data)
         if kind == "warm":
-            self._spawn(self._set_attribute(ATTR_WARM_PIECES, str(data["pieces"])))
+            self._spawn(self._set_attributes({
+                ATTR_WARM_PIECES: str(data["pieces"]),
+                ATTR_DOCUMENTS_FIT: "true" if data["documents_fit"] else "false"}))
         elif kind == "transcript" and data.get("final"):
             log.info("question: %s", data["text"])
 

@@ -404,7 +404,8 @@ class AnswerRecord:
         def ms(t: float | None) -> float | None:
             return None if t is None else round((t - self.speech_end) * 1000, 1)
 
-        return {"endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
+        return {"answer_started": ms(self.started_at), "first_token": ms(self.first_token_at),
+                "endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
                 "whole_answer": ms(self.done_at)}
 
 
@@ -716,6 +717,7 @@ class CopilotEngine:
             record.text = answer.text
             record.pieces = answer.pieces
             self._emit("answer_done", {"answer_id": answer.id, "status": status,
+                                       "speech_end": record.speech_end,
                                        "latency_ms": record.latency_ms()})
         except asyncio.CancelledError:
             if opened:
@@ -810,28 +812,37 @@ class CopilotEngine:
         session. Warm-ups run one at a time."""
         async with self._warm_lock:
             every = await self.context.pieces_async() if self.context is not None else []
-            if sum(len(p.text) for p in every) > self.options.stable_prefix_max_chars:
+            fit = sum(len(p.text) for p in every) <= self.options.stable_prefix_max_chars
+            if not fit:
                 every = []
             ids = _chunk_ids(every)
-            if ids == self._warm_ids:
-                return
-            for pieces in prefix_steps(every, self.options.warm_step_chars):
-                # Answers first: two cores cannot read a warm-up step and a question at once
-                # in time. Until the prefix is warm, answers carry the nearest pieces.
-                await self._no_answers.wait()
-                await self._llm_slot_free()  # each step reuses the slot of the one before
-                stream = self._llm.stream(copilot_messages(self._system_prompt, pieces, "Hello."))
-                try:
-                    async for _ in stream:
-                        break
-                except Exception as e:  # the answers still work, from a cold cache
-                    log.warning("warming the LLM failed: %s: %s", type(e).__name__, e)
-                    return
-                finally:
-                    await stream.aclose()  # type: ignore[attr-defined]
-                    self._closed_early_at = self._clock()
-            self._warm_ids = ids
-            self._emit("warm", {"pieces": len(ids)})
+            if ids != self._warm_ids:
+                if not await self._warm_steps(every):
+                    return  # the answers still work, from a cold cache
+                self._warm_ids = ids
+            # Told every time: a client waits for `pieces` to reach what it sent, or learns
+            # that its documents are too long to ever be the cached prefix.
+            self._emit("warm", {"pieces": len(ids), "documents_fit": fit})
+
+    async def _warm_steps(self, every: list[Any]) -> bool:
+        """Read the prefix with `every` piece into the LLM's cache, a step at a time; False
+        when the LLM failed."""
+        for pieces in prefix_steps(every, self.options.warm_step_chars):
+            # Answers first: two cores cannot read a warm-up step and a question at once in
+            # time. Until the prefix is warm, answers carry the nearest pieces.
+            await self._no_answers.wait()
+            await self._llm_slot_free()  # each step reuses the slot of the one before
+            stream = self._llm.stream(copilot_messages(self._system_prompt, pieces, "Hello."))
+            try:
+                async for _ in stream:
+                    break
+            except Exception as e:
+                log.warning("warming the LLM failed: %s: %s", type(e).__name__, e)
+                return False
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+                self._closed_early_at = self._clock()
+        return True
 
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         self._emit_event(kind, {"t": self._clock(), **data})

@@ -153,7 +153,9 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
                             if "university" in m[-1]["content"].split("Interviewer:")[-1].lower()]
                 assert RESUME_FACT in prompt[-1]["content"]
                 assert "Initech" not in json.dumps(llm.requests)
-                assert intruder.answers == [] and intruder.receipts == []
+                assert intruder.answers == []
+                assert intruder.receipts == [{"name": "resume", "status": "refused", "pieces": 0,
+                                              "error": "only the candidate may send documents"}]
                 whole_ms = (answer.done_at - answer.chunks[0][0]) * 1000 + first_ms
                 record_property("question_end_to_first_words_ms", round(first_ms))
                 print(f"\nheard {heard!r}; first words {first_ms:.0f} ms, whole answer "

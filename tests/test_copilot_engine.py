@@ -416,15 +416,24 @@ EVERY_PIECE = ("From the candidate's documents:\n- (job) Lead three teams.\n"
                "- (resume) Mentored four engineers.\n- (resume) Speaks German.\n\n")
 
 
-def _warmed_run(context: FixedContext, options: CopilotOptions | None = None) -> RecordingLLM:
-    """Warm one engine's prefix, then ask it a question; returns the LLM with both requests."""
+def _warmed_run(
+    context: FixedContext, options: CopilotOptions | None = None
+) -> tuple[RecordingLLM, list[dict]]:
+    """Warm one engine's prefix twice, then ask it a question; returns the LLM with its
+    requests, and what each warm-up told."""
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
+    told: list[dict] = []
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "warm":
+            told.append({k: v for k, v in data.items() if k != "t"})
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         engine = CopilotEngine(stt=stt, llm=llm, sink=RecordingSink(), context=context,
-                               options=options, vad=AnyNonZeroVAD(), clock=loop.time)
+                               options=options, vad=AnyNonZeroVAD(), clock=loop.time,
+                               on_event=on_event)
         await engine.start()
         await engine.warm()
         await engine.warm()  # nothing new: no second request
@@ -437,13 +446,14 @@ def _warmed_run(context: FixedContext, options: CopilotOptions | None = None) ->
         await engine.aclose()
 
     run_virtual(main())
-    return llm
+    return llm, told
 
 
 def test_once_warm_every_piece_is_the_same_prompt_prefix_for_every_question():
     context = FixedContext(THREE_PIECES)
-    llm = _warmed_run(context)
+    llm, told = _warmed_run(context)
 
+    assert told == [{"pieces": 3, "documents_fit": True}] * 2
     assert context.questions == []  # no search: every piece
     [_, system_only], [_, warming], [_, asked] = llm.requests
     assert llm.closed_early == 2  # the warm-up's requests stop at their first token
@@ -475,8 +485,10 @@ def test_before_the_warm_up_a_prompt_carries_only_the_nearest_pieces():
 
 def test_documents_over_the_prefix_limit_are_searched_even_when_warm():
     context = FixedContext(THREE_PIECES)
-    llm = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40))
+    llm, told = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40))
 
+    # Told each time, so that a client stops waiting for the pieces to be read.
+    assert told == [{"pieces": 0, "documents_fit": False}] * 2
     assert context.questions == ["Have you mentored anyone?"]
     [_, warming], [_, asked] = llm.requests
     assert warming["content"] == "Interviewer: Hello."  # the system prompt alone

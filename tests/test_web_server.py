@@ -214,6 +214,7 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     from agent.context_index import MAX_DOCUMENT_BYTES
     from agent.copilot import (
         ATTR_CONTEXT_NAME,
+        ATTR_DOCUMENTS_FIT,
         ATTR_QUESTION,
         ATTR_SPEAK,
         ATTR_STATUS,
@@ -227,7 +228,8 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
                      for name in ("copilot.ts", "copilotDocuments.ts"))
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
     for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
-                 ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES):
+                 ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES,
+                 ATTR_DOCUMENTS_FIT):
         assert f"= '{name}';" in page, name
 
 

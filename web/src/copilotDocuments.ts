@@ -11,6 +11,9 @@ export const CONTEXT_TOPIC = 'voxroom.context';
 export const CONTEXT_STATUS_TOPIC = 'voxroom.context.status';
 export const ATTR_CONTEXT_NAME = 'voxroom.context.name';
 export const ATTR_WARM_PIECES = 'voxroom.copilot.warm_pieces';
+/** "false": the documents are too long to be read once into the model's cache; each answer
+ *  then reads the pieces nearest to its question, and warm_pieces stays 0. */
+export const ATTR_DOCUMENTS_FIT = 'voxroom.copilot.documents_fit';
 /** agent/context_index.py MAX_DOCUMENT_BYTES: the agent refuses anything larger. */
 export const MAX_DOCUMENT_BYTES = 200_000;
 export const DOCUMENT_SUFFIXES = ['.txt', '.md', '.pdf'] as const;
@@ -82,6 +85,10 @@ export function isCopilot(agent: Attributes | undefined): boolean {
 function isVoiceAssistant(agent: Attributes | undefined): boolean {
   return agent !== undefined && ATTR_AGENT_STATE in agent && !isCopilot(agent);
 }
+
+export const tooLongMessage =
+  'Your documents are too long for the model to keep in memory: each answer reads the parts ' +
+  'nearest to its question, so answers come a little slower. Shorter documents make them fast.';
 
 export const notCopilotMessage =
   'The agent in this room is the voice assistant, not a copilot. LiveKit starts the copilot ' +
@@ -196,8 +203,8 @@ export class CopilotDocuments<F extends FileLike> {
         return `${file} could not be sent: ${clause(doc.detail)}.`;
       case 'unconfirmed':
         return (
-          `The copilot did not confirm ${file}. It takes documents only from its candidate, ` +
-          'the person whose join started it.'
+          `The copilot did not confirm ${file} within ${NO_RECEIPT_AFTER_S} s. Choose the ` +
+          'file again to send it once more.'
         );
     }
   }
@@ -220,6 +227,7 @@ export class CopilotDocuments<F extends FileLike> {
     const total = this.totalPieces();
     const warm = Number(warmPieces);
     if (!total || warmPieces === undefined || !Number.isInteger(warm)) return '';
+    if (agent?.[ATTR_DOCUMENTS_FIT] === 'false') return tooLongMessage;
     // The agent counts every piece in the model's cache. More than we sent is a longer,
     // older version of a document: what we sent is not read yet.
     if (warm === total) return 'Ready: answers come at full speed.';

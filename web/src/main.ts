@@ -160,6 +160,7 @@ for (const [name, field] of documentFields) {
   field.input.addEventListener('change', () => {
     const file = field.input.files?.[0];
     if (!file) return;
+    field.input.value = ''; // choosing the same file again must fire 'change': a resend
     if (documents.choose(name, file)) sendDocuments();
     render();
   });

@@ -9,6 +9,7 @@ import {
   MAX_DOCUMENT_BYTES,
   notCopilotMessage,
   parseReceipt,
+  tooLongMessage,
 } from '../src/copilotDocuments';
 
 const resume: FileLike = { name: 'resume.md', size: 1307 };
@@ -18,6 +19,7 @@ const copilot = (warm: string) => ({
   'lk.agent.state': 'listening',
   'voxroom.copilot.speak': 'false',
   'voxroom.copilot.warm_pieces': warm,
+  'voxroom.copilot.documents_fit': 'true',
 });
 const indexed = (name: string, pieces: number) => JSON.stringify({ name, status: 'indexed', pieces });
 const reading = (warm: number, total: number) =>
@@ -99,6 +101,16 @@ describe('CopilotDocuments', () => {
     expect(docs.readiness(copilot('31'))).toBe(reading(0, 20));
   });
 
+  it('says so when the documents are too long to be read into the model', () => {
+    const docs = new CopilotDocuments<FileLike>();
+    docs.choose('resume', resume);
+    sendAll(docs);
+    docs.receipt(indexed('resume', 80));
+    const tooLong = { ...copilot('0'), 'voxroom.copilot.documents_fit': 'false' };
+    expect(docs.readiness(tooLong)).toBe(tooLongMessage);
+    expect(docs.readiness(copilot('80'))).toBe('Ready: answers come at full speed.');
+  });
+
   it('says nothing about readiness until there is something to read', () => {
     const docs = new CopilotDocuments<FileLike>();
     expect(docs.readiness(undefined)).toBe('');
@@ -159,8 +171,8 @@ describe('CopilotDocuments', () => {
     docs.sent(second, secondFile);
     expect(docs.unconfirmed(second, secondFile)).toBe(true);
     expect(docs.status('job_description')).toBe(
-      'The copilot did not confirm Job.PDF. It takes documents only from its candidate, the ' +
-        'person whose join started it.',
+      'The copilot did not confirm Job.PDF within 30 s. Choose the file again to send it once ' +
+        'more.',
     );
     expect(docs.unconfirmed(second, secondFile)).toBe(false);
     // A late receipt still counts.
