@@ -44,6 +44,14 @@ DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 SSE_PING_INTERVAL_S = 2  # < the stall timeout of agent.llm_openai.OpenAIChatLLM (10 s)
 
 
+# The serving defaults, measured on 2 cores (see the module docstring): one server per worker,
+# two slots, one thread to generate and two to read prompts.
+DEFAULT_PARALLEL = 2
+DEFAULT_CTX = 4096
+DEFAULT_THREADS = 1
+DEFAULT_BATCH_THREADS = 2
+
+
 class LocalLLMServer:
     """llama.cpp serving the bundled GGUF in this process.
 
@@ -56,10 +64,10 @@ class LocalLLMServer:
         model_path: Path | None = None,
         *,
         port: int = 0,
-        n_parallel: int = 2,
-        n_ctx: int = 4096,
-        threads: int = 1,
-        batch_threads: int = 2,
+        n_parallel: int = DEFAULT_PARALLEL,
+        n_ctx: int = DEFAULT_CTX,
+        threads: int = DEFAULT_THREADS,
+        batch_threads: int = DEFAULT_BATCH_THREADS,
     ) -> None:
         """`threads` generate tokens, `batch_threads` read prompts (see the module docstring)."""
         self.model_path = model_path
@@ -115,7 +123,12 @@ class LocalLLMProcess:
     """The same server in a child process (`python -m agent.llm_local`)."""
 
     def __init__(
-        self, *, n_parallel: int = 2, n_ctx: int = 4096, threads: int = 1, batch_threads: int = 2
+        self,
+        *,
+        n_parallel: int = DEFAULT_PARALLEL,
+        n_ctx: int = DEFAULT_CTX,
+        threads: int = DEFAULT_THREADS,
+        batch_threads: int = DEFAULT_BATCH_THREADS,
     ) -> None:
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
@@ -207,10 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         '{"base_url": ...} on stdout once listening.',
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--parallel", type=int, default=2, help="concurrent requests (slots)")
-    parser.add_argument("--ctx", type=int, default=4096, help="context per slot, tokens")
-    parser.add_argument("--threads", type=int, default=1, help="threads that generate")
-    parser.add_argument("--batch-threads", type=int, default=2, help="threads that read prompts")
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
+                        help="concurrent requests (slots)")
+    parser.add_argument("--ctx", type=int, default=DEFAULT_CTX, help="context per slot, tokens")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                        help="threads that generate")
+    parser.add_argument("--batch-threads", type=int, default=DEFAULT_BATCH_THREADS,
+                        help="threads that read prompts")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
