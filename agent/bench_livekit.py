@@ -317,6 +317,15 @@ def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
             proc.wait()
 
 
+def lower_priority(pid: int, niceness: int = 10) -> None:
+    """Give every thread of process `pid` the scheduling niceness `niceness`; threads it
+    starts later inherit it. On Linux niceness is per thread, so the process's own entry
+    alone would leave the threads it already has at their old priority."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.setpriority(os.PRIO_PROCESS, int(task), niceness)
+
+
 def _in_window(t: float, windows: list[tuple[float, float]]) -> int | None:
     for i, (a, b) in enumerate(windows):
         if a <= t <= b:

@@ -175,6 +175,12 @@ class LiveKitServer:
         return self._udp_port
 
     @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RuntimeError("LiveKitServer is not started")
+        return self._proc.pid
+
+    @property
     def url(self) -> str:
         return f"ws://{self._node_ip}:{self.port}"
 

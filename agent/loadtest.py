@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import json
 import os
@@ -196,14 +197,15 @@ def reply_gaps(heard: Any, start: float, end: float, gap_s: float = GAP_S) -> li
 
 
 class Usage:
-    """CPU seconds and memory (PSS, falling back to RSS) of the processes `pids` (and their
-    children when `children`), sampled every SAMPLE_S."""
+    """CPU seconds and memory (PSS, falling back to RSS; 0 without `memory`, which is cheaper
+    to sample often) of the processes `pids` (and their children when `children`)."""
 
-    def __init__(self, pids: list[int], *, children: bool = True) -> None:
+    def __init__(self, pids: list[int], *, children: bool = True, memory: bool = True) -> None:
         import psutil
 
         self._roots = [psutil.Process(pid) for pid in pids]
         self._children = children
+        self._memory = memory
         self.samples: list[tuple[float, float, float]] = []  # (monotonic, cpu s, MB)
 
     def sample(self) -> tuple[float, float, float]:
@@ -215,10 +217,13 @@ class Usage:
             for p in (root, *family):
                 try:
                     t = p.cpu_times()
-                    try:
-                        m = p.memory_full_info().pss
-                    except (psutil.AccessDenied, AttributeError):
-                        m = p.memory_info().rss
+                    if not self._memory:
+                        m = 0
+                    else:
+                        try:
+                            m = p.memory_full_info().pss
+                        except (psutil.AccessDenied, AttributeError):
+                            m = p.memory_info().rss
                 except psutil.Error:
                     continue
                 cpu += t.user + t.system
@@ -227,10 +232,20 @@ class Usage:
         self.samples.append(s)
         return s
 
-    async def run(self) -> None:
+    async def run(self, period_s: float = SAMPLE_S) -> None:
         while True:
             await asyncio.to_thread(self.sample)
-            await asyncio.sleep(SAMPLE_S)
+            await asyncio.sleep(period_s)
+
+    def spent(self, a: float, b: float) -> tuple[float, float] | None:
+        """CPU seconds and wall seconds from the last sample at or before `a` to the first at
+        or after `b`: a window shorter than the sampling period, widened to samples."""
+        times = [s[0] for s in self.samples]
+        i, j = bisect.bisect_right(times, a) - 1, bisect.bisect_left(times, b)
+        if i < 0 or j >= len(times):
+            return None
+        first, last = self.samples[i], self.samples[j]
+        return last[1] - first[1], last[0] - first[0]
 
     def between(self, a: float, b: float) -> tuple[float | None, float | None]:
         """CPU cores used and peak memory (MB) over [a, b]."""

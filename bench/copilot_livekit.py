@@ -12,10 +12,18 @@ last voiced sample left the interviewer's microphone; first words: the first chu
 candidate's side that holds a letter or digit. The worker's own view of each answer (its
 `answer_done` log line: endpoint, first words, whole answer) is reported beside it; it counts
 from the last frame its VAD took for voiced, which can be a little before or after the end of
-the speech, so the two differ by more than the transport.
+the speech, so the two differ by more than the transport. As the worker runs on this machine,
+its clock is the bench's, and its stages (its VAD hears the end, the answer starts, the LLM's
+first token) are also given on the bench's clock: where the time goes. And how many cores the
+worker, livekit-server and the clients used from the end of each question to its first words.
+
+`--worker-first`: livekit-server and this process (both clients) run at niceness 10. In a
+deployment they are other machines: the SFU a server of its own, the interviewer's audio and
+the candidate's screen on the candidate's computer. On one small machine they otherwise take
+CPU from the worker while it decodes the question and reads it into the LLM.
 
 Run from the repository root:
-    .venv/bin/python -m bench.copilot_livekit [--questions N] [--json PATH]
+    .venv/bin/python -m bench.copilot_livekit [--questions N] [--json PATH] [--worker-first]
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import argparse
 import ast
 import asyncio
 import json
+import os
 import re
 import tempfile
 import time
@@ -31,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, worker_process
+from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
 from agent.bench_measure import require
 from agent.copilot import (
     ATTR_QUESTION,
@@ -42,6 +51,7 @@ from agent.copilot import (
     MEETING_TRACK,
 )
 from agent.livekit_server import LiveKitServer
+from agent.loadtest import Usage
 from agent.room_client import CopilotAnswer, CopilotClient, RoomUser
 from agent.tokens import create_join_token
 from bench.copilot_bench import (
@@ -56,6 +66,7 @@ from bench.copilot_bench import (
 AGENT_NAME = "voxroom-copilot-bench"
 CANDIDATE = "candidate"
 ANSWER_DONE = re.compile(r"answer_done (\{.*\})")
+CPU_SAMPLE_S = 0.05  # the windows are ~0.6 s
 
 
 def engine_views(log_path: Path) -> list[dict]:
@@ -79,10 +90,40 @@ async def run(args: argparse.Namespace) -> list[dict]:
                "VOXROOM_LLM_PROVIDER": "local"}
         argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--idle-processes", "0"]
         try:
-            with worker_process(argv, env, log_path):
-                return await _interview(server, questions, speech, log_path, args)
+            with worker_process(argv, env, log_path) as worker:
+                if args.worker_first:  # after the worker started: it must not inherit it
+                    lower_priority(server.pid)
+                    lower_priority(os.getpid())
+                usage = {name: Usage([pid], children=False, memory=False) for name, pid in (
+                    ("the worker", worker.pid), ("livekit-server", server.pid),
+                    ("both clients (this process)", os.getpid()))}
+                samplers = [asyncio.create_task(u.run(CPU_SAMPLE_S)) for u in usage.values()]
+                try:
+                    results = await _interview(server, questions, speech, log_path, args)
+                finally:
+                    for task in samplers:
+                        task.cancel()
         finally:
             server.stop()
+    print("cores used from the end of each question to its first words:")
+    for name, u in usage.items():
+        print(f"{cpu_share(u, results):6.2f}  {name}")
+    for r in results:
+        r.pop("_end", None)
+        r.pop("_first", None)
+    return results
+
+
+def cpu_share(usage: Usage, results: list[dict]) -> float:
+    """Cores `usage`'s process used over the answers' windows from the end of the question
+    to the first words (each widened to the samples around it)."""
+    cpu = wall = 0.0
+    for r in results:
+        if r.get("_end") is None or r.get("_first") is None:
+            continue
+        if (spent := usage.spent(r["_end"], r["_first"])) is not None:
+            cpu, wall = cpu + spent[0], wall + spent[1]
+    return cpu / wall if wall else 0.0
 
 
 async def _interview(server: LiveKitServer, questions: list[str], speech: list[np.ndarray],
@@ -125,6 +166,8 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
                 continue
             results.append(_result(question, speech_end, candidate.answers[-1]))
             print(json.dumps(results[-1]), flush=True)
+            results[-1]["_end"] = speech_end
+            results[-1]["_first"] = candidate.answers[-1].first_words_at
             await asyncio.sleep(1.0)  # the interviewer pauses before the next question
     finally:
         await mic.close()
@@ -138,8 +181,31 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
         return results
     for r, view in zip(answered, views, strict=True):  # the worker's own view
         for key, value in view.get("latency_ms", {}).items():
-            r[f"worker_{key}_ms"] = round(value)
+            if value is not None:
+                r[f"worker_{key}_ms"] = round(value)
+        end = r.get("_end")
+        if end is not None and "speech_end" in view:  # one machine: one monotonic clock
+            r["worker_heard_ms"] = round((view["speech_end"] - end) * 1000)
     return results
+
+
+STAGES = (("the worker's VAD hears the last voiced frame", "worker_heard_ms"),
+          ("the answer starts (the question's transcript is in)", "worker_answer_started_ms"),
+          ("the LLM's first token", "worker_first_token_ms"),
+          ("the first words on the candidate's screen", "first_words_ms"))
+
+
+def stage_table(results: list[dict]) -> list[str]:
+    """Where the time goes, p50 over the answers, ms after the end of the question: the
+    worker's stages (its clock starts at its VAD's end) moved onto the bench's clock."""
+    lines = []
+    for label, key in STAGES:
+        xs = [r[key] + (0 if key in ("worker_heard_ms", "first_words_ms")
+                        else r["worker_heard_ms"])
+              for r in results if r.get(key) is not None and "worker_heard_ms" in r]
+        if xs:
+            lines.append(f"{np.percentile(xs, 50):6.0f}  {label}")
+    return lines
 
 
 def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> dict:
@@ -160,6 +226,9 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=20.0, help="longest wait per answer")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
     parser.add_argument("--worker-log", type=Path, help="keep the worker's log here")
+    parser.add_argument("--worker-first", action="store_true",
+                        help="run livekit-server and the clients at niceness 10, as if they "
+                        "were other machines")
     args = parser.parse_args()
     results = asyncio.run(run(args))
     summarize(results)
@@ -169,6 +238,8 @@ def main() -> None:
             p50, p95 = np.percentile(xs, [50, 95])
             print(f"{key:>24}: p50 {p50:6.0f}  p95 {p95:6.0f}  (n={len(xs)})")
     print(f"(short answers: at most {SHORT_ANSWER_WORDS} words)")
+    print("where the time goes, p50 ms after the end of the question:")
+    print("\n".join(stage_table(results)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 

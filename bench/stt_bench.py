@@ -168,11 +168,14 @@ async def main() -> None:
     parser.add_argument("--mode", choices=("default", "full"), default="default")
     parser.add_argument("--trailing-silence-s", type=float, default=0.3)
     parser.add_argument("--limit", type=int, default=len(SENTENCES))
+    parser.add_argument("--end-pad-s", type=float, help="WhisperOptions.end_pad_s, to tune it")
     args = parser.parse_args()
 
     from agent.stt_whisper import WhisperOptions, WhisperSTT
 
     options = WhisperOptions()
+    if args.end_pad_s is not None:
+        options = dataclasses.replace(options, end_pad_s=args.end_pad_s)
     if args.mode == "full":
         options = dataclasses.replace(
             options, reuse_endpoint_decode=False, commit_agreed_prefix=False

@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 
 from agent.bench_measure import HeardAudio
-from agent.loadtest import _range, _room_steps, added_session_mb, reply_chunks, reply_gaps
+from agent.loadtest import (
+    Usage,
+    _range,
+    _room_steps,
+    added_session_mb,
+    reply_chunks,
+    reply_gaps,
+)
 
 RATE = 16_000
 
@@ -21,6 +28,19 @@ RATE = 16_000
 def _tone(seconds: float) -> np.ndarray:
     t = np.arange(int(seconds * RATE)) / RATE
     return (8000 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+
+
+def test_cpu_spent_over_a_window_shorter_than_the_sampling_period() -> None:
+    import os
+
+    usage = Usage([os.getpid()], children=False, memory=False)
+    usage.samples = [(10.0, 1.0, 0.0), (10.1, 1.05, 0.0), (10.2, 1.2, 0.0), (10.3, 1.2, 0.0)]
+    # widened to the samples around it: 10.1 .. 10.3
+    assert usage.spent(10.15, 10.25) == pytest.approx((0.15, 0.2))
+    assert usage.spent(10.1, 10.2) == pytest.approx((0.15, 0.1))
+    assert usage.spent(9.0, 10.2) is None  # before the first sample
+    assert usage.spent(10.2, 11.0) is None  # after the last
+    assert usage.sample()[2] == 0.0  # no memory asked for
 
 
 def test_reply_gaps_are_the_long_silences_inside_a_reply() -> None:
