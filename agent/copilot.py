@@ -253,6 +253,9 @@ class CopilotSession:
             # The bundled llama.cpp server reads the question while it is asked, and answers
             # in a layout of its own (agent.copilot_prefill).
             self._prefill = llama_client_for(self._llm)
+            if self._prefill is not None:
+                self._prefill.on_answer_read = lambda r: log.info(
+                    "answer prompt: %d tokens cached, %d read in %.0f ms", r.cached, r.read, r.ms)
             self.engine = CopilotEngine(
                 stt=self._stt, llm=self._prefill or self._llm, sink=self.sink,
                 context=self.index,

@@ -97,6 +97,9 @@ class CopilotLlamaClient:
         self.on_answer_read: Callable[[PrefillResult], None] | None = None
         """Told what each answer's prompt found cached and read (the bench records it)."""
         self._session: Any = None  # an aiohttp.ClientSession, made in the loop that uses it
+        # The last rendered head: the system prompt and the documents are the same for every
+        # question, and a round trip to the server costs most when its cores are busy.
+        self._rendered: tuple[str, str] = ("", "")
 
     async def prompt(self, messages: list[ChatMessage]) -> tuple[str, str]:
         """The answer prompt for copilot `messages`, as (up to the end of the question, the
@@ -162,7 +165,11 @@ class CopilotLlamaClient:
                 response.close()  # a reply not read to its end stops the server's generation
 
     async def _render(self, messages: list[ChatMessage]) -> str:
-        return str((await self._post("/apply-template", {"messages": messages}))["prompt"])
+        key = json.dumps(messages)
+        if self._rendered[0] != key:
+            rendered = await self._post("/apply-template", {"messages": messages})
+            self._rendered = (key, str(rendered["prompt"]))
+        return self._rendered[1]
 
     def _client(self) -> Any:
         import aiohttp

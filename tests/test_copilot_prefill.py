@@ -34,12 +34,14 @@ class FakeLlamaServer:
 
     def __init__(self) -> None:
         self.completions: list[dict[str, Any]] = []
+        self.templates = 0  # /apply-template requests
         self.status = 200
         self.words = [" ", " I", " led", " it."]
         self.sent = 0  # words streamed
 
     async def apply_template(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self.templates += 1
         return web.json_response({"prompt": chatml(body["messages"])}, status=self.status)
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
@@ -99,6 +101,26 @@ async def test_a_read_ahead_is_the_answer_prompt_cut_after_the_question(
     assert body["prompt"].endswith("<|im_start|>assistant\nInterviewer: " + QUESTION)
     assert body["n_predict"] == 0 and body["cache_prompt"] is True
     assert result == PrefillResult(cached=120, read=3, ms=150.5)
+
+
+async def test_the_shared_head_is_rendered_once_for_every_question(
+    fake_server: tuple[FakeLlamaServer, str],
+) -> None:
+    fake, base_url = fake_server
+    client = CopilotLlamaClient(base_url)
+    asked = copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION)
+    other = copilot_messages(COPILOT_SYSTEM_PROMPT, [], "Why payments?")
+    try:
+        await client.prefill(asked, QUESTION)
+        _ = [w async for w in client.stream(other)]
+        assert fake.templates == 1  # the system prompt (and documents) did not change
+        await client.prefill(copilot_messages("Another system prompt.", [], QUESTION), QUESTION)
+        assert fake.templates == 2
+    finally:
+        await client.aclose()
+
+    assert fake.completions[1]["prompt"] == copilot_layout(other, "Why payments?") + ANSWER_CUE
+    assert fake.completions[2]["prompt"].startswith("<|im_start|>system\nAnother system")
 
 
 async def test_an_answer_continues_the_question_after_a_short_cue(
