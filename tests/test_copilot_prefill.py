@@ -77,6 +77,17 @@ async def fake_server() -> AsyncIterator[tuple[FakeLlamaServer, str]]:
     await runner.cleanup()
 
 
+@pytest.fixture
+async def llama(
+    fake_server: tuple[FakeLlamaServer, str],
+) -> AsyncIterator[tuple[FakeLlamaServer, CopilotLlamaClient]]:
+    """The fake server and a client of it with the default settings, closed afterwards."""
+    fake, base_url = fake_server
+    client = CopilotLlamaClient(base_url)
+    yield fake, client
+    await client.aclose()
+
+
 def copilot_layout(messages: list[dict[str, str]], question: str) -> str:
     """The prompt of the copilot's layout up to the end of `question`, rendered by ChatML."""
     system, user = messages
@@ -86,15 +97,11 @@ def copilot_layout(messages: list[dict[str, str]], question: str) -> str:
 
 
 async def test_a_read_ahead_is_the_answer_prompt_cut_after_the_question(
-    fake_server: tuple[FakeLlamaServer, str],
+    llama: tuple[FakeLlamaServer, CopilotLlamaClient],
 ) -> None:
-    fake, base_url = fake_server
-    client = CopilotLlamaClient(base_url)
+    fake, client = llama
     messages = copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION)
-    try:
-        result = await client.prefill(messages, QUESTION)
-    finally:
-        await client.aclose()
+    result = await client.prefill(messages, QUESTION)
 
     [body] = fake.completions
     assert body["prompt"] == copilot_layout(messages, QUESTION)
@@ -104,21 +111,15 @@ async def test_a_read_ahead_is_the_answer_prompt_cut_after_the_question(
 
 
 async def test_the_shared_head_is_rendered_once_for_every_question(
-    fake_server: tuple[FakeLlamaServer, str],
+    llama: tuple[FakeLlamaServer, CopilotLlamaClient],
 ) -> None:
-    fake, base_url = fake_server
-    client = CopilotLlamaClient(base_url)
-    asked = copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION)
+    fake, client = llama
     other = copilot_messages(COPILOT_SYSTEM_PROMPT, [], "Why payments?")
-    try:
-        await client.prefill(asked, QUESTION)
-        _ = [w async for w in client.stream(other)]
-        assert fake.templates == 1  # the system prompt (and documents) did not change
-        await client.prefill(copilot_messages("Another system prompt.", [], QUESTION), QUESTION)
-        assert fake.templates == 2
-    finally:
-        await client.aclose()
-
+    await client.prefill(copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION), QUESTION)
+    _ = [w async for w in client.stream(other)]
+    assert fake.templates == 1  # the system prompt (and documents) did not change
+    await client.prefill(copilot_messages("Another system prompt.", [], QUESTION), QUESTION)
+    assert fake.templates == 2
     assert fake.completions[1]["prompt"] == copilot_layout(other, "Why payments?") + ANSWER_CUE
     assert fake.completions[2]["prompt"].startswith("<|im_start|>system\nAnother system")
 
@@ -149,30 +150,24 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
 
 
 async def test_closing_an_answer_early_closes_its_response(
-    fake_server: tuple[FakeLlamaServer, str],
+    llama: tuple[FakeLlamaServer, CopilotLlamaClient],
 ) -> None:
-    fake, base_url = fake_server
+    fake, client = llama
     fake.words = [f" w{i}" for i in range(100)]
-    client = CopilotLlamaClient(base_url)
     stream = client.stream(copilot_messages("S", [], QUESTION))
-    try:
-        assert await anext(stream) == "w0"  # type: ignore[arg-type]
-        await stream.aclose()  # type: ignore[attr-defined]
-        await asyncio.sleep(0.3)
-    finally:
-        await client.aclose()
+    assert await anext(stream) == "w0"  # type: ignore[arg-type]
+    await stream.aclose()  # type: ignore[attr-defined]
+    await asyncio.sleep(0.3)
     assert fake.sent < 10  # the server's writes failed once the client had gone
 
 
-async def test_a_server_error_is_raised(fake_server: tuple[FakeLlamaServer, str]) -> None:
-    fake, base_url = fake_server
+async def test_a_server_error_is_raised(
+    llama: tuple[FakeLlamaServer, CopilotLlamaClient],
+) -> None:
+    fake, client = llama
     fake.status = 404  # not llama.cpp
-    client = CopilotLlamaClient(base_url)
-    try:
-        with pytest.raises(Exception, match="404"):
-            await client.prefill(copilot_messages("S", [], QUESTION), QUESTION)
-    finally:
-        await client.aclose()
+    with pytest.raises(Exception, match="404"):
+        await client.prefill(copilot_messages("S", [], QUESTION), QUESTION)
     assert fake.completions == []
 
 
