@@ -114,14 +114,17 @@ def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
                          str(tmp_path / "bench.json"), *extra])
 
 
-def check_run(run: dict) -> None:
-    """One question and one barge-in, answered, with every figure where it belongs."""
+def check_run(run: dict, *, anchor: bool = False) -> None:
+    """One question and one barge-in, answered, with every figure where it belongs. An anchor
+    (AgentSession) reports 0 for an end-of-utterance delay it did not time
+    (agent.bench_livekit.agentsession_ms): one of its two items may lack the endpoint."""
     items = {i["kind"]: i for i in run["items"]}
     assert set(items) == {"question", "barge_in"}
     for item in items.values():
         assert 100 < item["voice_to_voice_ms"] < 10_000, item
         assert not item["premature"], item
-        assert item["stages"]["endpoint"] is not None, item
+    timed = [i for i in items.values() if i["stages"]["endpoint"] is not None]
+    assert len(timed) >= (1 if anchor else 2), items
     assert 0 <= items["barge_in"]["barge_in_stop_ms"] < 2000, items["barge_in"]
     assert items["question"]["barge_in_stop_ms"] is None
     s = run["summary"]
@@ -161,6 +164,6 @@ def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
         "voxroom", "AgentSession defaults", "AgentSession tuned"]
     for r in report["runs"]:
         assert r["path"] == "livekit"
-        check_run(r)
+        check_run(r, anchor=r["name"] != "voxroom")
     ratio = report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"]
     assert ratio is not None and ratio > 0
