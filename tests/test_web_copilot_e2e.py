@@ -37,6 +37,9 @@ REPLY = ("- I studied at the Technical University of Munich.\n"
 READY = "Ready: answers come at full speed."
 
 # Every text the readiness line shows, in order (render() rewrites it often: kept once each).
+WAITING_FOR_MEETING = ("Waiting for the meeting's audio: run \"voxroom bridge --room "
+                       "web-copilot\" on the computer the meeting plays on.")
+HEARING_MEETING = "It hears the meeting; its answers appear below."
 _WATCH_READINESS = """
 window.__readiness = [];
 document.addEventListener('DOMContentLoaded', () => {
@@ -85,8 +88,16 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
         await page.locator('#speak-field[data-agent="true"]').wait_for(timeout=10_000)
         assert await page.is_checked("#speak")
 
+        # The copilot listens to the meeting's audio, not to this page: no microphone here.
+        assert await page.locator("#controls").is_hidden()
+        await _wait_for_text(page, "#status-hint", WAITING_FOR_MEETING, 10)
+
         await interviewer.connect()
         try:
+            await _wait_for_text(page, "#status-hint", HEARING_MEETING, 10)
+            candidate = next(p for p in interviewer.room.remote_participants.values()
+                             if p.identity.startswith("user-"))
+            assert not candidate.track_publications  # the page published nothing
             await interviewer.speak(with_silence(espeak(QUESTION), 0.5, 2.0))
             answer = page.locator("#copilot .answer:not(.answer-pending)").first
             await answer.wait_for(timeout=60_000)

@@ -219,6 +219,7 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
         ATTR_SPEAK,
         ATTR_STATUS,
         ATTR_WARM_PIECES,
+        MEETING_TRACK,
         TOPIC_CONTEXT,
         TOPIC_CONTEXT_STATUS,
     )
@@ -229,7 +230,7 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
     for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
                  ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES,
-                 ATTR_DOCUMENTS_FIT):
+                 ATTR_DOCUMENTS_FIT, MEETING_TRACK):
         assert f"= '{name}';" in page, name
 
 

@@ -35,12 +35,25 @@ const VIEWS: Record<ViewKey, StatusView> = {
   speaking: { key: 'speaking', label: 'Speaking', hint: 'Talk over it to interrupt.' },
 };
 
+/** What the copilot needs to answer: the meeting's audio, from `voxroom bridge`. */
+export interface CopilotView {
+  readonly room: string;
+  /** Someone in the room publishes the `meeting-audio` track. */
+  readonly meetingAudio: boolean;
+}
+
 /**
  * `agentState` is the agent participant's `lk.agent.state` attribute, or undefined while no
  * agent is in the room. LiveKit agents also report "initializing" and "idle" (not yet or no
- * longer in a conversation); to the person in front of the page that is still waiting.
+ * longer in a conversation); to the person in front of the page that is still waiting. A
+ * copilot (`copilot` given) listens to the meeting, not to this page: its panel says whether
+ * the meeting's audio is in the room.
  */
-export function statusView(connection: Connection, agentState: string | undefined): StatusView {
+export function statusView(
+  connection: Connection,
+  agentState: string | undefined,
+  copilot?: CopilotView,
+): StatusView {
   if (connection === 'idle') return VIEWS.idle;
   if (connection === 'connecting') return VIEWS.connecting;
   if (connection === 'reconnecting') return VIEWS.reconnecting;
@@ -48,8 +61,19 @@ export function statusView(connection: Connection, agentState: string | undefine
     case 'listening':
     case 'thinking':
     case 'speaking':
-      return VIEWS[agentState];
+      return copilot ? copilotView(copilot) : VIEWS[agentState];
     default:
       return VIEWS.waiting;
   }
+}
+
+function copilotView({ room, meetingAudio }: CopilotView): StatusView {
+  return {
+    key: 'listening',
+    label: 'Copilot on',
+    hint: meetingAudio
+      ? 'It hears the meeting; its answers appear below.'
+      : `Waiting for the meeting's audio: run "voxroom bridge --room ${room}" on the ` +
+        'computer the meeting plays on.',
+  };
 }

@@ -19,7 +19,7 @@ import {
 } from 'livekit-client';
 
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
-import { COPILOT_TOPIC } from './copilot';
+import { COPILOT_TOPIC, MEETING_TRACK } from './copilot';
 import { CONTEXT_STATUS_TOPIC } from './copilotDocuments';
 import { type JoinProblem, micProblemOf, roomLostMessage } from './messages';
 import { METRICS_TOPIC } from './metrics';
@@ -150,6 +150,12 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
     });
   }
 
+  meetingAudio(): boolean {
+    return [...this.room.remoteParticipants.values()].some((p) =>
+      [...p.trackPublications.values()].some((t) => t.trackName === MEETING_TRACK),
+    );
+  }
+
   private agentIdentity(): string {
     const agent = this.agent();
     if (!agent) throw new Error('no agent is in the room');
@@ -167,6 +173,8 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
       .on(RoomEvent.ParticipantConnected, changed)
       .on(RoomEvent.ParticipantDisconnected, changed)
       .on(RoomEvent.ParticipantAttributesChanged, changed)
+      .on(RoomEvent.TrackPublished, changed)
+      .on(RoomEvent.TrackUnpublished, changed)
       .on(RoomEvent.TrackSubscribed, (track: RemoteTrack, _pub, p: RemoteParticipant) => {
         if (track.kind === Track.Kind.Audio && isAgent(p)) {
           this.events.remoteAudio(track.mediaStreamTrack);

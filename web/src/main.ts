@@ -248,7 +248,8 @@ async function join(): Promise<void> {
     if (session === s && !s.agentPresent()) showError(noAgentMessage);
   }, NO_AGENT_AFTER_S * 1000);
   render();
-  await enableMicrophone(s);
+  // A copilot listens to the meeting's audio from `voxroom bridge`, not to this page.
+  if (!copilotJoined) await enableMicrophone(s);
 }
 
 async function leave(): Promise<void> {
@@ -438,13 +439,19 @@ function render(): void {
   ui.join.disabled = inSession || config?.access === 'closed';
   ui.leave.disabled = !inSession;
   for (const input of [ui.room, ui.name, ui.code]) input.disabled = inSession;
-  const view = statusView(connection, session?.agentState());
+  const channel = copilotJoined ? session?.copilot() : undefined;
+  const view = statusView(
+    connection,
+    session?.agentState(),
+    channel && { room: ui.room.value.trim() || ui.room.placeholder, meetingAudio: channel.meetingAudio() },
+  );
   ui.status.className = `status status-${view.key}`;
   ui.status.dataset.state = view.key;
   ui.statusLabel.textContent = view.label;
   ui.statusHint.textContent =
     muted && connection === 'connected' ? 'Your microphone is muted.' : view.hint;
-  ui.controls.hidden = connection !== 'connected' && connection !== 'reconnecting';
+  ui.controls.hidden =
+    copilotJoined || (connection !== 'connected' && connection !== 'reconnecting');
   ui.mute.textContent = muted ? 'Unmute' : 'Mute';
   ui.mute.setAttribute('aria-pressed', String(muted));
   renderCopilotSetup();

@@ -56,6 +56,8 @@ export interface CopilotChannel {
   sendFile(topic: string, file: File, attributes: Attributes): Promise<void>;
   /** `text` as a text stream to the agent alone. */
   sendText(topic: string, text: string): Promise<void>;
+  /** Someone in the room publishes the meeting's audio (`voxroom bridge`). */
+  meetingAudio(): boolean;
 }
 
 export interface VoiceSession {

@@ -16,6 +16,25 @@ describe('statusView', () => {
     expect(statusView('connected', 'idle').key).toBe('waiting');
   });
 
+  it("tells a copilot's candidate whether the meeting's audio is in the room", () => {
+    const waiting = statusView('connected', 'listening', { room: 'interview', meetingAudio: false });
+    expect(waiting.label).toBe('Copilot on');
+    expect(waiting.hint).toBe(
+      'Waiting for the meeting\'s audio: run "voxroom bridge --room interview" on the computer ' +
+        'the meeting plays on.',
+    );
+    const hearing = statusView('connected', 'speaking', { room: 'interview', meetingAudio: true });
+    expect([hearing.key, hearing.hint]).toEqual([
+      'listening',
+      'It hears the meeting; its answers appear below.',
+    ]);
+    // no copilot in the room yet, or not connected: as for the voice assistant
+    expect(statusView('connected', undefined, { room: 'r', meetingAudio: true }).key).toBe('waiting');
+    expect(statusView('connecting', 'listening', { room: 'r', meetingAudio: true }).key).toBe(
+      'connecting',
+    );
+  });
+
   it('ignores a stale agent state while not connected', () => {
     expect(statusView('idle', 'speaking').key).toBe('idle');
     expect(statusView('connecting', 'speaking').key).toBe('connecting');
