@@ -226,7 +226,7 @@ async function join(): Promise<void> {
   const accessCode = cfg.access === 'code' ? ui.code.value.trim() : '';
   try {
     await s.connect({
-      room: ui.room.value.trim() || ui.room.placeholder,
+      room: roomName(),
       name: ui.name.value.trim(),
       accessCode,
       copilot: copilotJoined,
@@ -322,6 +322,11 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
   };
 }
 
+/** The room typed in, or the one the field suggests. */
+function roomName(): string {
+  return ui.room.value.trim() || ui.room.placeholder;
+}
+
 /** The copilot's side of the page's session, when it was joined as a copilot's candidate. */
 function copilotChannel(): CopilotChannel | undefined {
   return copilotJoined ? session?.copilot() : undefined;
@@ -350,7 +355,7 @@ async function sendDocument(
   if (session !== s) return;
   documents.sent(name, file, failure);
   render();
-  // The agent answers only its candidate: silence means this page is not the one it serves.
+  // The agent acknowledges every document, a refusal included: silence means it never read it.
   setTimeout(() => {
     if (session === s && documents.unconfirmed(name, file)) render();
   }, NO_RECEIPT_AFTER_S * 1000);
@@ -439,11 +444,11 @@ function render(): void {
   ui.join.disabled = inSession || config?.access === 'closed';
   ui.leave.disabled = !inSession;
   for (const input of [ui.room, ui.name, ui.code]) input.disabled = inSession;
-  const channel = copilotJoined ? session?.copilot() : undefined;
+  const channel = copilotChannel();
   const view = statusView(
     connection,
     session?.agentState(),
-    channel && { room: ui.room.value.trim() || ui.room.placeholder, meetingAudio: channel.meetingAudio() },
+    channel && { room: roomName(), meetingAudio: channel.meetingAudio() },
   );
   ui.status.className = `status status-${view.key}`;
   ui.status.dataset.state = view.key;
