@@ -196,6 +196,16 @@ def reply_gaps(heard: Any, start: float, end: float, gap_s: float = GAP_S) -> li
         t = resumed
 
 
+def _memory_bytes(p: Any) -> int:
+    """PSS of psutil process `p`, or its RSS where PSS cannot be read."""
+    import psutil
+
+    try:
+        return int(p.memory_full_info().pss)
+    except (psutil.AccessDenied, AttributeError):
+        return int(p.memory_info().rss)
+
+
 class Usage:
     """CPU seconds and memory (PSS, falling back to RSS; 0 without `memory`, which is cheaper
     to sample often) of the processes `pids` (and their children when `children`)."""
@@ -217,13 +227,7 @@ class Usage:
             for p in (root, *family):
                 try:
                     t = p.cpu_times()
-                    if not self._memory:
-                        m = 0
-                    else:
-                        try:
-                            m = p.memory_full_info().pss
-                        except (psutil.AccessDenied, AttributeError):
-                            m = p.memory_info().rss
+                    m = _memory_bytes(p) if self._memory else 0
                 except psutil.Error:
                     continue
                 cpu += t.user + t.system

@@ -189,19 +189,20 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
     return results
 
 
-STAGES = (("the worker's VAD hears the last voiced frame", "worker_heard_ms"),
-          ("the answer starts (the question's transcript is in)", "worker_answer_started_ms"),
-          ("the LLM's first token", "worker_first_token_ms"),
-          ("the first words on the candidate's screen", "first_words_ms"))
+# (label, key, whether the figure counts from the worker's VAD end rather than the bench's)
+STAGES = (("the worker's VAD hears the last voiced frame", "worker_heard_ms", False),
+          ("the answer starts (the question's transcript is in)", "worker_answer_started_ms",
+           True),
+          ("the LLM's first token", "worker_first_token_ms", True),
+          ("the first words on the candidate's screen", "first_words_ms", False))
 
 
 def stage_table(results: list[dict]) -> list[str]:
     """Where the time goes, p50 over the answers, ms after the end of the question: the
     worker's stages (its clock starts at its VAD's end) moved onto the bench's clock."""
     lines = []
-    for label, key in STAGES:
-        xs = [r[key] + (0 if key in ("worker_heard_ms", "first_words_ms")
-                        else r["worker_heard_ms"])
+    for label, key, from_worker_end in STAGES:
+        xs = [r[key] + (r["worker_heard_ms"] if from_worker_end else 0)
               for r in results if r.get(key) is not None and "worker_heard_ms" in r]
         if xs:
             lines.append(f"{np.percentile(xs, 50):6.0f}  {label}")
