@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pytest
 
 from agent.config import Settings
 from agent.web_server import WebSettings
+from tests.local_http import serve_app
 from tests.speech import espeak
 
 CHROMIUM = "/usr/bin/chromium"
@@ -79,19 +79,11 @@ def silent_wav(path: Path, seconds: float = 2.0) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @asynccontextmanager
 async def serve_page(
     settings: Settings, web_settings: WebSettings | None = None
 ) -> AsyncIterator[str]:
     """The voxroom web app (the built page and /api/token) on a free loopback port."""
-    from aiohttp import web
-
     from agent.demo import WEB_DIR, ensure_web_build
     from agent.web_server import create_web_app
 
@@ -99,14 +91,8 @@ async def serve_page(
     if static_dir is None:
         pytest.fail("the web page could not be built (`make web`)", pytrace=False)
     app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as origin:
+        yield origin
 
 
 @asynccontextmanager

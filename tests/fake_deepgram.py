@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -27,6 +26,7 @@ from aiohttp import WSMsgType, web
 
 from agent.engines import FRAME_SAMPLES
 from agent.remote_doubles import deepgram_results
+from tests.local_http import free_port
 
 FRAME_BYTES = FRAME_SAMPLES * 2
 FRAME_S = 0.02
@@ -170,9 +170,7 @@ class FakeDeepgram:
         app.router.add_get("/v1/listen", self._listen)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         await web.TCPSite(self._runner, "127.0.0.1", port).start()
         self.url = f"ws://127.0.0.1:{port}"
         return self

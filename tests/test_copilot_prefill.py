@@ -19,6 +19,7 @@ from agent.copilot_prefill import (
     PrefillResult,
     llama_client_for,
 )
+from tests.local_http import serve_app
 
 QUESTION = "Tell me about a time you had an outage"
 
@@ -68,13 +69,8 @@ async def fake_server() -> AsyncIterator[tuple[FakeLlamaServer, str]]:
     app = web.Application()
     app.router.add_post("/apply-template", fake.apply_template)
     app.router.add_post("/completion", fake.completion)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield fake, f"http://127.0.0.1:{port}/v1"
-    await runner.cleanup()
+    async with serve_app(app) as origin:
+        yield fake, f"{origin}/v1"
 
 
 @pytest.fixture

@@ -38,12 +38,12 @@ from tests.browser_user import (
     AUDIBLE_RMS,
     browser_page,
     converse,
-    free_port,
     is_subsequence,
     question_wav,
     save_screenshots,
 )
 from tests.fake_openai_server import fake_openai_server
+from tests.local_http import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What is the capital of France?"

@@ -3,7 +3,6 @@ clear error each (against test doubles of the providers on loopback)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,12 +20,7 @@ from agent.provider_checks import (
 )
 from agent.scripted_llm_server import scripted_llm_server
 from tests.fake_deepgram import FakeDeepgram
-
-
-def dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once the socket is closed
+from tests.local_http import free_port, serve_app
 
 
 @asynccontextmanager
@@ -42,14 +36,8 @@ async def models_listing_double(models: list[str], key: str = "sk-good") -> Asyn
 
     app = web.Application()
     app.router.add_get("/v1/models", list_models)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = dead_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as origin:
+        yield f"{origin}/v1"
 
 
 def openai_settings(base_url: str, model: str = "llama-3-8b", key: str = "sk-good") -> LLMSettings:
@@ -76,7 +64,7 @@ async def test_rejected_key() -> None:
 
 
 async def test_unreachable_llm_base_url() -> None:
-    url = f"http://127.0.0.1:{dead_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ProviderError, match=rf"llm: cannot reach {url} .*check llm.base_url"):
         await check_openai_llm(openai_settings(url))
 
@@ -97,20 +85,20 @@ async def test_deepgram_handshake() -> None:
 
 
 async def test_unreachable_deepgram() -> None:
-    url = f"ws://127.0.0.1:{dead_port()}"
+    url = f"ws://127.0.0.1:{free_port()}"
     with pytest.raises(ProviderError, match=r"cannot reach Deepgram.*check stt.base_url"):
         await check_deepgram(STTSettings(provider="deepgram", api_key="k", base_url=url))
 
 
 async def test_unreachable_livekit() -> None:
-    url = f"ws://127.0.0.1:{dead_port()}"
+    url = f"ws://127.0.0.1:{free_port()}"
     with pytest.raises(ProviderError, match=rf"livekit: cannot reach {url} .*check LIVEKIT_URL"):
         await check_livekit(LiveKitSettings(url=url))
 
 
 async def test_check_providers_reports_every_failure_and_skips_local_engines() -> None:
     assert await check_providers(Settings()) == []  # bundled LLM and Whisper: nothing remote
-    llm_url, dg_url = f"http://127.0.0.1:{dead_port()}/v1", f"ws://127.0.0.1:{dead_port()}"
+    llm_url, dg_url = f"http://127.0.0.1:{free_port()}/v1", f"ws://127.0.0.1:{free_port()}"
     settings = Settings(
         llm=openai_settings(llm_url),
         stt=STTSettings(provider="deepgram", api_key="k", base_url=dg_url),

@@ -19,13 +19,13 @@ from tests.browser_user import (
     AUDIBLE_RMS,
     browser_page,
     converse,
-    free_port,
     is_subsequence,
     question_wav,
     save_screenshots,
     serve_page,
 )
 from tests.fake_openai_server import fake_openai_server
+from tests.local_http import free_port
 
 QUESTION = "What is the capital of France?"
 REPLY = "The capital of France is Paris."
