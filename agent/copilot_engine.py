@@ -153,7 +153,7 @@ class _Pending:
 
 class QuestionEndpointer:
     """Pure decisions: fed VAD decisions per frame, candidate transcripts and the time; answers
-    with `state_machine.actions`: OpenUtterance, RequestCandidate, DiscardUtterance,
+    with `state_machine.actions`: OpenUtterance, RequestCandidate, DropCandidate, DiscardUtterance,
     StartReply (speculative or not), CancelReply, ConfirmReply + CommitUserTurn, Notify."""
 
     def __init__(self, options: CopilotOptions | None = None) -> None:
@@ -190,6 +190,9 @@ class QuestionEndpointer:
             if self._run == o.resume_frames:
                 utt.endpoint_reached = False
                 self._cancel_pending("the interviewer went on", out)
+                if utt.in_flight:  # asked at a pause: it would end before the new words
+                    utt.in_flight = False
+                    out.append(A.DropCandidate(utt.id))
         return out + self.tick(now)
 
     def on_candidate(
@@ -547,6 +550,9 @@ class CopilotEngine:
                 self._stt_guard().discard()
             case A.RequestCandidate(utterance_id=uid):
                 self._request_candidate(uid)
+            case A.DropCandidate():
+                if self._candidate is not None:
+                    self._candidate.cancel()
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
                 self._start_answer(rid, text, spec, now)
             case A.CancelReply(reply_id=rid, reason=reason):

@@ -515,7 +515,9 @@ class WhisperSTTStream:
             running_end = utt.task_end
             covers = running_end is not None and running_end >= speech_end
             if running_end in utt.cuts or (o.reuse_endpoint_decode and covers):
-                await utt.task  # closing a window, or already holds all the speech
+                # Closing a window, or already holds all the speech. Shielded: a flush given up
+                # on (the speaker went on) leaves it to finish as a partial.
+                await asyncio.shield(utt.task)
             else:
                 # Stale (or only queued): drop it; the final decode is queued ahead of partials.
                 utt.cancel()
@@ -531,9 +533,14 @@ class WhisperSTTStream:
         if utt.voiced_end <= utt.window_start:  # nothing but quiet since the last window
             return utt.closed
         prefix = utt.committed if o.commit_agreed_prefix else ()
-        stop = utt.length
+        start, stop, context = utt.window_start, utt.length, utt.closed
+        # Two jobs, so that a caller that gives up between them (a flush overtaken by more
+        # speech) skips the generation.
+        encoded = await WHISPER_POOL.run(
+            lambda: self._decoder.encode(utt.audio(start, stop)), priority=PRIORITY_FINAL)
         ids = await WHISPER_POOL.run(
-            self._decode_job(utt, utt.window_start, stop, prefix), priority=PRIORITY_FINAL
+            lambda: self._decoder.generate(encoded, (stop - start) / INPUT_RATE, prefix, context),
+            priority=PRIORITY_FINAL,
         )
         # Quiet since the decode began: it holds all the speech, so no endpoint decode is due.
         covered = max(stop, utt.voiced_end + self._margin) if utt.voiced_end <= stop else stop

@@ -36,6 +36,14 @@ class RequestCandidate:
 
 
 @dataclass(frozen=True)
+class DropCandidate:
+    """The speaker went on while a candidate was being transcribed: it can no longer cover the
+    utterance, so stop waiting for it (a decode not begun yet is skipped)."""
+
+    utterance_id: int
+
+
+@dataclass(frozen=True)
 class StartReply:
     reply_id: int
     user_text: str
@@ -110,6 +118,7 @@ Action = (
     | OpenUtterance
     | DiscardUtterance
     | RequestCandidate
+    | DropCandidate
     | StartReply
     | ConfirmReply
     | CancelReply

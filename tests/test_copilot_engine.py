@@ -366,6 +366,20 @@ def test_a_pause_inside_a_question_cancels_the_speculative_answer_and_answers_th
     ]
 
 
+def test_a_transcript_asked_at_a_pause_is_not_waited_for_once_the_question_goes_on():
+    # The pause's decode (400 ms) would end after the question does; it is dropped when the
+    # interviewer goes on, so the end of the question asks for its own at once.
+    stt = ScriptedSTT([(1.0, "Where did you"), (1.2, "Where did you study?")], delay_s=0.4)
+    llm = RecordingLLM([ANSWER], ttft_ms=100)
+    run = run_copilot([("speech", 1.0), ("silence", 0.1), ("speech", 0.2)], stt, llm)
+
+    [record] = run.engine.answers
+    assert record.question == "Where did you study?"
+    assert record.started_at - run.speech_ends[-1] == pytest.approx(0.46, abs=0.021)
+    assert [d["text"] for d in kinds(run.events, "transcript")] == [
+        "Where did you study?", "Where did you study?"]  # the candidate, then the final
+
+
 @pytest.mark.parametrize("gap_s", [1.5, 30.0])
 def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float):
     class ByTimeSTT(ScriptedSTT):
@@ -720,6 +734,31 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     [start] = [a for a in out if isinstance(a, A.StartReply)]
     assert not start.speculative
     assert A.ConfirmReply(start.reply_id) in out
+
+
+def test_endpointer_drops_a_candidate_asked_at_a_pause_when_the_interviewer_goes_on():
+    # Without the drop, the end of the question would wait for the stale transcript of the
+    # pause, and only then ask for one that covers the question.
+    ep = QuestionEndpointer()
+    _frames(ep, True, 0.0, 1.0)
+    out = _frames(ep, False, 1.0, 0.06)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    out = _frames(ep, True, 1.06, 0.06)
+    assert A.DropCandidate(req.utterance_id) in out
+    out = _frames(ep, True, 1.12, 0.5) + _frames(ep, False, 1.62, 0.06)
+    [again] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    assert again.utterance_id == req.utterance_id
+    out = ep.on_candidate(again.utterance_id, "Where did you study?", 1.62, 1.7)
+    assert [a for a in out if isinstance(a, A.StartReply)]
+
+
+def test_endpointer_keeps_a_candidate_through_a_single_voiced_frame():
+    ep = QuestionEndpointer()
+    _frames(ep, True, 0.0, 1.0)
+    out = _frames(ep, False, 1.0, 0.06)
+    assert [a for a in out if isinstance(a, A.RequestCandidate)]
+    out = _frames(ep, True, 1.06, 0.02) + _frames(ep, False, 1.08, 0.1)
+    assert not [a for a in out if isinstance(a, A.DropCandidate | A.RequestCandidate)]
 
 
 # ---- reading the question ahead (prefill) ---------------------------------------------------
