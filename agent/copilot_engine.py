@@ -477,7 +477,8 @@ class CopilotEngine:
         self._warm_lock = asyncio.Lock()
         self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
         self._prefill = None if prefill is None else QuestionPrefill(
-            prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled)
+            prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
+            on_flight=lambda _busy: self._set_partials())
 
     async def start(self) -> None:
         self._stream = self._stt.stream()
@@ -609,13 +610,14 @@ class CopilotEngine:
     # ---- reading the question ahead -------------------------------------------------------
 
     def _prefill_ready(self) -> bool:
-        """A prefill request may go out: the interviewer is speaking (at a pause the candidate
-        and maybe an answer come next, and must not wait behind it), the prefix is warm, and
-        no other request holds or is about to free the warm slot: a request sent meanwhile
-        would go to the other, cold one."""
+        """A prefill request may go out: the interviewer is speaking now, its last frame voiced
+        (from the first quiet frame on, the question's transcript and maybe its answer may come
+        next, and must neither wait behind a read-ahead nor share the cores with one), the
+        prefix is warm, and no other request holds or is about to free the warm slot: a request
+        sent meanwhile would go to the other, cold one."""
         o = self.options
         now = self._clock()
-        return (self._hearing and now - self._voiced_at < o.candidate_silence_s
+        return (self._hearing and now - self._voiced_at < o.frame_s + _EPS
                 and self._warm_ids is not None and self._no_answers.is_set()
                 and not self._warm_lock.locked() and not self._stopping
                 and now >= self._closed_early_at + o.llm_release_s)
@@ -669,14 +671,16 @@ class CopilotEngine:
 
     def _set_partials(self) -> None:
         """Partials are decoded only to read the question ahead (not once the prefill has
-        stopped for failing), and not while an answer is on its way (the LLM needs the CPU
-        then, and no prefill goes out). Without them the candidate at a pause is one decode
-        of the utterance; with them, a partial decode still running then (it cannot be
-        stopped) delays it (scripted LLM bench, 20 questions: endpoint p50/p95 424/745 ms
-        with partials, 364/578 ms without)."""
+        stopped for failing), and not while a read-ahead or an answer is on its way: the two
+        would share the cores, and both come late (a read-ahead that ran into the end of the
+        question slowed its final decode and held up its answer). Without them the candidate
+        at a pause is one decode of the utterance; with them, a partial decode still running
+        then (it cannot be stopped) shares the cores with it (scripted LLM bench, 20
+        questions: endpoint p50/p95 424/745 ms with partials, 364/578 ms without)."""
         if self._stream is not None:
             reading_ahead = self._prefill is not None and self._prefill.working
-            self._stream.set_paused(not reading_ahead or bool(self._live))
+            reading_now = self._prefill is not None and self._prefill.in_flight
+            self._stream.set_paused(not reading_ahead or reading_now or bool(self._live))
 
     def _stopped(self, task: asyncio.Task[None]) -> None:
         self._stopping.discard(task)
