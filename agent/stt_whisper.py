@@ -585,7 +585,7 @@ class WhisperSTT:
         path = self._model_dir or whisper_model_dir()
         model = WhisperModel(
             str(path), device="cpu", compute_type="int8", cpu_threads=self._cpu_threads,
-            num_workers=1,
+            num_workers=WHISPER_POOL.threads,  # one model replica per pool thread
         )
         self._decoder = _Decoder(model, self.options)
 

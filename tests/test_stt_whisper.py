@@ -346,6 +346,34 @@ async def test_pool_skips_cancelled_queued_jobs_and_drops_running_results(blocke
     assert ran == ["running"]  # the running job finished; the queued one never started
 
 
+async def test_a_two_thread_pool_runs_a_final_beside_a_running_partial() -> None:
+    pool, release = InferencePool("test", threads=2), threading.Event()
+    try:
+        partial = asyncio.create_task(pool.run(release.wait, priority=PRIORITY_PARTIAL))
+        await asyncio.sleep(0.05)
+        assert await asyncio.wait_for(pool.run(lambda: "final"), 5) == "final"
+        assert not partial.done()
+    finally:
+        release.set()
+    await partial
+
+
+async def test_a_two_thread_pool_never_runs_two_partials_at_once() -> None:
+    pool, release = InferencePool("test", threads=2), threading.Event()
+    ran: list[str] = []
+    try:
+        first = asyncio.create_task(pool.run(release.wait, priority=PRIORITY_PARTIAL))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(
+            pool.run(lambda: ran.append("second"), priority=PRIORITY_PARTIAL))
+        await asyncio.sleep(0.1)
+        assert ran == []  # the free thread does not take it
+    finally:
+        release.set()
+    await asyncio.gather(first, second)
+    assert ran == ["second"]
+
+
 async def test_pool_delivers_exceptions() -> None:
     def fail() -> None:
         raise ValueError("boom")
