@@ -4,8 +4,9 @@ The worker registers with the LiveKit server for explicit dispatch under the age
 (default `voxroom`). LiveKit sends it a job per room. With the thread executor (the default)
 every job is a thread of the worker process and all of them share one Whisper and one Piper
 loaded at start, so an added conversation costs little memory; their inference already runs
-one call at a time per model in the process's inference threads (agent/inference_pool.py,
-tts/piper_tts.py), which is what makes sharing them safe. With `--executor process` each job
+in the process's inference threads, one call at a time per model replica (Whisper has two, one
+per thread of agent/inference_pool.py; Piper one, tts/piper_tts.py), which is what makes
+sharing them safe. With `--executor process` each job
 runs in its own prewarmed process with its own copy of the models (isolation, more memory).
 With the bundled LLM the worker starts one llama.cpp server for all its jobs.
 
