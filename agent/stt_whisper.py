@@ -28,8 +28,10 @@ committed text never changes. (CTranslate2 steps through a forced prefix token b
 buys stable text, not speed.) As soon as the audio has been quiet for `endpoint_margin_s`,
 a decode starts at once; a partial overtaken by that moment skips its generation step. When the
 caller asks for the text (`flush()` at a pause, `finalize()` at its endpoint), a decode that
-covers all the speech is reused, so the answer costs only what is left of it; while a flush
-decodes, no other decode of the utterance starts (it would only compete for the CPU).
+covers all the speech is reused, so the answer costs only what is left of it; one that does
+not is dropped, and the caller's decode does not wait for its encoder to finish (the pool has
+a second thread for it, agent.inference_pool). While a flush decodes, no other decode of the
+utterance starts (it would only compete for the CPU).
 bench/stt_bench.py, 30 utterances of 1.8-4.5 s, 300 ms trailing silence: final p50 34 ms,
 p95 204 ms, WER 0.063; decoding the whole utterance at finalize() without a committed prefix:
 p50 362 ms, p95 521 ms, WER 0.101.
