@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import Settings
 from agent.context_index import chunk_document, document_text
-from agent.copilot import MEETING_TRACK
+from agent.copilot import MEETING_TRACK, VOICE_TRACK
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.room_client import RoomUser
@@ -104,6 +104,9 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
             # The spoken answer reaches the page's speaker (the copilot-voice track).
             await page.wait_for_function(
                 f"window.__levels.some(([, level]) => level > {AUDIBLE_RMS})", timeout=30_000)
+            # It receives the agent's voice and nothing else: not the meeting-audio it does not
+            # play (the room is joined with autoSubscribe off).
+            assert await page.evaluate("window.__voxroom.subscribedAudio()") == [VOICE_TRACK]
             question = await answer.locator(".question").text_content() or ""
             text = await answer.locator(".text").text_content() or ""
             shots = await save_screenshots(page, "copilot")

@@ -10,7 +10,7 @@ import {
   DisconnectReason,
   type Participant,
   ParticipantKind,
-  type RemoteParticipant,
+  RemoteParticipant,
   type RemoteTrack,
   Room,
   RoomEvent,
@@ -61,11 +61,14 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
     const { token, url } = await fetchToken(request);
     if (this.leaving) throw new JoinFailure(undefined);
     try {
-      await this.room.connect(url, token);
+      // Only the agent's audio is played: the rest (a copilot's meeting-audio, other people)
+      // would be downloaded and decoded for nothing.
+      await this.room.connect(url, token, { autoSubscribe: false });
     } catch (err) {
       throw new JoinFailure(joinProblem(err, url));
     }
     this.joined = true;
+    for (const p of this.room.remoteParticipants.values()) subscribeIfAgent(p);
     await audioUnlocked;
   }
 
@@ -150,6 +153,15 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
     });
   }
 
+  /** The names of the remote audio tracks this page receives (only the agent's). */
+  subscribedAudio(): string[] {
+    return [...this.room.remoteParticipants.values()].flatMap((p) =>
+      [...p.trackPublications.values()]
+        .filter((t) => t.kind === Track.Kind.Audio && t.isSubscribed)
+        .map((t) => t.trackName),
+    );
+  }
+
   meetingAudio(): boolean {
     return [...this.room.remoteParticipants.values()].some((p) =>
       [...p.trackPublications.values()].some((t) => t.trackName === MEETING_TRACK),
@@ -170,10 +182,19 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
     const changed = () => this.events.changed();
     this.room
       .on(RoomEvent.ConnectionStateChanged, changed)
-      .on(RoomEvent.ParticipantConnected, changed)
+      .on(RoomEvent.ParticipantConnected, (p: RemoteParticipant) => {
+        subscribeIfAgent(p);
+        changed();
+      })
       .on(RoomEvent.ParticipantDisconnected, changed)
-      .on(RoomEvent.ParticipantAttributesChanged, changed)
-      .on(RoomEvent.TrackPublished, changed)
+      .on(RoomEvent.ParticipantAttributesChanged, (_attrs, p: Participant) => {
+        if (p instanceof RemoteParticipant) subscribeIfAgent(p);
+        changed();
+      })
+      .on(RoomEvent.TrackPublished, (_pub, p: RemoteParticipant) => {
+        subscribeIfAgent(p);
+        changed();
+      })
       .on(RoomEvent.TrackUnpublished, changed)
       .on(RoomEvent.TrackSubscribed, (track: RemoteTrack, _pub, p: RemoteParticipant) => {
         if (track.kind === Track.Kind.Audio && isAgent(p)) {
@@ -252,6 +273,14 @@ function joinProblem(err: unknown, url: string): JoinProblem | undefined {
     }
   }
   return { kind: 'other', detail: err instanceof Error ? err.message : String(err) };
+}
+
+/** Subscribe to the audio of `p` when it is the agent (the room joins with autoSubscribe off). */
+function subscribeIfAgent(p: RemoteParticipant): void {
+  if (!isAgent(p)) return;
+  for (const pub of p.trackPublications.values()) {
+    if (pub.kind === Track.Kind.Audio && !pub.isSubscribed) pub.setSubscribed(true);
+  }
 }
 
 function isAgent(p: Participant): boolean {

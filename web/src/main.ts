@@ -118,6 +118,7 @@ const wholeText = new Map<string, string>();
 (window as unknown as { __voxroom: object }).__voxroom = {
   remoteLevel: () => meter.level(),
   mode: () => config?.mode,
+  subscribedAudio: () => (session instanceof LiveKitSession ? session.subscribedAudio() : []),
 };
 
 const params = new URLSearchParams(location.search);
