@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow,
 
 AGENT = "voxroom-multinode"
 REPLY = "It is noon."
-# Rooms land on a node the servers choose at random: six cover both nodes but one time in 32
-# (seen once in CI), so more are made, one at a time, until a room lands on the other node.
+# Rooms land on a node the servers choose (livekit-server's default node selector). Six rooms
+# once all landed on one node (a clean-clone run); by chance alone that is one run in 32. So
+# more are made, one at a time, until a room lands on the other node.
 ROOMS = 6
 MORE_ROOMS = 10
 
