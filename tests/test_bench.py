@@ -13,6 +13,7 @@ import pytest
 
 from agent.bench_measure import HeardAudio, ItemResult, RunResult, comparison
 from bench.corpus import BargeIn, Utterance, scripted_replies, split_at_pauses
+from state_machine.similarity import text_similarity
 
 RATE = 16_000
 
@@ -145,7 +146,10 @@ def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.Capture
     items = {i["kind"]: i for i in voxroom["items"]}
     # the scripted LLM's time to first token, as the engine saw it
     assert items["question"]["stages"]["llm_first_token"] == pytest.approx(150, abs=100)
-    assert "australia" in items["question"]["heard_user"].lower()
+    # What the user said was heard: Whisper tiny.en may get a word wrong ("What is the capital
+    # of bostralia?" in one clean-clone run), so the test asks for most of the words.
+    heard = items["question"]["heard_user"]
+    assert text_similarity(heard, "What is the capital of Australia?") >= 0.8, heard
     assert items["barge_in"]["turns"] >= 2  # the answer, cut off; then the interruption
     assert report["load_average"]["start"] and report["machine"]["cpus"]
     assert (tmp_path / "bench.png").stat().st_size > 10_000
