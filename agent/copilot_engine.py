@@ -478,7 +478,7 @@ class CopilotEngine:
         self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
         self._prefill = None if prefill is None else QuestionPrefill(
             prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
-            on_flight=lambda _busy: self._set_partials())
+            on_flight=self._set_partials)
 
     async def start(self) -> None:
         self._stream = self._stt.stream()

@@ -227,16 +227,16 @@ class QuestionPrefill:
         ready: Callable[[], bool],
         *,
         on_done: Callable[[str, PrefillResult], None] | None = None,
-        on_flight: Callable[[bool], None] | None = None,
+        on_flight: Callable[[], None] | None = None,
         max_failures: int = 3,
     ) -> None:
-        """`on_flight(True)` when a request goes out, `on_flight(False)` when none is in flight
-        any more."""
+        """`on_flight()` is called when a request goes out and when none is in flight any
+        more (`in_flight` says which)."""
         self._client = client
         self._messages = messages
         self._ready = ready
         self._on_done = on_done or (lambda _q, _r: None)
-        self._on_flight = on_flight or (lambda _busy: None)
+        self._on_flight = on_flight or (lambda: None)
         self._max_failures = max_failures
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
@@ -282,7 +282,7 @@ class QuestionPrefill:
         question, self._waiting = self._waiting, None
         self._task = asyncio.get_running_loop().create_task(
             self._run(question), name="copilot-prefill")
-        self._on_flight(True)
+        self._on_flight()
 
     async def _run(self, question: str) -> None:
         try:
@@ -300,7 +300,7 @@ class QuestionPrefill:
             self._task = None
         self.send_waiting()
         if self._task is None:
-            self._on_flight(False)
+            self._on_flight()
 
     async def settled(self) -> None:
         """Wait until no request is in flight (without cancelling it)."""
