@@ -486,7 +486,7 @@ class WhisperSTTStream:
         cut = utt.cuts[0]
         try:
             ids = await WHISPER_POOL.run(
-                self._decode_job(utt, utt.window_start, cut, ()), priority=priority
+                self._decode_job(utt, utt.window_start, cut), priority=priority
             )
         finally:
             utt.task = None
@@ -498,15 +498,14 @@ class WhisperSTTStream:
         utt.last = None
         self._schedule(utt)
 
-    def _decode_job(
-        self, utt: _Utterance, start: int, stop: int, prefix: Sequence[int]
-    ) -> Callable[[], tuple[int, ...]]:
-        """A whole decode of utt's audio [start, stop) for the pool thread."""
+    def _decode_job(self, utt: _Utterance, start: int, stop: int) -> Callable[[], tuple[int, ...]]:
+        """A whole decode of utt's audio [start, stop), without a forced prefix, for the pool
+        thread."""
         context = utt.closed
 
         def run() -> tuple[int, ...]:
             utt.task_end = stop
-            return self._decoder.decode(utt.audio(start, stop), prefix, context)
+            return self._decoder.decode(utt.audio(start, stop), previous=context)
 
         return run
 
