@@ -79,7 +79,6 @@ class ScriptedSTTStream:
         self.stt = stt
         self.voiced_frames = 0
         self.paused = False
-        self.pauses: list[bool] = []
         self.pause_times: list[tuple[float, bool]] = []  # (loop time, paused)
         self.missed = False  # a script entry was reached while paused
         self.closed = False
@@ -123,9 +122,12 @@ class ScriptedSTTStream:
         while (item := await self._queue.get()) is not None:
             yield item
 
+    @property
+    def pauses(self) -> list[bool]:
+        return [paused for _, paused in self.pause_times]
+
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
-        self.pauses.append(paused)
         self.pause_times.append((asyncio.get_running_loop().time(), paused))
         if not paused and self.missed and self.stt.partials:
             self.missed = False
