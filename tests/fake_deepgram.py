@@ -15,6 +15,7 @@ received a number of audio bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from aiohttp import WSMsgType, web
 
 from agent.engines import FRAME_SAMPLES
 from agent.remote_doubles import deepgram_results
-from tests.local_http import free_port
+from tests.local_http import serve_app
 
 FRAME_BYTES = FRAME_SAMPLES * 2
 FRAME_S = 0.02
@@ -162,23 +163,19 @@ class FakeDeepgram:
         self.rejected = 0  # handshakes refused for a bad key
         self.drop_after_bytes: int | None = None  # applies to the next connection that gets there
         self.url = ""
-        self._runner: web.AppRunner | None = None
+        self._server = contextlib.AsyncExitStack()
         self._activity = asyncio.Event()  # set on every handshake and message received
 
     async def __aenter__(self) -> FakeDeepgram:
         app = web.Application()
         app.router.add_get("/v1/listen", self._listen)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", port).start()
-        self.url = f"ws://127.0.0.1:{port}"
+        origin = await self._server.enter_async_context(serve_app(app))
+        self.url = "ws" + origin.removeprefix("http")
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        assert self._runner is not None
-        await self._runner.cleanup()
+        await self._server.aclose()
 
     async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
         """Wait until `condition()` (about what the fake has received) holds."""
