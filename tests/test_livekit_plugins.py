@@ -12,6 +12,7 @@ from livekit import rtc
 from livekit.agents import stt as lk_stt
 
 from agent.livekit_plugins import PiperTTSPlugin, WhisperSTTPlugin, to_pcm16k
+from state_machine.similarity import text_similarity
 
 
 class RecordingSTT:
@@ -110,4 +111,7 @@ async def test_real_piper_speech_is_understood_by_real_whisper() -> None:
     frame = await tts.synthesize("What is the capital of France?").collect()
     assert frame.sample_rate == 48_000
     ev = await stt.recognize(frame)
-    assert "capital of france" in ev.alternatives[0].text.lower()
+    # Piper samples noise on every synthesis: about one take in 40 comes out as
+    # "capital of friend" to Whisper tiny.en, so one misheard word is allowed.
+    heard = ev.alternatives[0].text
+    assert text_similarity(heard, "What is the capital of France?") >= 0.8, heard
