@@ -90,11 +90,16 @@ def qwen_part_paths() -> list[Path]:
 
 
 def qwen_gguf_path(progress: bool = True) -> Path:
-    """The Qwen2.5-Coder-0.5B GGUF that llama.cpp serves; joins and requantizes on first use."""
+    """The Qwen2.5-Coder-0.5B GGUF that llama.cpp serves; joins and requantizes on first use.
+
+    A served file whose stamp names the pinned source and the current recipe is used without
+    the joined source, which the Docker image deletes (~490 MB) once the served file is made."""
+    served = cache_dir() / "models" / QWEN_SERVED_FILENAME
+    if _requantized_current(served, QWEN_SHA256):
+        return served
     shipped = prepare_joined(
         qwen_part_paths(), cache_dir() / "models" / QWEN_FILENAME, QWEN_SHA256, progress=progress
     )
-    served = cache_dir() / "models" / QWEN_SERVED_FILENAME
     return prepare_requantized(shipped, QWEN_SHA256, served, progress=progress)
 
 
@@ -150,10 +155,10 @@ def prepare_requantized(
     from agent.gguf_requant import RECIPE
 
     facts = {"source_sha256": source_sha256, "recipe": RECIPE}
-    if _stamp_matches(dest, **facts):
+    if _requantized_current(dest, source_sha256):
         return dest
     with _exclusive(dest.with_name(dest.name + ".lock")):
-        if _stamp_matches(dest, **facts):
+        if _requantized_current(dest, source_sha256):
             return dest
         if verify_requantized(dest, source_sha256, progress=progress):
             # Same recipe and source, new mtime (e.g. an image layer rounded it): hash, not redo.
@@ -163,6 +168,14 @@ def prepare_requantized(
         _requantize(src, dest, progress)
         _write_stamp(dest, **facts, sha256=_file_sha256(dest, False, ""))
         return dest
+
+
+def _requantized_current(dest: Path, source_sha256: str) -> bool:
+    """`dest` is stamped as this source's requantization by the current recipe, unchanged
+    since (size and mtime; no hashing)."""
+    from agent.gguf_requant import RECIPE
+
+    return _stamp_matches(dest, source_sha256=source_sha256, recipe=RECIPE)
 
 
 def verify_requantized(dest: Path, source_sha256: str, *, progress: bool = False) -> bool:
@@ -318,6 +331,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-verify the models without joining or writing anything",
     )
+    parser.add_argument(
+        "--drop-source",
+        action="store_true",
+        help="then delete the joined Qwen GGUF, which only the served (requantized) file is made "
+        "from (~490 MB; for images: the served file is used without it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -327,7 +346,13 @@ def run(args: argparse.Namespace) -> int:
         size = f"{s.size / 1e6:8.1f} MB" if s.ok else " " * 11
         line = f"{s.name:<{width}}  {'OK ' if s.ok else 'BAD'}  {size}  {s.path or '-'}  {s.detail}"
         print(line.rstrip())
-    return 0 if all(s.ok for s in statuses) else 1
+    ok = all(s.ok for s in statuses)
+    if ok and args.drop_source:
+        shipped = cache_dir() / "models" / QWEN_FILENAME
+        shipped.unlink(missing_ok=True)
+        _stamp_path(shipped).unlink(missing_ok=True)
+        print(f"deleted {shipped}")
+    return 0 if ok else 1
 
 
 def check_models(*, prepare: bool, progress: bool) -> list[ModelStatus]:
@@ -345,8 +370,9 @@ def check_models(*, prepare: bool, progress: bool) -> list[ModelStatus]:
             prepare_joined(parts, shipped, QWEN_SHA256, progress=progress, reverify=True)
             return prepare_requantized(shipped, QWEN_SHA256, served, progress=progress)
         qwen_part_paths()
-        if not verify_joined(shipped, QWEN_SHA256, progress=progress):
-            raise ModelError(f"{shipped} is not prepared or corrupt; run `voxroom models`")
+        # The joined source may be gone (the Docker image keeps only the served file).
+        if shipped.exists() and not verify_joined(shipped, QWEN_SHA256, progress=progress):
+            raise ModelError(f"{shipped} is corrupt; run `voxroom models`")
         if not verify_requantized(served, QWEN_SHA256):
             raise ModelError(f"{served} is not prepared or corrupt; run `voxroom models`")
         return served

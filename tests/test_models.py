@@ -153,17 +153,18 @@ def test_models_command_prepares_then_checks(
     paths, sha = gguf_parts
     _cache_with_parts(monkeypatch, tmp_path, paths, sha)
 
-    assert models.run(argparse.Namespace(check_only=True)) == 1  # nothing joined yet
+    # Nothing joined yet.
+    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1
     assert "BAD" in capsys.readouterr().out
 
-    assert models.run(argparse.Namespace(check_only=False)) == 0
+    assert models.run(argparse.Namespace(check_only=False, drop_source=False)) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and all("OK" in line for line in out)
     served = tmp_path / "cache" / "models" / models.QWEN_SERVED_FILENAME
     assert str(served) in out[2]
     assert models.qwen_gguf_path(progress=False) == served
 
-    assert models.run(argparse.Namespace(check_only=True)) == 0
+    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
     for name in (models.QWEN_FILENAME, models.QWEN_SERVED_FILENAME):
         gguf = tmp_path / "cache" / "models" / name
         original = gguf.read_bytes()
@@ -171,10 +172,10 @@ def test_models_command_prepares_then_checks(
         with gguf.open("r+b") as f:
             f.write(b"corrupt")
         os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        assert models.run(argparse.Namespace(check_only=True)) == 1, name
+        assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1, name
         gguf.write_bytes(original)
         os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        assert models.run(argparse.Namespace(check_only=True)) == 0, name
+        assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0, name
 
 
 @pytest.fixture
@@ -243,4 +244,29 @@ def test_a_served_file_with_a_new_mtime_is_hashed_not_requantized(
     os.utime(served, ns=(0, served.stat().st_mtime_ns - 123_456_789))
     monkeypatch.setattr(gguf_requant, "requantize_q4_0", _no_hashing)
     assert models.qwen_gguf_path(progress=False) == served
-    assert models.run(argparse.Namespace(check_only=True)) == 0
+    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
+
+
+def test_the_served_file_needs_no_joined_source_once_it_is_dropped(
+    tmp_path: Path, gguf_parts, monkeypatch, capsys
+) -> None:
+    """The Docker image's steps: prepare, round the mtimes, prepare again and drop the source."""
+    _cache_with_parts(monkeypatch, tmp_path, *gguf_parts)
+    assert models.run(argparse.Namespace(check_only=False, drop_source=False)) == 0
+    cache = tmp_path / "cache" / "models"
+    for gguf in cache.glob("*.gguf"):
+        os.utime(gguf, (gguf.stat().st_mtime // 1,) * 2)
+    assert models.run(argparse.Namespace(check_only=False, drop_source=True)) == 0
+    shipped, served = cache / models.QWEN_FILENAME, cache / models.QWEN_SERVED_FILENAME
+    assert f"deleted {shipped}" in capsys.readouterr().out
+    assert not shipped.exists() and not models._stamp_path(shipped).exists()
+
+    def no_join(*_args: object, **_kw: object) -> Path:
+        raise AssertionError("joined the source again")
+
+    monkeypatch.setattr(models, "prepare_joined", no_join)
+    assert models.qwen_gguf_path(progress=False) == served
+    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
+    with served.open("r+b") as f:  # the served file alone is still verified
+        f.write(b"corrupt")
+    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1
