@@ -19,6 +19,10 @@ Each answer is one text stream, written delta by delta, with the attributes
 its close sets `voxroom.copilot.final` "true" and `voxroom.copilot.status` (complete | failed |
 cancelled).
 
+What the copilot heard of each utterance of the interviewer (a question, or a statement it
+answers nothing to) goes to the candidate as one `lk.transcription` text stream, final, with
+`voxroom.speaker` "interviewer" and the meeting track as `lk.transcribed_track_id`.
+
 Spoken answers (agent.copilot_voice) are off until the candidate sends {"speak": true} on
 `voxroom.copilot.control`; the agent then publishes the track "copilot-voice", which only the
 candidate may subscribe to, and says each answer as it is written. The attribute
@@ -46,6 +50,12 @@ from agent.copilot_voice import (
     parse_control,
 )
 from agent.engines import INPUT_RATE
+from agent.room_session import ATTR_FINAL as ATTR_TRANSCRIPTION_FINAL
+from agent.room_session import (
+    ATTR_SEGMENT_ID,
+    ATTR_TRACK_ID,
+    TOPIC_TRANSCRIPTION,
+)
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -78,6 +88,9 @@ ATTR_WARM_PIECES = "voxroom.copilot.warm_pieces"
 # "false" when the documents are too long to be that prefix: every answer then carries the
 # pieces nearest to its question, and warm_pieces stays "0".
 ATTR_DOCUMENTS_FIT = "voxroom.copilot.documents_fit"
+# On the `lk.transcription` streams of what the copilot heard of the meeting: "interviewer".
+ATTR_SPEAKER = "voxroom.speaker"
+SPEAKER_INTERVIEWER = "interviewer"
 VOICE_TRACK = "copilot-voice"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -218,6 +231,7 @@ class CopilotSession:
         self._candidate_known = asyncio.Event()
         self._left = asyncio.Event()
         self._listeners: dict[str, asyncio.Task[None]] = {}  # by track sid
+        self._meeting_sid = ""  # the meeting-audio track listened to last
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handlers = [
             ("participant_connected", self._on_participant),
@@ -350,6 +364,7 @@ class CopilotSession:
             return
         if pub.sid not in self._listeners:
             log.info("listening to %s's %s", p.identity, MEETING_TRACK)
+            self._meeting_sid = pub.sid
             self._listeners[pub.sid] = asyncio.create_task(self._listen(track))
 
     def _on_track_unsubscribed(
@@ -527,6 +542,24 @@ class CopilotSession:
                 ATTR_DOCUMENTS_FIT: "true" if data["documents_fit"] else "false"}))
         elif kind == "transcript" and data.get("final"):
             log.info("question: %s", data["text"])
+            self._spawn(self._send_heard(data["utterance_id"], data["heard"]))
+        elif kind == "not_a_question" and data["text"]:
+            self._spawn(self._send_heard(data["utterance_id"], data["text"]))
+
+    async def _send_heard(self, utterance_id: int, text: str) -> None:
+        """What the copilot heard the interviewer say, one final transcript per utterance (a
+        question, or a statement it answered nothing to), to the candidate alone: the page's
+        transcript panel shows it."""
+        if self.candidate is None:
+            return
+        try:
+            await self.room.local_participant.send_text(
+                text, topic=TOPIC_TRANSCRIPTION, destination_identities=[self.candidate],
+                attributes={ATTR_SEGMENT_ID: f"interviewer-{utterance_id}",
+                            ATTR_TRACK_ID: self._meeting_sid, ATTR_TRANSCRIPTION_FINAL: "true",
+                            ATTR_SPEAKER: SPEAKER_INTERVIEWER})
+        except Exception as e:  # the candidate may have left meanwhile
+            log.debug("transcript not sent: %s", e)
 
 
 async def run_copilot_session(

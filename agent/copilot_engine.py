@@ -284,7 +284,8 @@ class QuestionEndpointer:
             self._start(question, speculative=False, out=out)
         assert self._pending is not None
         reply_id, self._pending = self._pending.id, None
-        out.append(A.Notify("transcript", {"text": question, "final": True}))
+        out.append(A.Notify("transcript", {"text": question, "final": True,
+                                           "utterance_id": utt.id, "heard": text}))
         out.append(A.CommitUserTurn(question, utt.id))
         out.append(A.ConfirmReply(reply_id))
 

@@ -36,6 +36,16 @@ class Transcription:
     segment: str
     final: bool
     text: str
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+async def _read_transcription(
+    reader: rtc.TextStreamReader, sender: str, into: list[Transcription]
+) -> None:
+    text = await reader.read_all()
+    attrs = dict(reader.info.attributes or {})
+    into.append(Transcription(time.monotonic(), sender, attrs.get("lk.segment_id", ""),
+                              attrs.get("lk.transcription_final") == "true", text, attrs))
 
 
 @dataclass
@@ -115,14 +125,7 @@ class RoomUser:
             self.audio.append((time.monotonic(), np.frombuffer(ev.frame.data, np.int16).copy()))
 
     def _on_text(self, reader: rtc.TextStreamReader, sender: str) -> None:
-        async def read() -> None:
-            text = await reader.read_all()
-            attrs = reader.info.attributes
-            self.transcripts.append(Transcription(
-                time.monotonic(), sender, attrs.get("lk.segment_id", ""),
-                attrs.get("lk.transcription_final") == "true", text))
-
-        task = asyncio.create_task(read())
+        task = asyncio.create_task(_read_transcription(reader, sender, self.transcripts))
         self._tasks.add(task)
 
     # ---- reading what happened ------------------------------------------------------------
@@ -194,14 +197,16 @@ class CopilotAnswer:
 
 
 class CopilotClient:
-    """Someone in a copilot room who sends documents to the agent and reads the answers and
-    document receipts sent to them. It subscribes to no audio."""
+    """Someone in a copilot room who sends documents to the agent and reads the answers,
+    document receipts and transcripts (of what the agent heard) sent to them. It subscribes
+    to no audio."""
 
     def __init__(self, identity: str) -> None:
         self.identity = identity
         self.room = rtc.Room()
         self.answers: list[CopilotAnswer] = []
         self.receipts: list[dict] = []
+        self.transcripts: list[Transcription] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def join(self, url: str, token: str) -> None:
@@ -210,6 +215,7 @@ class CopilotClient:
 
         self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
         self.room.register_text_stream_handler(TOPIC_CONTEXT_STATUS, self._on_receipt)
+        self.room.register_text_stream_handler("lk.transcription", self._on_transcript)
         await self.room.connect(url, token, rtc.RoomOptions(auto_subscribe=False))
 
     def agent(self) -> rtc.RemoteParticipant | None:
@@ -237,6 +243,9 @@ class CopilotClient:
             answer.done_at = time.monotonic()
 
         self._spawn(read())
+
+    def _on_transcript(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        self._spawn(_read_transcription(reader, sender, self.transcripts))
 
     def _on_receipt(self, reader: rtc.TextStreamReader, _sender: str) -> None:
         async def read() -> None:

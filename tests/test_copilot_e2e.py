@@ -23,8 +23,10 @@ from agent.bench_measure import require
 from agent.copilot import (
     ATTR_FINAL,
     ATTR_QUESTION,
+    ATTR_SPEAKER,
     ATTR_STATUS,
     ATTR_WARM_PIECES,
+    SPEAKER_INTERVIEWER,
 )
 from agent.engines import ChatMessage
 from agent.livekit_server import LiveKitServer
@@ -146,6 +148,12 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
                 assert answer.attributes[ATTR_STATUS] == "complete"
                 assert answer.text == REPLY
                 assert len(answer.chunks) > 3  # streamed, not sent whole
+                # What the agent heard, for the candidate's transcript: the interviewer's.
+                [line] = [t for t in candidate.transcripts if "university" in t.text.lower()]
+                assert line.final and "study" in line.text.lower(), line
+                assert line.attributes[ATTR_SPEAKER] == SPEAKER_INTERVIEWER
+                assert line.attributes["lk.transcribed_track_id"].startswith("TR_")
+                assert intruder.transcripts == []
                 # Relevance: the prompt carried the resume's fact the answer needs, and
                 # nothing of what the intruder sent.
                 # (The warm-ups carry the resume too; the question follows "Interviewer:".)

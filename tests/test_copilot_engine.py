@@ -421,6 +421,11 @@ def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float)
         assert prompt == "Interviewer: I see you worked at Northwind Bank. What did you do there?"
     else:
         assert prompt == "Interviewer: What did you do there?"
+    # What was heard of each utterance, the question without its preamble (the candidate's
+    # transcript shows both, one after the other).
+    [final] = [d for d in kinds(run.events, "transcript") if d["final"]]
+    assert final["heard"] == "What did you do there?"
+    assert final["utterance_id"] > dropped["utterance_id"]
 
 
 def test_the_prompt_is_system_then_document_pieces_in_document_order_then_the_question():

@@ -109,6 +109,11 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
             assert await page.evaluate("window.__voxroom.subscribedAudio()") == [VOICE_TRACK]
             question = await answer.locator(".question").text_content() or ""
             text = await answer.locator(".text").text_content() or ""
+            # The transcript panel shows what the copilot heard, as the interviewer's words.
+            heard = page.locator("#transcript .line-interviewer").first
+            await heard.wait_for(timeout=10_000)
+            heard_who = await heard.locator(".who").text_content()
+            heard_text = await heard.locator(".text").text_content() or ""
             shots = await save_screenshots(page, "copilot")
         finally:
             await interviewer.close()
@@ -116,6 +121,7 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
           f"{[str(p) for p in shots]}")
     assert "university" in question.lower() and "study" in question.lower(), question
     assert text == REPLY.strip()
+    assert heard_who == "Interviewer" and "university" in heard_text.lower(), heard_text
 
 
 async def _wait_for_text(page, selector: str, text: str, timeout_s: float) -> None:

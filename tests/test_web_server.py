@@ -217,20 +217,22 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
         ATTR_DOCUMENTS_FIT,
         ATTR_QUESTION,
         ATTR_SPEAK,
+        ATTR_SPEAKER,
         ATTR_STATUS,
         ATTR_WARM_PIECES,
         MEETING_TRACK,
+        SPEAKER_INTERVIEWER,
         TOPIC_CONTEXT,
         TOPIC_CONTEXT_STATUS,
     )
     from agent.copilot_voice import TOPIC_COPILOT_CONTROL
 
     page = "\n".join((repo_root / "web" / "src" / name).read_text()
-                     for name in ("copilot.ts", "copilotDocuments.ts"))
+                     for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts"))
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
     for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
                  ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES,
-                 ATTR_DOCUMENTS_FIT, MEETING_TRACK):
+                 ATTR_DOCUMENTS_FIT, MEETING_TRACK, ATTR_SPEAKER, SPEAKER_INTERVIEWER):
         assert f"= '{name}';" in page, name
 
 

@@ -43,7 +43,7 @@ import {
   type SessionEvents,
   type VoiceSession,
 } from './session';
-import { Transcript, TRANSCRIPTION_TOPIC } from './transcript';
+import { type Speaker, Transcript, TRANSCRIPTION_TOPIC } from './transcript';
 
 function element<T extends HTMLElement>(id: string): T {
   const el = document.getElementById(id);
@@ -471,6 +471,9 @@ function renderCopilotSetup(): void {
   const shown = livekit && (session ? copilotJoined : ui.copilotMode.checked);
   ui.documents.hidden = !shown;
   ui.speakField.hidden = !shown;
+  ui.emptyTranscript.textContent = shown
+    ? 'What the copilot hears the interviewer say appears here.'
+    : 'What you and the agent say appears here.';
   for (const [name, field] of documentFields) {
     field.status.textContent = documents.status(name);
   }
@@ -483,6 +486,12 @@ function renderCopilotSetup(): void {
   ui.speakNote.textContent = view.note;
   ui.speakNote.hidden = !shown || !view.note;
 }
+
+const SPEAKER_LABELS: Record<Speaker, string> = {
+  user: 'You',
+  agent: 'Agent',
+  interviewer: 'Interviewer',
+};
 
 function renderTranscript(): void {
   const list = ui.transcript;
@@ -499,7 +508,7 @@ function renderTranscript(): void {
       ].join(' ');
       const who = document.createElement('span');
       who.className = 'who';
-      who.textContent = line.speaker === 'user' ? 'You' : 'Agent';
+      who.textContent = SPEAKER_LABELS[line.speaker];
       const text = document.createElement('span');
       text.className = 'text';
       text.textContent = line.text;

@@ -14,8 +14,12 @@ export const TRANSCRIPTION_TOPIC = 'lk.transcription';
 export const ATTR_SEGMENT_ID = 'lk.segment_id';
 export const ATTR_TRACK_ID = 'lk.transcribed_track_id';
 export const ATTR_FINAL = 'lk.transcription_final';
+/** Set by the copilot (agent/copilot.py) on what it heard of the meeting. */
+export const ATTR_SPEAKER = 'voxroom.speaker';
+export const SPEAKER_INTERVIEWER = 'interviewer';
 
-export type Speaker = 'user' | 'agent';
+/** The interviewer: the meeting's audio, which the copilot transcribes for its candidate. */
+export type Speaker = 'user' | 'agent' | typeof SPEAKER_INTERVIEWER;
 export type Attributes = Readonly<Record<string, string>>;
 
 export interface TranscriptLine {
@@ -43,9 +47,11 @@ export interface LocalIdentity {
 
 /**
  * The user's words are the ones transcribed from a track this browser publishes. An agent may
- * send them on the user's behalf, so the track id decides first and the sender second.
+ * send them on the user's behalf, so the track id decides first and the sender second. The
+ * copilot marks the interviewer's words itself.
  */
 export function speakerOf(stream: StreamInfo, local: LocalIdentity): Speaker {
+  if (stream.attributes?.[ATTR_SPEAKER] === SPEAKER_INTERVIEWER) return SPEAKER_INTERVIEWER;
   const trackId = stream.attributes?.[ATTR_TRACK_ID];
   if (trackId && local.trackSids.has(trackId)) return 'user';
   return stream.senderIdentity === local.identity ? 'user' : 'agent';

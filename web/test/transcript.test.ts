@@ -66,6 +66,24 @@ describe('Transcript', () => {
     ]);
   });
 
+  it("takes the copilot's interviewer mark over the sender and the track", () => {
+    const t = new Transcript();
+    const heard = {
+      'lk.segment_id': 'interviewer-3',
+      'lk.transcribed_track_id': 'TR_meeting',
+      'lk.transcription_final': 'true',
+      'voxroom.speaker': 'interviewer',
+    };
+    t.open(stream('i', heard, 'agent-1'), me);
+    t.append('i', 'Where did you study?');
+    t.open(stream('a', { 'lk.segment_id': 'SG_a' }, 'agent-1'), me);
+    t.append('a', 'Munich.');
+    expect(t.lines().map((l) => [l.speaker, l.text, l.final])).toEqual([
+      ['interviewer', 'Where did you study?', true],
+      ['agent', 'Munich.', false],
+    ]);
+  });
+
   it('falls back to the stream id when a stream has no segment id', () => {
     const t = new Transcript();
     t.open(stream('s1', {}), me);
