@@ -31,9 +31,10 @@ _PATTERNS = [
     re.compile(r"eyJ[\w-]{5,}\.[\w-]{5,}\.[\w-]{5,}"),  # JWT: header.payload.signature
     re.compile(r"(\b(?:Bearer|Token|Basic)\s+)[\w.~+/=-]{16,}"),  # Authorization headers
     re.compile(r"\bsk-[\w-]{16,}"),  # OpenAI-style keys
+    # Not a number: timings such as {'first_token': 1089.9} are no credentials.
     re.compile(
         r"(?i)((?:access_token|api[_-]?key|api[_-]?secret|secret|token|password)"
-        r"['\"]?\s*[=:]\s*['\"]?)[^\s'\"&,;)}]{6,}"
+        r"['\"]?\s*[=:]\s*['\"]?)(?![\d.]+(?:[\s'\"&,;)}]|$))[^\s'\"&,;)}]{6,}"
     ),
 ]
 

@@ -37,6 +37,7 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIiwidmlkZW8iOnt9fQ.c2lnbmF0dXJlLXNpZ
         ("api_key='hunter2hunter2'", "hunter2hunter2"),
         ("LIVEKIT_API_SECRET=s3cr3tvalue", "s3cr3tvalue"),
         ('{"password": "correct horse battery"}', "correct"),
+        ("refresh_token=0a1b2c3d4e5f", "0a1b2c3d4e5f"),
     ],
 )
 def test_credential_shapes_are_masked(text: str, gone: str) -> None:
@@ -52,6 +53,8 @@ def test_credential_shapes_are_masked(text: str, gone: str) -> None:
         "session with alice ended after 3 turns",
         "secret santa",
         "llm_first_token=212.5 ms",
+        "llm_first_token=1234.56 ms",
+        "answer_done {'latency_ms': {'first_token': 1089.9, 'endpoint': 596.6}}",
     ],
 )
 def test_ordinary_log_lines_are_left_alone(text: str) -> None:
