@@ -50,12 +50,7 @@ from agent.copilot_voice import (
     parse_control,
 )
 from agent.engines import INPUT_RATE
-from agent.room_session import ATTR_FINAL as ATTR_TRANSCRIPTION_FINAL
-from agent.room_session import (
-    ATTR_SEGMENT_ID,
-    ATTR_TRACK_ID,
-    TOPIC_TRANSCRIPTION,
-)
+from agent.room_session import TOPIC_TRANSCRIPTION, transcription_attributes
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -555,8 +550,8 @@ class CopilotSession:
         try:
             await self.room.local_participant.send_text(
                 text, topic=TOPIC_TRANSCRIPTION, destination_identities=[self.candidate],
-                attributes={ATTR_SEGMENT_ID: f"interviewer-{utterance_id}",
-                            ATTR_TRACK_ID: self._meeting_sid, ATTR_TRANSCRIPTION_FINAL: "true",
+                attributes={**transcription_attributes(f"interviewer-{utterance_id}", final=True,
+                                                       track_id=self._meeting_sid),
                             ATTR_SPEAKER: SPEAKER_INTERVIEWER})
         except Exception as e:  # the candidate may have left meanwhile
             log.debug("transcript not sent: %s", e)

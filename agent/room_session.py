@@ -30,6 +30,15 @@ ATTR_FINAL = "lk.transcription_final"
 PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-dispatch
 
 
+def transcription_attributes(segment: str, *, final: bool, track_id: str = "") -> dict[str, str]:
+    """The attributes of an `lk.transcription` stream: its segment, whether it is final, and
+    the track it transcribes (when known)."""
+    attributes = {ATTR_SEGMENT_ID: segment, ATTR_FINAL: "true" if final else "false"}
+    if track_id:
+        attributes[ATTR_TRACK_ID] = track_id
+    return attributes
+
+
 class LiveKitAudioSink:
     """An `AudioSink` on a LiveKit AudioSource: clearing it silences the listener at once (what
     is left is the network), however much is queued. Frames go through `agent.ffi_router`, so a
@@ -142,11 +151,10 @@ class RoomPublisher:
         )
 
     async def _send(self, text: str, segment: str, final: bool, track_id: str, sender: str) -> None:
-        attributes = {ATTR_SEGMENT_ID: segment, ATTR_FINAL: "true" if final else "false"}
-        if track_id:
-            attributes[ATTR_TRACK_ID] = track_id
         writer = await self._room.local_participant.stream_text(
-            topic=TOPIC_TRANSCRIPTION, attributes=attributes, sender_identity=sender
+            topic=TOPIC_TRANSCRIPTION,
+            attributes=transcription_attributes(segment, final=final, track_id=track_id),
+            sender_identity=sender,
         )
         await writer.write(text)
         await writer.aclose()
