@@ -17,7 +17,7 @@ import numpy as np
 from livekit import rtc
 
 from agent.ffi_router import bind_audio_stream
-from agent.room_session import LiveKitAudioSink
+from agent.room_session import ATTR_FINAL, TOPIC_TRANSCRIPTION, LiveKitAudioSink
 from agent.timeouts import finish_within
 
 RATE = 16_000
@@ -33,19 +33,19 @@ log = logging.getLogger(__name__)
 class Transcription:
     t: float
     sender: str
-    segment: str
-    final: bool
     text: str
-    attributes: dict[str, str] = field(default_factory=dict)
+    attributes: dict[str, str]
+
+    @property
+    def final(self) -> bool:
+        return self.attributes.get(ATTR_FINAL) == "true"
 
 
 async def _read_transcription(
     reader: rtc.TextStreamReader, sender: str, into: list[Transcription]
 ) -> None:
     text = await reader.read_all()
-    attrs = dict(reader.info.attributes or {})
-    into.append(Transcription(time.monotonic(), sender, attrs.get("lk.segment_id", ""),
-                              attrs.get("lk.transcription_final") == "true", text, attrs))
+    into.append(Transcription(time.monotonic(), sender, text, dict(reader.info.attributes or {})))
 
 
 @dataclass
@@ -65,7 +65,7 @@ class RoomUser:
         self.room.on("track_subscribed", self._on_track)
         self.room.on("participant_attributes_changed", self._on_attributes)
         self.room.on("participant_connected", self._on_participant)
-        self.room.register_text_stream_handler("lk.transcription", self._on_text)
+        self.room.register_text_stream_handler(TOPIC_TRANSCRIPTION, self._on_text)
         await self.room.connect(self.url, self.token)
         self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
         self._mic = LiveKitAudioSink(self._source)  # many users in one process: routed frames
@@ -215,7 +215,7 @@ class CopilotClient:
 
         self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
         self.room.register_text_stream_handler(TOPIC_CONTEXT_STATUS, self._on_receipt)
-        self.room.register_text_stream_handler("lk.transcription", self._on_transcript)
+        self.room.register_text_stream_handler(TOPIC_TRANSCRIPTION, self._on_transcript)
         await self.room.connect(url, token, rtc.RoomOptions(auto_subscribe=False))
 
     def agent(self) -> rtc.RemoteParticipant | None:
