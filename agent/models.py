@@ -89,17 +89,21 @@ def qwen_part_paths() -> list[Path]:
     return paths
 
 
+def _qwen_cache_paths() -> tuple[Path, Path]:
+    """Where the joined shipped GGUF and the served (requantized) one live in the cache."""
+    models = cache_dir() / "models"
+    return models / QWEN_FILENAME, models / QWEN_SERVED_FILENAME
+
+
 def qwen_gguf_path(progress: bool = True) -> Path:
     """The Qwen2.5-Coder-0.5B GGUF that llama.cpp serves; joins and requantizes on first use.
 
     A served file whose stamp names the pinned source and the current recipe is used without
     the joined source, which the Docker image deletes (~490 MB) once the served file is made."""
-    served = cache_dir() / "models" / QWEN_SERVED_FILENAME
+    shipped, served = _qwen_cache_paths()
     if _requantized_current(served, QWEN_SHA256):
         return served
-    shipped = prepare_joined(
-        qwen_part_paths(), cache_dir() / "models" / QWEN_FILENAME, QWEN_SHA256, progress=progress
-    )
+    prepare_joined(qwen_part_paths(), shipped, QWEN_SHA256, progress=progress)
     return prepare_requantized(shipped, QWEN_SHA256, served, progress=progress)
 
 
@@ -348,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
         print(line.rstrip())
     ok = all(s.ok for s in statuses)
     if ok and args.drop_source:
-        shipped = cache_dir() / "models" / QWEN_FILENAME
+        shipped, _ = _qwen_cache_paths()
         shipped.unlink(missing_ok=True)
         _stamp_path(shipped).unlink(missing_ok=True)
         print(f"deleted {shipped}")
@@ -363,8 +367,7 @@ def check_models(*, prepare: bool, progress: bool) -> list[ModelStatus]:
         return piper_voice_paths()[0]
 
     def qwen() -> Path:
-        shipped = cache_dir() / "models" / QWEN_FILENAME
-        served = cache_dir() / "models" / QWEN_SERVED_FILENAME
+        shipped, served = _qwen_cache_paths()
         if prepare:
             parts = qwen_part_paths()
             prepare_joined(parts, shipped, QWEN_SHA256, progress=progress, reverify=True)
