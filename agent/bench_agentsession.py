@@ -47,8 +47,8 @@ def turn_handling(config: str) -> dict[str, Any]:
         o = TurnOptions()
         return {
             "turn_detection": "vad",
-            "endpointing": {"mode": "fixed", "min_delay": o.endpoint_silence_cued_s,
-                            "max_delay": o.endpoint_silence_s},
+            "endpointing": {"mode": "fixed", "min_delay": o.endpoint.silence_cued_s,
+                            "max_delay": o.endpoint.silence_s},
             "interruption": {"mode": "vad", "min_duration": o.barge_in_frames * o.frame_s,
                              "false_interruption_timeout": o.false_interruption_s},
         }

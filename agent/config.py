@@ -74,17 +74,30 @@ class TTSSettings:
     api_key: str = field(default="", repr=False)
 
 
+TURN_DETECTORS = ("text", "smart-turn", "livekit", "off")  # agent.turn_detector.DETECTORS
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    # The end-of-turn model whose score sets the endpoint silence (agent.turn_detector):
+    # "text" (SmolLM2-135M on the transcript, the default), "smart-turn" or "livekit" (audio),
+    # or "off" (silence and the punctuation cue alone).
+    detector: str = "text"
+
+
 @dataclass(frozen=True)
 class Settings:
     livekit: LiveKitSettings = field(default_factory=LiveKitSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     stt: STTSettings = field(default_factory=STTSettings)
     tts: TTSSettings = field(default_factory=TTSSettings)
+    turn: TurnSettings = field(default_factory=TurnSettings)
 
 
 # section -> dataclass, and the environment variable for each field (where it is not
 # VOXROOM_<SECTION>_<FIELD>).
-_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings, "tts": TTSSettings}
+_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings, "tts": TTSSettings,
+             "turn": TurnSettings}
 _ENV_ALIASES = {
     ("livekit", "url"): "LIVEKIT_URL",
     ("livekit", "api_key"): "LIVEKIT_API_KEY",
@@ -187,6 +200,10 @@ def validate(s: Settings) -> None:
         )
     if s.stt.provider == "deepgram" and not s.stt.api_key:
         raise ConfigError("DEEPGRAM_API_KEY is required when stt.provider = 'deepgram'")
+    if s.turn.detector not in TURN_DETECTORS:
+        raise ConfigError(
+            f"turn.detector must be one of {', '.join(TURN_DETECTORS)}, got {s.turn.detector!r}"
+        )
     if s.tts.provider not in TTS_PROVIDERS:
         raise ConfigError(f"tts.provider must be 'piper' or 'openai', got {s.tts.provider!r}")
     if s.tts.provider == "openai":

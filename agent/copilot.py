@@ -209,8 +209,10 @@ class CopilotSession:
         job_metadata: str = "",
         options: CopilotOptions | None = None,
         context_dir: str | None = None,
+        turn_detector: Any = None,
     ) -> None:
         self.room = room
+        self._turn_detector = turn_detector
         self._stt, self._llm, self._embedder, self._tts = stt, llm, embedder, tts
         # requested_mode() has warned about bad metadata already.
         self._metadata = {**read_metadata(room.metadata, "room", warn=False),
@@ -268,7 +270,8 @@ class CopilotSession:
             self.engine = CopilotEngine(
                 stt=self._stt, llm=self._prefill or self._llm, sink=self.sink,
                 context=self.index,
-                options=self._options, on_event=self._log_event, prefill=self._prefill)
+                options=self._options, on_event=self._log_event, prefill=self._prefill,
+                turn_detector=self._turn_detector)
             await self.engine.start()
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
@@ -566,11 +569,13 @@ async def run_copilot_session(
     embedder: Any = None,
     tts: Any = None,
     options: CopilotOptions | None = None,
+    turn_detector: Any = None,
 ) -> CopilotSession:
     """The worker's entry point for copilot mode: runs until the candidate leaves."""
     if embedder is None:
         embedder = await asyncio.to_thread(shared_embedder)
     session = CopilotSession(room, stt=stt, llm=llm, embedder=embedder, tts=tts,
-                             job_metadata=job_metadata, options=options)
+                             job_metadata=job_metadata, options=options,
+                             turn_detector=turn_detector)
     await session.run()
     return session

@@ -28,7 +28,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,7 +44,19 @@ from agent.engines import (
 )
 from agent.question_detector import check_question
 from agent.stt_guard import GuardedSTTStream
+from agent.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
+from state_machine.endpointing import (
+    EPS,
+    Candidate,
+    EndpointOptions,
+    SpeechVote,
+    Utterance,
+    candidate_due,
+    endpoint_due,
+    score_due,
+    speculation_due,
+)
 from state_machine.similarity import spoken_words, text_similarity
 
 log = logging.getLogger(__name__)
@@ -76,20 +88,14 @@ class CopilotOptions:
     resume_frames: int = 3
     """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
     dropped)."""
-    candidate_silence_s: float = 0.060
-    """Trailing silence after which the utterance so far is transcribed; the decode then
-    overlaps the rest of the endpoint wait."""
     speculative_start: bool = True
-    speculative_silence_s: float = 0.250
-    """A candidate that asks something is stable after this much silence (or at once when
-    the question looks complete): the answer starts, unseen until the endpoint."""
-    endpoint_silence_cued_s: float = 0.300
-    """Silence that ends a complete question (agent.question_detector)."""
-    endpoint_silence_s: float = 0.700
-    """Silence that ends anything else: a question without an ending cue is answered then,
-    a statement is dropped. Interviewers pause inside long questions; 0.7 s lets most
-    "Tell me about a time when... you" pauses pass."""
-    max_utterance_s: float = 30.0
+    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(silence_s=0.700))
+    """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
+    interviewer's numbers: without an end-of-turn model, 0.7 s of silence ends anything that
+    is not a complete question (agent.question_detector) and 0.3 s a complete one:
+    interviewers pause inside long questions, and 0.7 s lets most "Tell me about a time
+    when... you" pauses pass. A statement that ends is dropped (kept as the next question's
+    preamble). With a model, its score sets the silence, as for the voice agent."""
     similarity_keep: float = 0.92
     """A speculative answer is kept when its question is this similar to the final one."""
     preamble_keep_s: float = 20.0
@@ -126,23 +132,7 @@ class CopilotOptions:
         return max(1, round(seconds / self.frame_s))
 
 
-_EPS = 1e-6
-
-
 # ---- the pure part ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Utterance:
-    id: int
-    onset: float
-    last_voiced: float
-    candidate: tuple[str, float] | None = None  # (text, audio covered until)
-    in_flight: bool = False
-    endpoint_reached: bool = False
-
-    def fresh(self) -> bool:
-        return self.candidate is not None and self.candidate[1] >= self.last_voiced
 
 
 @dataclass
@@ -152,16 +142,16 @@ class _Pending:
 
 
 class QuestionEndpointer:
-    """Pure decisions: fed VAD decisions per frame, candidate transcripts and the time; answers
-    with `state_machine.actions`: OpenUtterance, RequestCandidate, DropCandidate, DiscardUtterance,
-    StartReply (speculative or not), CancelReply, ConfirmReply + CommitUserTurn, Notify."""
+    """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
+    and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
+    ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
+    ConfirmReply + CommitUserTurn, Notify. Its endpointing is the voice agent's core
+    (`state_machine.endpointing`), with the question check as the text cue."""
 
     def __init__(self, options: CopilotOptions | None = None) -> None:
         self.options = o = options or CopilotOptions()
-        self._window: deque[bool] = deque(maxlen=o.frames(o.vad_window_s))
-        self._run = 0
-        self._run_start = 0.0
-        self._utt: _Utterance | None = None
+        self._vote = SpeechVote(o.frames(o.vad_window_s), o.vad_start_ratio, o.frame_s)
+        self._utt: Utterance | None = None
         self._pending: _Pending | None = None  # a speculative answer, not yet confirmed
         self._next_id = 0
         self._preamble = ""
@@ -170,28 +160,23 @@ class QuestionEndpointer:
     def on_frame(self, voiced: bool, now: float) -> list[A.Action]:
         o = self.options
         out: list[A.Action] = []
-        self._window.append(voiced)
-        if voiced:
-            if self._run == 0:
-                self._run_start = now - o.frame_s
-            self._run += 1
-        else:
-            self._run = 0
+        vote = self._vote.push(voiced, now)
         utt = self._utt
         if utt is None:
-            if voiced and sum(self._window) > o.vad_start_ratio * self._window.maxlen:
+            if vote:
                 self._next_id += 1
-                self._utt = _Utterance(self._next_id, self._run_start, now)
+                onset = self._vote.run_start
+                self._utt = Utterance(self._next_id, onset, now)
                 out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
                 out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
-                                                     "onset": self._run_start}))
-        elif voiced and self._run >= 2:  # a lone voiced frame is noise
+                                                     "onset": onset}))
+        elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
             utt.last_voiced = now
-            if self._run == o.resume_frames:
+            if self._vote.run == o.resume_frames:
                 utt.endpoint_reached = False
                 self._cancel_pending("the interviewer went on", out)
-                if utt.in_flight:  # asked at a pause: it would end before the new words
-                    utt.in_flight = False
+                if utt.candidate_in_flight:  # asked at a pause: it would end before the words
+                    utt.candidate_in_flight = False
                     out.append(A.DropCandidate(utt.id))
         return out + self.tick(now)
 
@@ -201,23 +186,35 @@ class QuestionEndpointer:
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
-        utt.in_flight = False
-        utt.candidate = (text, covered_until)
+        utt.candidate_in_flight = False
+        utt.candidate = Candidate(text, covered_until)
         return [A.Notify("transcript", {"text": text, "final": False}), *self.tick(now)]
 
+    def on_turn_score(
+        self, utterance_id: int, text: str, score: float | None, now: float
+    ) -> list[A.Action]:
+        """The end-of-turn model's P(complete) of the candidate `text` (None: it failed)."""
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.score_in_flight = False
+        utt.scored_text, utt.score = text, score
+        return self.tick(now)
+
     def tick(self, now: float) -> list[A.Action]:
-        o = self.options
+        o = self.options.endpoint
         out: list[A.Action] = []
         utt = self._utt
         if utt is None:
             return out
-        silence = now - utt.last_voiced + _EPS
-        fresh = utt.fresh()
-        if not fresh and not utt.in_flight and (
-            silence >= o.candidate_silence_s or utt.endpoint_reached
-        ):
-            utt.in_flight = True
+        if candidate_due(o, utt, now):
+            utt.candidate_in_flight = True
             out.append(A.RequestCandidate(utt.id))
+        if score_due(o, utt):
+            assert utt.candidate is not None
+            utt.score_in_flight = True
+            out.append(A.ScoreTurn(utt.id, utt.candidate.text))
+        fresh = utt.fresh()
         if utt.endpoint_reached:
             if fresh:
                 self._end(utt, now, out)
@@ -225,11 +222,13 @@ class QuestionEndpointer:
         complete = False
         if fresh:
             assert utt.candidate is not None
-            check = check_question(utt.candidate[0])
+            check = check_question(utt.candidate.text)
             complete = check.complete
-            self._maybe_speculate(utt, check.is_question, silence, complete, now, out)
-        threshold = o.endpoint_silence_cued_s if complete else o.endpoint_silence_s
-        if silence >= threshold or now - utt.onset + _EPS >= o.max_utterance_s:
+            if not check.is_question:
+                self._cancel_pending("the text asks nothing", out)
+            elif speculation_due(o, utt, now, complete):
+                self._maybe_speculate(utt, now, out)
+        if endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
             out.append(A.Notify("speech_end", {"utterance_id": utt.id,
                                                "last_voiced": utt.last_voiced}))
@@ -237,29 +236,22 @@ class QuestionEndpointer:
                 self._end(utt, now, out)
         return out
 
-    def _maybe_speculate(
-        self, utt: _Utterance, asks: bool, silence: float, complete: bool, now: float,
-        out: list[A.Action],
-    ) -> None:
-        o = self.options
-        if not asks:
-            self._cancel_pending("the text asks nothing", out)
-            return
-        if not o.speculative_start or not (silence >= o.speculative_silence_s or complete):
+    def _maybe_speculate(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+        if not self.options.speculative_start:
             return
         assert utt.candidate is not None
-        text = self._with_preamble(utt.candidate[0], now)
+        text = self._with_preamble(utt.candidate.text, now)
         p = self._pending
         if p is not None:
-            if text_similarity(p.text, text) >= o.similarity_keep:
+            if text_similarity(p.text, text) >= self.options.similarity_keep:
                 return
             self._cancel_pending("the question changed", out)
         self._start(text, speculative=True, out=out)
 
-    def _end(self, utt: _Utterance, now: float, out: list[A.Action]) -> None:
+    def _end(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
         assert utt.candidate is not None
         self._utt = None
-        text = spoken_words(utt.candidate[0])
+        text = spoken_words(utt.candidate.text)
         if not check_question(text).is_question:
             out.append(A.DiscardUtterance(utt.id))
             self._cancel_pending("no question", out)
@@ -442,12 +434,19 @@ class CopilotEngine:
         clock: Callable[[], float] = time.monotonic,
         on_event: EventSink | None = None,
         prefill: Prefiller | None = None,
+        turn_detector: TurnDetector | None = None,
     ) -> None:
         """`prefill`: reads the question into the LLM's prompt cache while it is being asked
         (agent.copilot_prefill; only for the server behind `llm`, in the layout of `llm`'s
-        prompts: the bundled server's `CopilotLlamaClient` is both)."""
-        self.options = options or CopilotOptions()
+        prompts: the bundled server's `CopilotLlamaClient` is both). `turn_detector`: the
+        end-of-turn model whose score sets the question's endpoint silence."""
+        options = options or CopilotOptions()
+        if turn_detector is not None:
+            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+        self.options = options
         self.endpointer = QuestionEndpointer(self.options)
+        self._scorer = None if turn_detector is None else TurnScorer(
+            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
         self.answers: list[AnswerRecord] = []
         self.context = context
         self._stt, self._llm, self._sink = stt, llm, sink
@@ -496,6 +495,8 @@ class CopilotEngine:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._prefill is not None:
             await self._prefill.aclose()
+        if self._scorer is not None:
+            await self._scorer.aclose()
         if self._stream is not None:
             await self._stream.aclose()
         self._live.clear()
@@ -520,6 +521,8 @@ class CopilotEngine:
         self._recent.append(pcm)
         if self._hearing:
             self._stt_guard().push(pcm)
+            if self._scorer is not None:
+                self._scorer.push(pcm)
             self._heard_until = now
         voiced = self._vad.is_speech(pcm)
         if voiced:
@@ -543,8 +546,12 @@ class CopilotEngine:
                 self._heard_until = now
                 stt = self._stt_guard()
                 stt.new_utterance()
+                if self._scorer is not None:
+                    self._scorer.new_utterance()
                 for pcm in self._recent:  # the pre-roll, this frame included
                     stt.push(pcm)
+                    if self._scorer is not None:
+                        self._scorer.push(pcm)
                 if self._prefill is not None:
                     self._prefill.restart()
             case A.DiscardUtterance():
@@ -552,6 +559,9 @@ class CopilotEngine:
                 self._stt_guard().discard()
             case A.RequestCandidate(utterance_id=uid):
                 self._request_candidate(uid)
+            case A.ScoreTurn(utterance_id=uid, text=text):
+                if self._scorer is not None and self._hearing and uid == self._utt_id:
+                    self._scorer.request(uid, text)
             case A.DropCandidate():
                 if self._candidate is not None:
                     self._candidate.cancel()
@@ -595,6 +605,9 @@ class CopilotEngine:
             self._offer_prefill(text, at_pause=True)
         self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
 
+    def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
+        self._apply(self.endpointer.on_turn_score(uid, text, score, self._clock()))
+
     async def _read_partials(self) -> None:
         assert self._stream is not None
         try:
@@ -618,7 +631,7 @@ class CopilotEngine:
         sent meanwhile would go to the other, cold one."""
         o = self.options
         now = self._clock()
-        return (self._hearing and now - self._voiced_at < o.frame_s + _EPS
+        return (self._hearing and now - self._voiced_at < o.frame_s + EPS
                 and self._warm_ids is not None and self._no_answers.is_set()
                 and not self._warm_lock.locked() and not self._stopping
                 and now >= self._closed_early_at + o.llm_release_s)

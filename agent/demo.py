@@ -258,16 +258,19 @@ async def _serve_direct(
     from agent.direct import DirectAgent, create_direct_web_app
     from agent.engine_loader import load_speech_engines, open_llm
     from agent.room_session import OUTPUT_RATE
+    from agent.turn_detector import load_detector
 
     stop = _stop_event()
     try:
         print("Loading the speech models...", flush=True)
         stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
                                            settings.tts)
+        detector = await asyncio.to_thread(load_detector, settings.turn.detector)
         print("Starting the language model...", flush=True)
         async with open_llm(settings.llm) as llm:
             agent = DirectAgent(
-                stt=stt, llm=llm, tts=tts, system_prompt=settings.llm.system_prompt
+                stt=stt, llm=llm, tts=tts, system_prompt=settings.llm.system_prompt,
+                turn_detector=detector,
             )
             app = create_direct_web_app(agent, static_dir=static_dir, web_settings=web_settings)
             async with _site(app, args, web_settings):

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import av
     from aiortc import RTCPeerConnection
 
+    from agent.turn_detector import TurnDetector
+
 log = logging.getLogger(__name__)
 
 USER_IDENTITY = "you"
@@ -328,6 +330,7 @@ class DirectSession:
         self._engine = TurnEngine(
             stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
             history=ChatHistory(agent.system_prompt), on_event=on_event,
+            turn_detector=agent.turn_detector,
         )
         self._publisher = publisher
         publisher.start()
@@ -376,10 +379,12 @@ class DirectAgent:
     """The agent of direct mode: loaded engines, and the one conversation they serve."""
 
     def __init__(
-        self, *, stt: SpeechToText, llm: LanguageModel, tts: TextToSpeech, system_prompt: str
+        self, *, stt: SpeechToText, llm: LanguageModel, tts: TextToSpeech, system_prompt: str,
+        turn_detector: TurnDetector | None = None,
     ) -> None:
         self.stt, self.llm, self.tts = stt, llm, tts
         self.system_prompt = system_prompt
+        self.turn_detector = turn_detector
         self.session: DirectSession | None = None
         self._lock = asyncio.Lock()
 

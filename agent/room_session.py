@@ -170,6 +170,7 @@ async def run_room_session(
     system_prompt: str,
     store: TranscriptStore | None = None,
     stt_partials: str = "listening",
+    turn_detector: Any = None,
 ) -> None:
     """Talk with `participant` until they leave or the room closes. With a `store`, every
     finished turn is committed durably and the room's earlier turns are the history."""
@@ -212,6 +213,7 @@ async def run_room_session(
         history=history,
         on_event=on_event,
         partials=stt_partials,
+        turn_detector=turn_detector,
     )
     await engine.start()
     recorder.start()

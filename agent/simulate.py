@@ -81,8 +81,11 @@ async def simulate(
     from agent.turn_engine import TurnEngine
 
     settings = load_settings(getattr(args, "config", None))
+    from agent.turn_detector import load_detector
+
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
                                        settings.tts)
+    detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     events: list[dict[str, Any]] = []
     async with open_llm(
         settings.llm,
@@ -109,6 +112,7 @@ async def simulate(
             on_event=on_event,
             history=ChatHistory(settings.llm.system_prompt),
             partials=settings.stt.partials,
+            turn_detector=detector,
         )
         await engine.start()
         events.clear()  # the filler synthesis happened before the timeline began

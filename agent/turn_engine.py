@@ -19,7 +19,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from agent.memory_trim import PROCESS_TRIMMER
 from agent.playout import Playout
 from agent.reply import ReplyPipeline
 from agent.stt_guard import GuardedSTTStream
+from agent.turn_detector import TurnDetector, TurnScorer
 from agent.turn_metrics import TurnRecord
 from agent.vad import VoiceActivityDetector
 from state_machine import actions as A
@@ -74,9 +75,15 @@ class TurnEngine:
         vad_aggressiveness: int = 2,
         chunker_kind: str = "lookahead",
         partials: str = "listening",
+        turn_detector: TurnDetector | None = None,
     ) -> None:
-        self.options = options or TurnOptions()
+        options = options or TurnOptions()
+        if turn_detector is not None:  # the endpoint silence follows its score
+            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+        self.options = options
         self.machine = ConversationStateMachine(self.options)
+        self._scorer = None if turn_detector is None else TurnScorer(
+            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
@@ -128,6 +135,8 @@ class TurnEngine:
         for task in (self._ticker, self._candidate_task):
             if task is not None:
                 task.cancel()
+        if self._scorer is not None:
+            await self._scorer.aclose()
         if self._stream is not None:
             await self._stream.aclose()
         if self._partials_task is not None:
@@ -179,6 +188,8 @@ class TurnEngine:
                     self._close_turn(interrupted=False)
             case A.OpenUtterance(utterance_id=uid):
                 self._utt = _Utterance(uid, end_time=now)
+                if self._scorer is not None:
+                    self._scorer.new_utterance()
                 if self._guard is not None:
                     self._guard.new_utterance()
                 for pcm in self._recent:  # the pre-roll, this frame included
@@ -189,6 +200,9 @@ class TurnEngine:
                     self._discard_stt()
             case A.RequestCandidate(utterance_id=uid):
                 self._request_candidate(uid)
+            case A.ScoreTurn(utterance_id=uid, text=text):
+                if self._scorer is not None and self._utt is not None and self._utt.id == uid:
+                    self._scorer.request(uid, text)
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
                 self._start_reply(rid, text, spec)
             case A.ConfirmReply(reply_id=rid):
@@ -239,6 +253,8 @@ class TurnEngine:
     # ---- transcription --------------------------------------------------------------------
 
     def _push_to_stt(self, pcm: np.ndarray) -> None:
+        if self._scorer is not None:
+            self._scorer.push(pcm)
         if self._guard is not None:  # frames before start() have nowhere to go
             self._guard.push(pcm)
 
@@ -265,6 +281,9 @@ class TurnEngine:
         self._apply(
             self.machine.on_candidate(uid, text, covered_until, self._clock(), failed=failed)
         )
+
+    def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
+        self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
 
     async def _read_partials(self) -> None:
         assert self._stream is not None

@@ -93,11 +93,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class ProcessEngines:
-    """What every session of a process shares: the speech models and the transcript store."""
+    """What every session of a process shares: the speech models, the end-of-turn model and
+    the transcript store."""
 
     stt: Any
     tts: Any
     store: Any
+    turn_detector: Any = None
 
 
 _engines: ProcessEngines | None = None
@@ -113,10 +115,12 @@ def process_engines() -> ProcessEngines:
             from agent.engine_loader import load_speech_engines
             from agent.room_session import OUTPUT_RATE
             from agent.transcript_store import TranscriptStore
+            from agent.turn_detector import load_detector
 
             settings = load_settings()
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
-            _engines = ProcessEngines(stt, tts, TranscriptStore())
+            detector = load_detector(settings.turn.detector)
+            _engines = ProcessEngines(stt, tts, TranscriptStore(), detector)
         return _engines
 
 
@@ -129,6 +133,7 @@ def prewarm(proc: object) -> None:
     proc.userdata["stt"] = engines.stt  # type: ignore[attr-defined]
     proc.userdata["tts"] = engines.tts  # type: ignore[attr-defined]
     proc.userdata["store"] = engines.store  # type: ignore[attr-defined]
+    proc.userdata["turn_detector"] = engines.turn_detector  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -251,7 +256,7 @@ async def entrypoint(ctx: object) -> None:
         log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
         await run_copilot_session(
             ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=userdata["llm"],
-            tts=userdata["tts"],
+            tts=userdata["tts"], turn_detector=userdata.get("turn_detector"),
         )
         ctx.shutdown("candidate left")
         return
@@ -265,6 +270,7 @@ async def entrypoint(ctx: object) -> None:
         system_prompt=settings.llm.system_prompt,
         store=userdata["store"],
         stt_partials=settings.stt.partials,
+        turn_detector=userdata.get("turn_detector"),
     )
     ctx.shutdown("participant left")
 

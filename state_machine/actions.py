@@ -36,6 +36,16 @@ class RequestCandidate:
 
 
 @dataclass(frozen=True)
+class ScoreTurn:
+    """Score how likely the utterance's turn is complete, from `text` (its fresh candidate)
+    and its audio so far. The engine answers with `on_turn_score(utterance_id, text, score,
+    now)` (score None: the detector failed)."""
+
+    utterance_id: int
+    text: str
+
+
+@dataclass(frozen=True)
 class DropCandidate:
     """The speaker went on while a candidate was being transcribed: it can no longer cover the
     utterance, so stop waiting for it (a decode not begun yet is skipped)."""
@@ -118,6 +128,7 @@ Action = (
     | OpenUtterance
     | DiscardUtterance
     | RequestCandidate
+    | ScoreTurn
     | DropCandidate
     | StartReply
     | ConfirmReply

@@ -18,7 +18,6 @@ Turn-taking, in short:
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from state_machine.actions import (
@@ -36,32 +35,26 @@ from state_machine.actions import (
     RequestCandidate,
     ResumePlayback,
     RetractUserTurn,
+    ScoreTurn,
     SetState,
     StartReply,
+)
+from state_machine.backchannel import interrupts
+from state_machine.endpointing import (
+    EPS,
+    Candidate,
+    SpeechVote,
+    Utterance,
+    candidate_due,
+    endpoint_due,
+    score_due,
+    speculation_due,
 )
 from state_machine.options import TurnOptions
 from state_machine.similarity import looks_complete, spoken_words, text_similarity
 from state_machine.states import AgentState
 
 CANNED_APOLOGY = "Sorry, I can't answer that right now."
-_EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
-
-
-@dataclass
-class _Candidate:
-    text: str
-    covered_until: float
-    failed: bool = False  # the STT failed: no words, but the user did say something
-
-
-@dataclass
-class _Utterance:
-    id: int
-    onset: float
-    last_voiced: float
-    candidate: _Candidate | None = None
-    candidate_in_flight: bool = False
-    endpoint_reached: bool = False
 
 
 @dataclass
@@ -81,6 +74,7 @@ class TurnCounters:
     speculative_kept: int = 0
     speculative_wasted: int = 0
     barge_ins: int = 0
+    backchannels: int = 0
     false_interruptions: int = 0
     fillers: int = 0
     timeouts: int = 0
@@ -95,14 +89,13 @@ class ConversationStateMachine:
         self.state = AgentState.LISTENING
         self.state_since = 0.0
         self.counters = TurnCounters()
-        self._window: deque[bool] = deque(maxlen=o.frames(o.vad_window_s))
-        self._run = 0  # consecutive voiced frames
-        self._run_start = 0.0
-        self._utt: _Utterance | None = None
+        self._vote = SpeechVote(o.frames(o.vad_window_s), o.vad_start_ratio, o.frame_s)
+        self._utt: Utterance | None = None
         self._next_id = 0
         self._reply: _Reply | None = None
         self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
         self._paused_at: float | None = None  # barge-in pending since
+        self._asked_early = False  # the pausing sound's first words were asked for
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
 
@@ -110,17 +103,9 @@ class ConversationStateMachine:
 
     def on_frame(self, voiced: bool, now: float) -> list[Action]:
         """One 20 ms frame ending at `now`, and whether the VAD found voice in it."""
-        o = self.options
         out: list[Action] = []
-        self._window.append(voiced)
-        if voiced:
-            if self._run == 0:
-                self._run_start = now - o.frame_s
-            self._run += 1
-        else:
-            self._run = 0
-        onset = voiced and self._run == o.barge_in_frames
-        vote = sum(self._window) > o.vad_start_ratio * self._window.maxlen if voiced else False
+        vote = self._vote.push(voiced, now)
+        onset = voiced and self._vote.run == self.options.barge_in_frames
 
         if self.state is AgentState.SPEAKING:
             self._speaking_frame(onset, vote, now, out)
@@ -139,20 +124,24 @@ class ConversationStateMachine:
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
-        utt.candidate = _Candidate(text, covered_until, failed)
+        utt.candidate = Candidate(text, covered_until, failed)
         out: list[Action] = [Notify("transcript", {"text": text, "final": False})]
         if self._paused_at is not None:
             self._barge_in_candidate(utt, now, out)
             return out
-        fresh = covered_until >= utt.last_voiced
-        if not fresh:
-            self._request_candidate_if_paused(utt, now, out)
-            return out
-        if utt.endpoint_reached:
-            self._end_user_turn(utt, now, out)
-            return out
-        self._maybe_speculate(utt, now, out)
-        return out
+        return out + self.tick(now)
+
+    def on_turn_score(
+        self, utterance_id: int, text: str, score: float | None, now: float
+    ) -> list[Action]:
+        """The end-of-turn model's P(complete) for utterance `utterance_id` when its candidate
+        was `text` (None: the detector failed; the text cue decides)."""
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.score_in_flight = False
+        utt.scored_text, utt.score = text, score
+        return self.tick(now)
 
     def on_reply_audio_started(self, reply_id: int, now: float) -> list[Action]:
         """The first sample of a confirmed reply reached the output."""
@@ -200,32 +189,12 @@ class ConversationStateMachine:
         o = self.options
         out: list[Action] = []
         utt = self._utt
-        if self._paused_at is not None and now - self._paused_at + _EPS >= o.false_interruption_s:
-            self._resume_after_false_interruption(now, out)
+        if self._paused_at is not None:
+            self._paused_tick(now, out)
         elif utt is not None and self.state is AgentState.LISTENING:
-            silence = now - utt.last_voiced + _EPS
-            if silence >= o.candidate_silence_s:
-                self._request_candidate_if_paused(utt, now, out)
-            if utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced:
-                self._maybe_speculate(utt, now, out)
-            threshold = o.endpoint_silence_s
-            if utt.candidate is not None and looks_complete(utt.candidate.text):
-                threshold = o.endpoint_silence_cued_s
-            if not utt.endpoint_reached and (
-                silence >= threshold or now - utt.onset + _EPS >= o.max_utterance_s
-            ):
-                utt.endpoint_reached = True
-                out.append(
-                    Notify("speech_end", {"utterance_id": utt.id, "last_voiced": utt.last_voiced})
-                )
-                fresh = utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced
-                if fresh:
-                    self._end_user_turn(utt, now, out)
-                elif not utt.candidate_in_flight:
-                    utt.candidate_in_flight = True
-                    out.append(RequestCandidate(utt.id))
+            self._listening_tick(utt, now, out)
         elif self.state is AgentState.THINKING:
-            waited = now - self.state_since + _EPS
+            waited = now - self.state_since + EPS
             if waited >= o.thinking_timeout_s and not self._gave_up:
                 self._gave_up = True
                 self.counters.timeouts += 1
@@ -237,7 +206,7 @@ class ConversationStateMachine:
         elif self.state is AgentState.SPEAKING and self._reply is not None:
             if (
                 self._paused_at is None
-                and now - self._reply.last_progress + _EPS >= o.speaking_stall_s
+                and now - self._reply.last_progress + EPS >= o.speaking_stall_s
             ):
                 self.counters.timeouts += 1
                 self._cancel_reply("stalled", out)
@@ -257,7 +226,7 @@ class ConversationStateMachine:
                     # The user went on before the agent said a word: merge, never answer twice.
                     self._retract_turn(now, out)
             return
-        if not voiced or self._run < 2:
+        if not voiced or self._vote.run < 2:
             return  # a lone voiced frame in silence is noise, not speech
         utt.last_voiced = now
         if onset:
@@ -269,32 +238,38 @@ class ConversationStateMachine:
 
     def _open_utterance(self, now: float, out: list[Action]) -> None:
         self._next_id += 1
-        onset = self._run_start
-        self._utt = _Utterance(self._next_id, onset=onset, last_voiced=now)
+        onset = self._vote.run_start
+        self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
         out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
         out.append(Notify("speech_start", {"utterance_id": self._next_id, "onset": onset}))
 
-    def _request_candidate_if_paused(self, utt: _Utterance, now: float, out: list[Action]) -> None:
-        fresh = utt.candidate is not None and utt.candidate.covered_until >= utt.last_voiced
-        if utt.candidate_in_flight or fresh:
-            return
-        if (
-            now - utt.last_voiced + _EPS < self.options.candidate_silence_s
-            and self._paused_at is None
-        ):
-            return
-        utt.candidate_in_flight = True
-        out.append(RequestCandidate(utt.id))
+    def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
+        o = self.options.endpoint
+        if candidate_due(o, utt, now):
+            utt.candidate_in_flight = True
+            out.append(RequestCandidate(utt.id))
+        if score_due(o, utt):
+            assert utt.candidate is not None
+            utt.score_in_flight = True
+            out.append(ScoreTurn(utt.id, utt.candidate.text))
+        cue = utt.candidate is not None and looks_complete(utt.candidate.text)
+        if speculation_due(o, utt, now, cue):
+            self._maybe_speculate(utt, out)
+        if not utt.endpoint_reached and endpoint_due(o, utt, now, cue):
+            utt.endpoint_reached = True
+            out.append(
+                Notify("speech_end", {"utterance_id": utt.id, "last_voiced": utt.last_voiced})
+            )
+            if not utt.fresh() and not utt.candidate_in_flight:
+                utt.candidate_in_flight = True
+                out.append(RequestCandidate(utt.id))
+        if utt.endpoint_reached and utt.fresh():
+            self._end_user_turn(utt, now, out)
 
-    def _maybe_speculate(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+    def _maybe_speculate(self, utt: Utterance, out: list[Action]) -> None:
         o = self.options
         cand = utt.candidate
         if not o.speculative_start or cand is None or not spoken_words(cand.text):
-            return
-        stable = now - utt.last_voiced + _EPS >= o.speculative_silence_s or looks_complete(
-            cand.text
-        )
-        if not stable:
             return
         text = self._merged(cand.text)
         r = self._reply
@@ -307,7 +282,7 @@ class ConversationStateMachine:
             self.counters.speculative_started += 1
             self._start_reply(text, speculative=True, out=out)
 
-    def _end_user_turn(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+    def _end_user_turn(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
         text = spoken_words(utt.candidate.text)
         self._utt = None
@@ -367,28 +342,57 @@ class ConversationStateMachine:
         if self._paused_at is None:
             if onset:
                 self._paused_at = now
+                self._asked_early = False
                 out.append(PausePlayback())
-                out.append(Notify("playback_paused", {"onset": self._run_start}))
+                out.append(Notify("playback_paused", {"onset": self._vote.run_start}))
                 self._next_id += 1
-                self._utt = _Utterance(self._next_id, onset=self._run_start, last_voiced=now)
+                self._utt = Utterance(self._next_id, onset=self._vote.run_start, last_voiced=now)
                 out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
             return
         if utt is None:
             return
-        if self._run >= 2:
+        if self._vote.run >= 2:
             utt.last_voiced = now
-        if vote and not utt.candidate_in_flight and utt.candidate is None:
+        if vote and not utt.candidate_in_flight and not self._asked_early:
+            # Early words: a real interruption is committed while the user is still talking;
+            # anything else is heard out and transcribed whole once the sound stops.
+            self._asked_early = True
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
 
-    def _barge_in_candidate(self, utt: _Utterance, now: float, out: list[Action]) -> None:
-        assert utt.candidate is not None
-        if spoken_words(utt.candidate.text):
-            self._commit_barge_in(utt, now, out)
+    def _paused_tick(self, now: float, out: list[Action]) -> None:
+        """Playback is paused for a sound of the user's: once it stops, it is transcribed
+        whole (`_barge_in_candidate` decides). Quiet with no words for `false_interruption_s`
+        resumes, and so does a transcript that has not come within `speaking_stall_s`."""
+        utt = self._utt
+        assert self._paused_at is not None
+        if utt is None:
             return
-        utt.candidate = None  # no words yet: the next voiced vote asks again
+        quiet = utt.silence(now) >= self.options.endpoint.candidate_silence_s
+        if quiet and not utt.candidate_in_flight and not utt.fresh():
+            utt.candidate_in_flight = True
+            out.append(RequestCandidate(utt.id))
+        paused = now - self._paused_at + EPS
+        if quiet and (
+            (paused >= self.options.false_interruption_s and not utt.candidate_in_flight)
+            or paused >= self.options.speaking_stall_s  # its transcript never came
+        ):
+            self._resume_after_false_interruption(now, out, "false_interruption")
 
-    def _commit_barge_in(self, utt: _Utterance, now: float, out: list[Action]) -> None:
+    def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
+        assert utt.candidate is not None
+        text = utt.candidate.text
+        words = bool(spoken_words(text))
+        if interrupts(text) or (words and not self.options.backchannel_resume):
+            self._commit_barge_in(utt, now, out)
+        elif not utt.fresh():
+            utt.candidate = None  # the sound goes on: asked again when it stops
+        elif self.options.backchannel_resume:
+            # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
+            self._resume_after_false_interruption(
+                now, out, "backchannel" if words else "false_interruption")
+
+    def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
         r = self._reply
         paused_at = self._paused_at
         self._paused_at = None
@@ -400,16 +404,21 @@ class ConversationStateMachine:
         utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
 
-    def _resume_after_false_interruption(self, now: float, out: list[Action]) -> None:
+    def _resume_after_false_interruption(self, now: float, out: list[Action], kind: str) -> None:
         self._paused_at = None
-        self.counters.false_interruptions += 1
+        if kind == "backchannel":
+            self.counters.backchannels += 1
+        else:
+            self.counters.false_interruptions += 1
+        text = ""
         if self._utt is not None:
+            text = self._utt.candidate.text if self._utt.candidate is not None else ""
             out.append(DiscardUtterance(self._utt.id))
             self._utt = None
         if self._reply is not None:
             self._reply.last_progress = now
         out.append(ResumePlayback())
-        out.append(Notify("false_interruption", {}))
+        out.append(Notify(kind, {"text": text}))
 
     # ---- replies --------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from state_machine.endpointing import EndpointOptions
 
 
 @dataclass(frozen=True)
@@ -19,29 +21,11 @@ class TurnOptions:
     pre_roll_s: float = 0.300
     """Audio kept from before the speech-start decision, so the first syllable is transcribed."""
 
-    candidate_silence_s: float = 0.060
-    """Trailing silence after which the utterance so far is transcribed as a candidate.
-    Short on purpose: the decode (~200-300 ms for 2-6 s on Whisper tiny.en) then overlaps the
-    rest of the endpoint wait, so the final costs nothing at the endpoint. A pause inside a
-    sentence only wastes one decode; the turn does not end."""
+    endpoint: EndpointOptions = field(default_factory=EndpointOptions)
+    """Where the user's turn ends (`state_machine.endpointing`)."""
 
     speculative_start: bool = True
     """Start the LLM on a stable candidate before the endpoint is confirmed."""
-
-    speculative_silence_s: float = 0.250
-    """A candidate is stable (speculative start) after this much trailing silence, or at once
-    when it ends with end punctuation."""
-
-    endpoint_silence_s: float = 0.500
-    """Trailing silence that ends the user's turn when the transcript gives no cue. 500 ms:
-    shorter cut speakers off at commas and 'um' pauses in our recordings; longer is felt."""
-
-    endpoint_silence_cued_s: float = 0.300
-    """Trailing silence that ends the turn when the transcript ends like a complete sentence or
-    question (end punctuation and no trailing conjunction)."""
-
-    max_utterance_s: float = 30.0
-    """LISTENING timeout: a turn this long is ended even without silence (a stuck open mic)."""
 
     similarity_keep: float = 0.92
     """A speculative reply is kept when its input is at least this similar to the final text."""
@@ -50,7 +34,13 @@ class TurnOptions:
     """Consecutive voiced frames of the user that pause the agent while it speaks (60 ms)."""
 
     false_interruption_s: float = 1.0
-    """A pause caused by user sound that brings no words within this time resumes playback."""
+    """A pause caused by user sound that brings no words within this time resumes playback
+    (once the sound has stopped)."""
+
+    backchannel_resume: bool = True
+    """A pause whose sound is a backchannel ("mm-hmm", "okay", "right": see
+    `state_machine.backchannel`) resumes playback as soon as its transcript says so, instead
+    of ending the answer."""
 
     thinking_filler_s: float = 2.0
     """THINKING timeout: play a short filler phrase if no reply audio has started."""

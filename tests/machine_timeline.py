@@ -17,9 +17,12 @@ from state_machine.options import TurnOptions
 @dataclass
 class FakeEngines:
     stt_delay_s: float = 0.2
+    stt_hangs_after_s: float | None = None  # requests from then on are never answered
     reply_audio_after_s: float = 0.4  # from StartReply to first audio, if confirmed by then
     reply_length_s: float = 2.0
     transcript: Callable[[float, float], str] = lambda start, end: "what time is it?"
+    score: Callable[[str], float | None] | None = None  # an end-of-turn model, if any
+    score_delay_s: float = 0.06
 
 
 @dataclass
@@ -76,10 +79,21 @@ class Timeline:
             case A.RequestCandidate(utterance_id=uid):
                 start = self._utt_start.get(uid, t)
                 text = e.transcript(start, t)
+                if e.stt_hangs_after_s is not None and t >= e.stt_hangs_after_s:
+                    return
                 self._at(
                     t + e.stt_delay_s,
                     lambda now, uid=uid, text=text, cov=t: self.machine.on_candidate(
                         uid, text, cov, now
+                    ),
+                )
+            case A.ScoreTurn(utterance_id=uid, text=text):
+                assert e.score is not None, "ScoreTurn without a detector"
+                p = e.score(text)
+                self._at(
+                    t + e.score_delay_s,
+                    lambda now, uid=uid, text=text, p=p: self.machine.on_turn_score(
+                        uid, text, p, now
                     ),
                 )
             case A.StartReply(reply_id=rid):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -27,6 +27,7 @@ from agent.copilot_prefill import PrefillResult
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.llm_scripted import ScriptedLLM
 from state_machine import actions as A
+from state_machine.endpointing import EndpointOptions
 from tests.virtual_time import run_virtual
 
 FRAME_S = 0.02
@@ -730,7 +731,8 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
 
 
 def test_endpointer_keeps_a_nearly_identical_speculative_answer():
-    ep = QuestionEndpointer(CopilotOptions(endpoint_silence_cued_s=0.5))
+    ep = QuestionEndpointer(
+        CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5)))
     _frames(ep, True, 0.0, 1.0)
     out = _frames(ep, False, 1.0, 0.06)
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
@@ -781,6 +783,48 @@ def test_endpointer_keeps_a_candidate_through_a_single_voiced_frame():
     assert [a for a in out if isinstance(a, A.RequestCandidate)]
     out = _frames(ep, True, 1.06, 0.02) + _frames(ep, False, 1.08, 0.1)
     assert not [a for a in out if isinstance(a, A.DropCandidate | A.RequestCandidate)]
+
+
+def _scored() -> QuestionEndpointer:
+    return QuestionEndpointer(CopilotOptions(
+        endpoint=replace(CopilotOptions().endpoint, scored=True)))
+
+
+def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
+    # The same core as the voice agent: "Tell me about a time when." scores unfinished, so
+    # the question waits past its 0.7 s plain silence for the rest of it.
+    ep = _scored()
+    _frames(ep, True, 0.0, 1.0)
+    out = _frames(ep, False, 1.0, 0.06)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    out = ep.on_candidate(req.utterance_id, "Tell me about a time when.", 1.0, 1.2)
+    [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
+    assert score.text == "Tell me about a time when."
+    out = ep.on_turn_score(req.utterance_id, score.text, 0.01, 1.25)
+    out += _frames(ep, False, 1.26, 0.9)  # 1.16 s of silence in all
+    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
+    out = _frames(ep, True, 2.16, 1.0) + _frames(ep, False, 3.16, 0.06)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    question = "Tell me about a time when you disagreed with a manager."
+    out = ep.on_candidate(req.utterance_id, question, 3.16, 3.3)
+    [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
+    out = ep.on_turn_score(req.utterance_id, question, 0.9, 3.36)
+    [commit] = [a for a in out if isinstance(a, A.CommitUserTurn)]
+    assert commit.text == question  # ended as soon as it was scored complete
+
+
+def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished():
+    ep = _scored()
+    _frames(ep, True, 0.0, 1.0)
+    out = _frames(ep, False, 1.0, 0.06)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    out = ep.on_candidate(req.utterance_id, "What did you do at", 1.0, 1.2)
+    ep.on_turn_score(req.utterance_id, "What did you do at", 0.0, 1.25)
+    bound = CopilotOptions().endpoint.silence_unfinished_s
+    out = _frames(ep, False, 1.26, bound - 0.3)
+    assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
+    out = _frames(ep, False, 1.26 + bound - 0.3, 0.1)
+    assert [a for a in out if isinstance(a, A.CommitUserTurn)]
 
 
 # ---- reading the question ahead (prefill) ---------------------------------------------------

@@ -20,7 +20,7 @@ merged into a later turn, or still waiting only because its reply never produced
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -63,9 +63,13 @@ events = st.lists(
             st.sampled_from(["audio_started", "progress", "done", "failed"]), st.integers(0, 9)
         ),
         st.tuples(st.just("tick"), st.floats(0.0, 12.0)),
+        st.tuples(st.just("score"), st.integers(0, 3), st.one_of(st.none(), st.floats(0, 1))),
     ),
     max_size=60,
 )
+# The same machine with an end-of-turn model: every candidate is scored (or the detector
+# fails), and the endpoint silence follows the score.
+SCORED = TurnOptions(endpoint=replace(OPTIONS.endpoint, scored=True))
 
 
 class Violation(AssertionError):
@@ -76,12 +80,11 @@ class Violation(AssertionError):
 class Driver:
     """Feeds the machine and checks every batch of actions it returns."""
 
-    machine: ConversationStateMachine = field(
-        default_factory=lambda: ConversationStateMachine(OPTIONS)
-    )
+    options: TurnOptions = OPTIONS
     now: float = 0.0
     log: list[tuple[float, str, A.Action]] = field(default_factory=list)
     pending: list[tuple[int, float]] = field(default_factory=list)  # candidate requests
+    scores: list[tuple[int, str]] = field(default_factory=list)  # score requests
     started: list[int] = field(default_factory=list)  # StartReply and PlayCanned ids
     confirmed: set[int] = field(default_factory=set)
     cancelled: set[int] = field(default_factory=set)
@@ -95,6 +98,9 @@ class Driver:
     canned_at: list[float] = field(default_factory=list)
     state: AgentState = L
     state_since: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.machine = ConversationStateMachine(self.options)
 
     # ---- feeding --------------------------------------------------------------------------
 
@@ -113,6 +119,10 @@ class Driver:
         elif kind == "tick":
             self.now += event[1]
             self.check("tick", self.machine.tick(self.now))
+        elif kind == "score":
+            if self.scores:
+                uid, text = self.scores.pop(event[1] % len(self.scores))
+                self.check("score", self.machine.on_turn_score(uid, text, event[2], self.now))
         elif self.started:
             rid = self.started[event[1] % len(self.started)]
             self.reply_event(kind, rid)
@@ -150,9 +160,13 @@ class Driver:
         for _ in range(50):
             for _ in range(40):
                 self.frame(False)
-            while self.pending:
-                uid, requested = self.pending.pop(0)
-                self.candidate(uid, self.heard.get(uid, ""), requested)
+            while self.pending or self.scores:
+                if self.pending:
+                    uid, requested = self.pending.pop(0)
+                    self.candidate(uid, self.heard.get(uid, ""), requested)
+                if self.scores:
+                    uid, text = self.scores.pop(0)
+                    self.check("score", self.machine.on_turn_score(uid, text, 0.5, self.now))
             live = [r for r in self.started if r in self.confirmed
                     and r not in self.cancelled | self.done]
             for rid in live:
@@ -176,6 +190,10 @@ class Driver:
                     self._transition(new, cause)
                 case A.RequestCandidate(utterance_id=uid):
                     self.pending.append((uid, self.now))
+                case A.ScoreTurn(utterance_id=uid, text=text):
+                    if not self.options.endpoint.scored:
+                        raise Violation("ScoreTurn without an end-of-turn model")
+                    self.scores.append((uid, text))
                 case A.StartReply(reply_id=rid):
                     self.started.append(rid)
                 case A.PlayCanned(reply_id=rid):
@@ -244,7 +262,7 @@ class Driver:
     def _check_thinking_timeout(self) -> None:
         if self.state is not T:
             return
-        if self.now - self.state_since > OPTIONS.thinking_timeout_s + 1e-6 and not any(
+        if self.now - self.state_since > self.options.thinking_timeout_s + 1e-6 and not any(
             t >= self.state_since for t in self.canned_at
         ):
             raise Violation(
@@ -271,17 +289,19 @@ FAST = settings(max_examples=400, deadline=None)
 
 
 @FAST
-@given(events)
-def test_random_sequences_keep_every_promise(seq: list[Event]) -> None:
-    d = Driver()
+@given(events, st.sampled_from([OPTIONS, SCORED]))
+def test_random_sequences_keep_every_promise(seq: list[Event], options: TurnOptions) -> None:
+    d = Driver(options)
     for event in seq:
         d.play(event)
 
 
 @FAST
-@given(events)
-def test_after_the_user_goes_quiet_every_turn_is_answered_or_merged(seq: list[Event]) -> None:
-    d = Driver()
+@given(events, st.sampled_from([OPTIONS, SCORED]))
+def test_after_the_user_goes_quiet_every_turn_is_answered_or_merged(
+    seq: list[Event], options: TurnOptions
+) -> None:
+    d = Driver(options)
     for event in seq:
         d.play(event)
     d.drain()

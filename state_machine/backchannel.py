@@ -1,0 +1,50 @@
+"""Backchannels: what a listener says to show they are following ("mm-hmm", "okay", "right"),
+which must not end the agent's answer. Pure text rules on the transcript of the sound that
+paused the agent.
+"""
+
+from __future__ import annotations
+
+from state_machine.similarity import normalize_words, spoken_words
+
+# Phrases, longest first within each start word, matched word by word. Whisper writes the
+# same sounds many ways ("Mm-hmm.", "Mhm.", "Uh huh", "Hmm."), and a laugh as "Ha ha.".
+_PHRASES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "mm hmm", "mm hm", "mhm", "mmhmm", "mm", "mmm", "hmm", "hm", "uh huh", "uh", "um", "huh",
+        "ah", "oh", "aha", "okay", "ok", "right", "all right", "alright", "yeah", "yes", "yep",
+        "yup", "sure", "i see", "got it", "cool", "nice", "great", "wow", "true", "exactly",
+        "indeed", "thanks", "thank you", "ha", "haha", "hahaha", "heh", "oh okay", "i know",
+        "of course", "makes sense", "that makes sense", "good", "fine", "uh yeah",
+    )
+)
+_BY_FIRST: dict[str, list[tuple[str, ...]]] = {}
+for _p in sorted(_PHRASES, key=len, reverse=True):
+    _BY_FIRST.setdefault(_p[0], []).append(_p)
+
+MAX_BACKCHANNEL_WORDS = 4
+"""Longer than this, it is something said to the agent, even in backchannel words."""
+
+
+def is_backchannel(transcript: str) -> bool:
+    """True when the transcript has words and every one of them belongs to a backchannel
+    phrase ("Mm-hmm.", "Okay, right.", "Yeah yeah."). No words at all (a cough, "[laughs]")
+    is not a backchannel but no speech: the caller treats both as a non-interruption."""
+    words = normalize_words(spoken_words(transcript))
+    if not words or len(words) > MAX_BACKCHANNEL_WORDS:
+        return False
+    i = 0
+    while i < len(words):
+        match = next((p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i:i + len(p)]) == p),
+                     None)
+        if match is None:
+            return False
+        i += len(match)
+    return True
+
+
+def interrupts(transcript: str) -> bool:
+    """The sound that paused the agent said something to it: words that are not a
+    backchannel."""
+    return bool(normalize_words(spoken_words(transcript))) and not is_backchannel(transcript)

@@ -1,0 +1,174 @@
+"""Where a speaker's turn ends: the endpointing core that the voice agent's state machine and
+the copilot's question endpointer share. Pure code: the utterance's timeline, its candidate
+transcript and its end-of-turn score go in; decisions come out.
+
+At each pause a candidate transcript is asked for (after `candidate_silence_s`); with an
+end-of-turn model (`EndpointOptions.scored`), the candidate's text and audio are then scored
+(`state_machine.actions.ScoreTurn`) and the trailing silence that ends the turn follows the
+score: short when the turn is clearly complete, long (bounded) when it is clearly unfinished,
+in between otherwise. Without a score, the silence is the text cue's (`cue`: the transcript
+ends like a finished sentence) or the plain one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    """Durations in seconds."""
+
+    candidate_silence_s: float = 0.060
+    """Trailing silence after which the utterance so far is transcribed as a candidate.
+    Short on purpose: the decode (~200-300 ms for 2-6 s on Whisper tiny.en) then overlaps the
+    rest of the endpoint wait, so the final costs nothing at the endpoint. A pause inside a
+    sentence only wastes one decode; the turn does not end."""
+
+    speculative_silence_s: float = 0.250
+    """A candidate is stable (the reply starts, unheard) after this much silence, or at once
+    when its text looks complete."""
+
+    silence_s: float = 0.500
+    """Silence that ends the turn without a score and without a text cue. 500 ms: shorter cut
+    speakers off at commas and 'um' pauses in our recordings; longer is felt."""
+
+    silence_cued_s: float = 0.300
+    """Silence that ends the turn without a score when the text looks complete."""
+
+    scored: bool = False
+    """An end-of-turn model scores each candidate (the engine sets this when it has one)."""
+
+    silence_complete_s: float = 0.200
+    """Silence that ends a turn the model scores at `complete_score` or more. The score comes
+    ~50-80 ms after the candidate transcript (itself ~200-300 ms into the silence), so a
+    complete question ends as soon as it is scored."""
+
+    silence_unfinished_s: float = 1.200
+    """Silence that ends a turn the model scores at `unfinished_score` or less: people pause
+    0.3-0.8 s inside a question ("Could you tell me ... which bus goes to the airport?");
+    1.2 s covers those pauses and bounds the wait when the model is wrong."""
+
+    complete_score: float = 0.25
+    unfinished_score: float = 0.05
+    """Scores between the two interpolate the silence linearly. Chosen on
+    `bench/turn_detectors.py`'s sentences (not the bench corpus): with the text model, 95 %
+    of unfinished starts score under 0.05 and most complete questions over 0.25."""
+
+    max_utterance_s: float = 30.0
+    """A turn this long is ended even without silence (a stuck open mic)."""
+
+
+@dataclass
+class Candidate:
+    text: str
+    covered_until: float
+    failed: bool = False  # the STT failed: no words, but the speaker did say something
+
+
+@dataclass
+class Utterance:
+    """One stretch of speech from its voted start to the end of the turn."""
+
+    id: int
+    onset: float
+    last_voiced: float
+    candidate: Candidate | None = None
+    candidate_in_flight: bool = False
+    score: float | None = None  # of `scored_text`
+    scored_text: str | None = None
+    score_in_flight: bool = False
+    endpoint_reached: bool = False
+
+    def fresh(self) -> bool:
+        """The candidate covers all of the speech so far."""
+        return self.candidate is not None and self.candidate.covered_until >= self.last_voiced
+
+    def silence(self, now: float) -> float:
+        return now - self.last_voiced + EPS
+
+    def fresh_score(self) -> float | None:
+        """The score of the fresh candidate's text, if it has one."""
+        if not self.fresh() or self.scored_text is None:
+            return None
+        assert self.candidate is not None
+        return self.score if self.scored_text == self.candidate.text else None
+
+
+class SpeechVote:
+    """Per-frame voicing: the sliding-window vote that starts speech, and the run of
+    consecutive voiced frames (its start is the speech's onset)."""
+
+    def __init__(self, window_frames: int, start_ratio: float, frame_s: float) -> None:
+        self._window: deque[bool] = deque(maxlen=window_frames)
+        self._ratio = start_ratio
+        self._frame_s = frame_s
+        self.run = 0
+        self.run_start = 0.0
+
+    def push(self, voiced: bool, now: float) -> bool:
+        """Adds one frame ending at `now`; True when the window votes speech."""
+        self._window.append(voiced)
+        if voiced:
+            if self.run == 0:
+                self.run_start = now - self._frame_s
+            self.run += 1
+        else:
+            self.run = 0
+        assert self._window.maxlen is not None
+        return voiced and sum(self._window) > self._ratio * self._window.maxlen
+
+
+def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
+    """The trailing silence after which `utt`'s turn ends (see the module docstring)."""
+    plain = o.silence_cued_s if cue else o.silence_s
+    if not o.scored:
+        return plain
+    if not utt.fresh():
+        return o.silence_unfinished_s  # the transcript and its score are on their way
+    assert utt.candidate is not None
+    if utt.candidate.failed or not utt.candidate.text.strip():
+        return plain
+    score = utt.fresh_score()
+    if score is None:
+        # A score ~50-80 ms away is waited for, bounded; a detector that failed answered
+        # None, and the text cue decides.
+        return o.silence_unfinished_s if utt.score_in_flight else plain
+    return silence_for_score(o, score)
+
+
+def silence_for_score(o: EndpointOptions, score: float) -> float:
+    lo, hi = o.unfinished_score, o.complete_score
+    if score >= hi:
+        return o.silence_complete_s
+    if score <= lo:
+        return o.silence_unfinished_s
+    share = (score - lo) / (hi - lo)
+    return o.silence_unfinished_s + share * (o.silence_complete_s - o.silence_unfinished_s)
+
+
+def candidate_due(o: EndpointOptions, utt: Utterance, now: float) -> bool:
+    """Ask for a candidate transcript now: a pause, and none covers the speech yet."""
+    return (not utt.candidate_in_flight and not utt.fresh()
+            and (utt.silence(now) >= o.candidate_silence_s or utt.endpoint_reached))
+
+
+def score_due(o: EndpointOptions, utt: Utterance) -> bool:
+    """Ask the end-of-turn model about the fresh candidate now."""
+    c = utt.candidate
+    return (o.scored and utt.fresh() and c is not None and not c.failed
+            and not utt.score_in_flight and utt.scored_text != c.text and bool(c.text.strip()))
+
+
+def speculation_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
+    """The fresh candidate is stable enough to start answering it (unheard)."""
+    return utt.fresh() and (utt.silence(now) >= o.speculative_silence_s or cue)
+
+
+def endpoint_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
+    """The turn has ended (its transcript may still be on its way)."""
+    return (utt.silence(now) >= endpoint_silence(o, utt, cue)
+            or now - utt.onset + EPS >= o.max_utterance_s)

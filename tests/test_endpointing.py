@@ -1,0 +1,178 @@
+"""The endpointing core in virtual time: the end-of-turn score's effect on the silence that
+ends a turn, its bound, and barge-in that tells an interruption from a backchannel.
+
+Timeline defaults (tests/machine_timeline.py): the STT answers 200 ms after a request, the
+detector 60 ms after its; a candidate is asked 60 ms into a pause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from state_machine import actions as A
+from state_machine.backchannel import interrupts, is_backchannel
+from state_machine.endpointing import EndpointOptions, silence_for_score
+from state_machine.options import TurnOptions
+from tests.machine_timeline import FakeEngines, Timeline, speech
+
+SCORED = TurnOptions(endpoint=EndpointOptions(scored=True))
+
+
+def approx(x: float) -> object:
+    return pytest.approx(x, abs=1e-6)
+
+
+def scored(transcript, score, **kw) -> Timeline:  # type: ignore[no-untyped-def]
+    return Timeline(options=SCORED, engines=FakeEngines(transcript=transcript, score=score, **kw))
+
+
+def test_the_silence_follows_the_score_between_its_bounds() -> None:
+    o = EndpointOptions()
+    assert silence_for_score(o, 0.9) == o.silence_complete_s == 0.2
+    assert silence_for_score(o, 0.01) == o.silence_unfinished_s == 1.2
+    mid = (o.complete_score + o.unfinished_score) / 2
+    assert silence_for_score(o, mid) == approx((o.silence_complete_s + o.silence_unfinished_s) / 2)
+    scores = [i / 100 for i in range(101)]
+    silences = [silence_for_score(o, s) for s in scores]
+    assert silences == sorted(silences, reverse=True)  # more sure it is complete: sooner
+
+
+def test_a_complete_question_ends_as_soon_as_it_is_scored() -> None:
+    tl = scored(lambda s, e: "What time is it?", lambda text: 0.9)
+    tl.run(speech((0.5, 2.0)), until_s=6.0)
+    [(t_score, score)] = tl.of(A.ScoreTurn)
+    assert t_score == approx(2.26) and score.text == "What time is it?"  # at the candidate
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(2.32)  # the score came 60 ms later; 0.2 s had passed
+    [(t_spec, spec)] = tl.of(A.StartReply)
+    assert spec.speculative and t_spec == approx(2.26)  # the speculative start is unchanged
+
+
+def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "Could you tell me." if end < 2.5 else "Could you tell me which bus goes there?"
+
+    def score(text: str) -> float:
+        return 0.01 if text == "Could you tell me." else 0.8
+
+    tl = scored(transcript, score)
+    tl.run(speech((0.5, 1.5), (2.2, 3.5)), until_s=8.0)  # a 0.7 s pause after "tell me"
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == "Could you tell me which bus goes there?"
+    assert t_commit == approx(3.82)
+    assert tl.audible and tl.audible[0][0] >= 3.82  # nothing heard inside the pause
+    assert [a.reason for _, a in tl.of(A.CancelReply)] == ["user resumed speaking"]
+
+
+def test_an_unfinished_turn_ends_at_the_bound_if_the_speaker_never_goes_on() -> None:
+    tl = scored(lambda s, e: "Could you tell me.", lambda text: 0.0)
+    tl.run(speech((0.5, 1.5)), until_s=5.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
+
+
+def test_a_middling_score_waits_in_between() -> None:
+    o = SCORED.endpoint
+    mid = (o.complete_score + o.unfinished_score) / 2
+    tl = scored(lambda s, e: "Tell me a joke.", lambda text: mid)
+    tl.run(speech((0.5, 1.5)), until_s=5.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(1.5 + (o.silence_complete_s + o.silence_unfinished_s) / 2)
+
+
+def test_a_failed_detector_falls_back_to_the_text_cue() -> None:
+    tl = scored(lambda s, e: "What time is it?", lambda text: None)
+    tl.run(speech((0.5, 2.0)), until_s=6.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(2.32)  # cued 0.3 s had passed when the failure came
+
+
+def test_a_slow_detector_is_waited_for_only_up_to_the_bound() -> None:
+    tl = scored(lambda s, e: "What time is it?", lambda text: 0.9, score_delay_s=5.0)
+    tl.run(speech((0.5, 2.0)), until_s=6.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(2.0 + SCORED.endpoint.silence_unfinished_s)
+
+
+def test_unscored_options_never_ask_for_a_score() -> None:
+    tl = Timeline()
+    tl.run(speech((0.5, 2.0)), until_s=4.0)
+    assert tl.of(A.ScoreTurn) == []
+
+
+# ---- barge-in -----------------------------------------------------------------------------
+
+
+def answer_then(interjection: str):  # type: ignore[no-untyped-def]
+    def transcript(start: float, end: float) -> str:
+        return "what time is it?" if start < 2.5 else interjection
+
+    return transcript
+
+
+@pytest.mark.parametrize("said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha."])
+def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
+    tl = Timeline(engines=FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=9.0)
+    [(t_pause, _)] = tl.of(A.PausePlayback)
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    assert t_pause == approx(3.06)  # as fast as a real interruption
+    assert t_resume == approx(3.66)  # the transcript asked 60 ms after it covers it all
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
+    assert tl.of(A.CancelReply) == [] and tl.notified("barge_in") == []
+    assert sum(b - a for a, b in tl.audible) == approx(3.0)  # the whole answer was heard
+    assert tl.machine.counters.backchannels == 1
+
+
+def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> None:
+    tl = Timeline(engines=FakeEngines(transcript=answer_then("Wait, stop, I meant Tokyo.")))
+    tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
+    [(t_barge, _)] = tl.notified("barge_in")
+    assert t_barge == approx(3.36)  # the first words, while the user still talks
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits == ["what time is it?", "Wait, stop, I meant Tokyo."]
+
+
+def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> None:
+    def transcript(start: float, end: float) -> str:
+        if start < 2.5:
+            return "what time is it?"
+        return "Okay." if end < 3.5 else "Okay, and what about tomorrow?"
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=4.0))
+    tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=9.0)
+    assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
+    assert tl.notified("barge_in")
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
+
+
+def test_a_pause_whose_transcript_never_comes_resumes_after_the_stall_bound() -> None:
+    engines = FakeEngines(transcript=answer_then(""), stt_hangs_after_s=2.9, reply_length_s=3.0)
+    tl = Timeline(engines=engines)
+    tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=12.0)
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    assert t_resume == approx(3.06 + TurnOptions().speaking_stall_s)
+
+
+def test_without_backchannel_resume_words_stop_the_answer() -> None:
+    opts = replace(TurnOptions(), backchannel_resume=False)
+    tl = Timeline(options=opts, engines=FakeEngines(transcript=answer_then("Okay.")))
+    tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=8.0)
+    assert tl.notified("barge_in") and tl.of(A.ResumePlayback) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "backchannel", "interrupting"),
+    [("Mm-hmm.", True, False), ("Mhm", True, False), ("Uh huh.", True, False),
+     ("okay", True, False), ("OK, right.", True, False), ("Yeah, yeah.", True, False),
+     ("I see.", True, False), ("Got it.", True, False), ("Ha ha ha.", True, False),
+     ("Thank you.", True, False), ("[coughs]", False, False), ("", False, False),
+     ("Stop.", False, True), ("Wait, what?", False, True), ("No.", False, True),
+     ("Okay, but what about Tokyo?", False, True), ("yeah yeah yeah yeah yeah", False, True),
+     ("I see the problem.", False, True)],
+)
+def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
+    assert is_backchannel(text) is backchannel
+    assert interrupts(text) is interrupting
