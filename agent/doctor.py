@@ -29,7 +29,9 @@ from agent.engines import INPUT_RATE
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
 MIN_MATCH = 0.8
-GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm")
+GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn")
+# The end-of-turn model must score a finished question above an unfinished start.
+TURN_COMPLETE, TURN_UNFINISHED = "What time is it in Tokyo?", "Could you tell me."
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 _LLM_PROMPT = "Say hello in five words."
 
@@ -102,6 +104,10 @@ class Doctor:
             if s.llm.fallback == "local":
                 checks.append(("llm", "llm fallback (bundled)", None, self._local_llm,
                                self.model_timeout_s))
+        detector = s.turn.detector
+        checks.append(("turn", f"turn detector ({detector})",
+                       "turn.detector = off" if detector == "off" else None, self._turn_detector,
+                       self.model_timeout_s))
         for group, name, skip, check, limit in checks:
             if group not in self.only:
                 continue
@@ -176,6 +182,22 @@ class Doctor:
         start = time.monotonic()
         heard = await DeepgramSTT.from_settings(self.settings.stt).transcribe(speech.pcm)
         return _judge_transcript(speech, heard), (time.monotonic() - start) * 1000
+
+    async def _turn_detector(self) -> Outcome:
+        from agent.turn_detector import make_detector
+
+        detector = make_detector(self.settings.turn.detector)
+        assert detector is not None
+        await asyncio.to_thread(detector.load)
+        pcm = self._speech_to_hear().pcm  # the audio models read audio: a real sentence
+        start = time.monotonic()
+        done = await detector.score(TURN_COMPLETE, pcm)
+        ms = (time.monotonic() - start) * 1000
+        unfinished = await detector.score(TURN_UNFINISHED, pcm[: pcm.size // 3])
+        if detector.name == "text" and not done > unfinished:
+            raise CheckFailed(f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
+                              f"{TURN_UNFINISHED!r} {unfinished:.2f}")
+        return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms
 
     # ---- LLM ------------------------------------------------------------------------------
 

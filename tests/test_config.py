@@ -100,6 +100,13 @@ def test_stt_partials_are_checked(empty_dir: Path) -> None:
         load_settings(env={"VOXROOM_STT_PARTIALS": "sometimes"})
 
 
+def test_the_turn_detector_is_checked(empty_dir: Path) -> None:
+    assert load_settings(env={}).turn.detector == "text"
+    assert load_settings(env={"VOXROOM_TURN_DETECTOR": "smart-turn"}).turn.detector == "smart-turn"
+    with pytest.raises(ConfigError, match=r"turn\.detector must be one of text, smart-turn"):
+        load_settings(env={"VOXROOM_TURN_DETECTOR": "vad"})
+
+
 def test_missing_explicit_file(empty_dir: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(empty_dir / "nope.toml", env={})

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agent.cli import main
-from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings
+from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings, TurnSettings
 from agent.doctor import FAIL, OK, SKIP, Doctor, Speech, format_table
 from agent.llm_scripted import ScriptedLLM
 from agent.scripted_llm_server import scripted_llm_server
@@ -134,3 +134,19 @@ async def test_piper_speaks_and_whisper_hears_it() -> None:
     rows = await Doctor(Settings(), only={"piper", "whisper"}).run()
     assert [(r.name, r.status) for r in rows] == [("piper", OK), ("whisper", OK)], rows
     assert rows[1].detail.startswith("heard ")
+
+
+@pytest.mark.slow
+async def test_the_bundled_turn_detector_scores_a_question_above_an_unfinished_start() -> None:
+    from tests.speech import espeak
+
+    speech = Speech("What time is it in Tokyo?", espeak("What time is it in Tokyo?"))
+    [row] = await Doctor(Settings(), only={"turn"}, speech=speech).run()
+    assert (row.name, row.status) == ("turn detector (text)", OK), row
+    assert row.detail.startswith("P(complete) ")
+
+
+async def test_a_turn_detector_turned_off_is_skipped() -> None:
+    settings = Settings(turn=TurnSettings(detector="off"))
+    [row] = await Doctor(settings, only={"turn"}).run()
+    assert row.status == SKIP and row.detail == "turn.detector = off"

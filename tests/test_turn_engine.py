@@ -18,6 +18,7 @@ from agent.history import ChatHistory
 from agent.llm_scripted import ScriptedLLM
 from agent.turn_engine import TurnEngine
 from state_machine.machine import CANNED_APOLOGY
+from state_machine.options import TurnOptions
 from tests.speech import espeak, last_voiced_sample
 from tests.virtual_time import run_virtual
 
@@ -114,9 +115,31 @@ def question_pcm() -> tuple[np.ndarray, float]:
     return pcm, (lead + last_voiced_sample(speech)) / INPUT_RATE
 
 
+class ScriptedTurnDetector:
+    """TEST DOUBLE of agent.turn_detector.TurnDetector: a fixed score after `delay_s` (or an
+    error), recording what it was asked."""
+
+    name = "scripted"
+
+    def __init__(self, score: float, *, delay_s: float = 0.05,
+                 error: Exception | None = None) -> None:
+        self.value, self.delay_s, self.error = score, delay_s, error
+        self.asked: list[tuple[str, int]] = []  # (text, samples of audio)
+
+    def load(self) -> None:
+        pass
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        self.asked.append((text, pcm.size))
+        await asyncio.sleep(self.delay_s)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
              tts: ToneTTS | None = None, reply: str = REPLY,
-             llm: Any = None) -> list[dict[str, Any]]:
+             llm: Any = None, detector: Any = None) -> list[dict[str, Any]]:
     """Feed `pcm` frame by frame in virtual time; the events with t relative to the input."""
 
     async def main() -> list[dict[str, Any]]:
@@ -127,6 +150,7 @@ def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
             tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
             history=ChatHistory("system"), clock=loop.time, partials=partials,
             on_event=lambda kind, data: events.append({"type": kind, **data}),
+            turn_detector=detector,
         )
         await engine.start()
         t0 = loop.time()
@@ -168,6 +192,36 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     # Partial decoding is paused while the agent thinks and speaks, and resumed after.
     assert stt.paused_log == [False, True, True, False]
     assert stt.discards >= 2  # the utterance's opening, and the turn taken
+
+
+@pytest.mark.parametrize(("score", "silence_s"), [(0.9, 0.06 + 0.1 + 0.05), (0.0, 1.2)])
+def test_the_endpoint_follows_the_turn_detector(question_pcm, score, silence_s) -> None:
+    pcm, speech_end = question_pcm
+    detector = ScriptedTurnDetector(score)
+    events = converse(pcm, FakeSTT(), detector=detector)
+    # The candidate (60 ms of silence + flush_s) is scored with the utterance's audio, from
+    # its pre-roll on; complete: the turn ends when the score comes, unfinished: at the bound.
+    [(text, samples)] = detector.asked
+    assert text == QUESTION and samples >= (speech_end - 0.5) * INPUT_RATE
+    [score_event] = of(events, "turn_score")
+    assert score_event["score"] == score
+    thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
+    assert thinking == pytest.approx(speech_end + silence_s, abs=FRAME_S + 0.001)
+    assert [e["agent_text"] for e in of(events, "turn")] == [REPLY]
+
+
+def test_a_failing_turn_detector_falls_back_to_the_text_cue(
+    question_pcm, caplog: pytest.LogCaptureFixture
+) -> None:
+    pcm, speech_end = question_pcm
+    detector = ScriptedTurnDetector(0.9, error=RuntimeError("model gone"))
+    with caplog.at_level(logging.WARNING, logger="agent.turn_detector"):
+        events = converse(pcm, FakeSTT(), detector=detector)
+    assert "turn detector failed: RuntimeError: model gone" in caplog.text
+    thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
+    cued = TurnOptions().endpoint.silence_cued_s  # the question ends with "?"
+    assert thinking == pytest.approx(speech_end + cued, abs=FRAME_S + 0.001)
+    assert [e["agent_text"] for e in of(events, "turn")] == [REPLY]
 
 
 def test_partials_off_gives_no_partials_but_the_same_answer(question_pcm) -> None:
