@@ -7,6 +7,11 @@ livekit-server and a `voxroom agent` worker, and a client that talks and listens
 `--compare-agentsession` runs the same corpus through LiveKit Agents' AgentSession with the
 same engines (its defaults, then tuned to voxroom's endpointing) and prints the ratios.
 
+Corpora: `questions` (bench/corpus.py, the default: latency), `turns` (bench/turn_corpus.py:
+turn-taking, with questions said with a thinking pause or a filler, backchannels and
+interruptions). Both get the per-kind section: cut-offs, false barge-ins, missed
+interruptions, voice-to-voice and barge-in stop per kind of item.
+
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
 Run from the repository root (the corpus lives in bench/).
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.bench_measure import (
+    INTERRUPTION_KINDS,
     STAGE_LABELS,
     STAGES,
     ItemResult,
@@ -31,6 +37,8 @@ from agent.bench_measure import (
     comparison,
     load_average,
 )
+
+CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,10 +51,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--script-ttft-ms", type=float, default=150.0,
                    help="scripted LLM: time to first token")
     p.add_argument("--script-words-per-s", type=float, default=15.0)
+    p.add_argument("--corpus", choices=tuple(CORPORA), default="questions",
+                   help="questions: latency (bench/corpus.py); turns: turn-taking, with pauses, "
+                        "fillers, backchannels and interruptions (bench/turn_corpus.py)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--barge-ins", type=int, default=None, help="only the first N barge-ins")
     p.add_argument("--no-recordings", action="store_true",
                    help="leave out the real recordings (synthetic voices only)")
+    p.add_argument("--kinds", type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
+                   default=None, help="--corpus turns: only these kinds, comma-separated "
+                                      "(question, paused, filler, backchannel, interruption)")
+    p.add_argument("--per-kind", type=int, default=None,
+                   help="--corpus turns: only the first N items of each kind")
     p.add_argument("--compare-agentsession", action="store_true",
                    help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
                         "--path livekit")
@@ -74,18 +90,18 @@ def run(args: argparse.Namespace) -> int:
             plot(runs, args.plot)
         return 0
     try:
-        module = corpus_module()
+        module = corpus_module(CORPORA[args.corpus])
     except ImportError as e:
         print(f"voxroom bench: needs a checkout of the repository ({e})", file=sys.stderr)
         return 2
-    load_corpus, cache_dir = module.load_corpus, module.CACHE_DIR
+    try:
+        items = _load_items(module, args)
+    except ValueError as e:
+        print(f"voxroom bench: {e}", file=sys.stderr)
+        return 2
     if args.compare_agentsession:
         args.path = "livekit"
     load_before = load_average()
-    corpus = asyncio.run(
-        load_corpus(args.cache_dir or cache_dir, recordings=not args.no_recordings)
-    ).limited(args.questions, args.barge_ins)
-    items = [*corpus.questions, *corpus.barge_ins]
     if not items:
         print("voxroom bench: the corpus is empty", file=sys.stderr)
         return 2
@@ -106,11 +122,11 @@ def _soak(items: list[Any], args: argparse.Namespace) -> int:
     from agent.bench_soak import format_soak, run_soak
     from agent.config import load_settings
     from agent.llm_scripted import ScriptedLLM
-    from bench.corpus import scripted_replies
+    from bench.corpus import scripted_answers, scripted_replies
 
     settings = load_settings(getattr(args, "config", None))
     llm = ScriptedLLM(scripted_replies(items), ttft_ms=args.script_ttft_ms,
-                      words_per_s=args.script_words_per_s)
+                      words_per_s=args.script_words_per_s, by_text=scripted_answers(items))
 
     def on_sample(s: Any) -> None:
         print(f"soak {s.t_s:7.0f} s: {s.turns} turns, RSS {s.rss_mb:.0f} MB, {s.tasks} tasks, "
@@ -126,19 +142,34 @@ def _soak(items: list[Any], args: argparse.Namespace) -> int:
     return 0 if verdict["memory_flat"] and verdict["no_leak"] else 1
 
 
-def corpus_module() -> Any:
-    """bench/corpus.py of the repository this package runs from: the corpus and its speech
-    synthesis (tests/speech.py) live in the checkout, not in the installed package."""
+def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
+    """The items of the corpus `module`, limited as the options say (speech synthesized and
+    cached)."""
+    if args.corpus == "turns":
+        module.check_kinds(args.kinds)  # before the speech is synthesized
+        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR))
+        return module.select(items, args.kinds, args.per_kind)
+    corpus = asyncio.run(
+        module.load_corpus(args.cache_dir or module.CACHE_DIR, recordings=not args.no_recordings)
+    ).limited(args.questions, args.barge_ins)
+    return [*corpus.questions, *corpus.barge_ins]
+
+
+def corpus_module(name: str = CORPORA["questions"]) -> Any:
+    """A corpus module (bench/corpus.py) of the repository this package runs from: the corpora
+    and their speech synthesis (tests/speech.py) live in the checkout, not in the installed
+    package."""
     import importlib
 
     root = Path(__file__).resolve().parent.parent
     if (root / "bench" / "corpus.py").exists() and str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    return importlib.import_module("bench.corpus")
+    return importlib.import_module(name)
 
 
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
     print(format_table(runs))
+    print(format_kinds(runs))
     if len(runs) > 1:
         print(format_comparison(report["comparison"]))
     print(f"load average {report['load_average']['start']} -> {report['load_average']['end']} "
@@ -174,12 +205,13 @@ async def _simulate(
     from agent.bench_simulate import run_simulate
     from agent.engine_loader import open_llm
     from agent.llm_scripted import ScriptedLLM
-    from bench.corpus import scripted_replies
+    from bench.corpus import scripted_answers, scripted_replies
 
     script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)
     if args.llm is None:
         return await run_simulate(
-            items, llm_for=lambda item: ScriptedLLM(scripted_replies([item]), **script),
+            items, llm_for=lambda item: ScriptedLLM(
+                scripted_replies([item]), by_text=scripted_answers([item]), **script),
             system_prompt=settings.llm.system_prompt, on_item=on_item)
     async with open_llm(settings.llm, args.llm, base_url=args.llm_base_url,
                         script_ttft_ms=args.script_ttft_ms,
@@ -261,6 +293,45 @@ def format_table(runs: list[RunResult]) -> str:
         flags += f"{str(s['premature']) + ' / ' + str(s['unanswered']):>26}"
     lines += [cpu, rss, flags]
     return "\n".join(lines)
+
+
+# (row label, the kind_summary figure, the kinds it is shown for: None = every kind)
+_KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
+    ("cut-offs (items)", "cut_offs", None),
+    ("false barge-ins (items)", "false_barge_ins", ("backchannel",)),
+    ("missed interruptions (items)", "missed_interruptions", INTERRUPTION_KINDS),
+    ("voice-to-voice p50 / p95 (n)", "voice_to_voice", ("question", "paused", "filler")),
+    ("barge-in stop p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
+)
+
+
+def format_kinds(runs: list[RunResult]) -> str:
+    """Turn-taking per kind of item: rows of kind and figure, one column per run. Counts are
+    "k of n items"; voice-to-voice of paused and filler items is from the user's real end."""
+    summaries = [r.summary()["kinds"] for r in runs]
+    kinds = list(dict.fromkeys(k for s in summaries for k in s))
+    width = max(len(label) for label, _, _ in _KIND_ROWS) + 16
+    lines = ["", "turn-taking by kind".ljust(width) + "".join(f"{r.name:>26}" for r in runs)]
+    for kind in kinds:
+        first = True
+        for label, key, shown in _KIND_ROWS:
+            if shown is not None and kind not in shown:
+                continue
+            row = (kind if first else "").ljust(16) + label.ljust(width - 16)
+            first = False
+            for s in summaries:
+                row += f"{_kind_cell(s.get(kind), key):>26}"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
+    if summary is None:
+        return "-"
+    value = summary[key]
+    if isinstance(value, dict):
+        return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
+    return "-" if value is None else f"{value} of {summary['items']}"
 
 
 def format_comparison(comp: dict[str, dict[str, Any]]) -> str:

@@ -29,11 +29,14 @@ import numpy as np
 
 from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from agent.bench_measure import (
+    OVERLAY_KINDS,
     HeardAudio,
     ItemClock,
     ItemResult,
     ProcessUsage,
     RunResult,
+    cut_off,
+    measure_overlay,
     ms,
     wait_until,
 )
@@ -46,6 +49,7 @@ ANSWER_TIMEOUT_S = 20.0  # longest wait for the agent's voice after the user's l
 DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
 WARMUP_TEXT = "Hello, can you hear me?"
+WARMUP_ANSWER = "Yes, I can hear you."
 
 
 class LiveKitBench:
@@ -76,14 +80,16 @@ class LiveKitBench:
         from agent.llm_factory import parse_llm_spec
         from agent.llm_scripted import ScriptedLLM
         from agent.scripted_llm_server import scripted_llm_server
-        from bench.corpus import scripted_replies
+        from bench.corpus import scripted_answers, scripted_replies
 
         a = self.args
         script = dict(ttft_ms=a.script_ttft_ms, words_per_s=a.script_words_per_s)
         kind, arg = parse_llm_spec(a.llm) if a.llm else ("script", "")
         if kind == "script":
+            by_text = {WARMUP_TEXT: WARMUP_ANSWER, **scripted_answers(self.items)}
             llm = (ScriptedLLM.from_file(arg, **script) if arg else
-                   ScriptedLLM(["Yes, I can hear you.", *scripted_replies(self.items)], **script))
+                   ScriptedLLM([WARMUP_ANSWER, *scripted_replies(self.items)], by_text=by_text,
+                               **script))
             self.llm_url = await self._stack.enter_async_context(scripted_llm_server(llm))
             self.llm_model = "scripted"
         elif kind == "local":
@@ -163,20 +169,19 @@ class LiveKitBench:
         clock = ItemClock(usage)
         ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
                                                 timeout_s=ANSWER_TIMEOUT_S)
-        onset = None
+        over: list[float | None] = []
         if barge_in and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
-            [onset] = await mic.say(item.interruption.pcm,
-                                    marks=[item.interruption.speech_start])
+            o = item.interruption
+            over = await mic.say(o.pcm, marks=[o.speech_start, o.speech_end])
         await self._wait_done(user, time.monotonic())
         heard = ears.heard()
         result = ItemResult(
-            item=item.id, voice=q.voice, kind="barge_in" if barge_in else "question",
-            stages={}, voice_to_voice_ms=ms(said, answered),
-            premature=heard.audible_between(spoke, said),
+            item=item.id, voice=q.voice, kind=item.kind, stages={},
+            voice_to_voice_ms=ms(said, answered), premature=cut_off(heard, spoke, said),
         )
-        if onset is not None and heard.audible_between(onset - 0.2, onset):
-            result.barge_in_stop_ms = ms(onset, heard.silenced_after(onset))
+        if over and over[0] is not None and over[1] is not None:
+            measure_overlay(result, heard, over[0], over[1])
         clock.finish(result)
         return result
 
@@ -336,7 +341,7 @@ def _in_window(t: float, windows: list[tuple[float, float]]) -> int | None:
 def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, float]],
                            store_path: Path) -> None:
     """The stored turns' latencies, to the item during which each turn ended: a question's
-    last turn, a barge-in's first (the interrupted answer)."""
+    last turn, a barge-in's or backchannel's first (the answer spoken over)."""
     from agent.transcript_store import TranscriptStore
 
     if not store_path.exists():
@@ -355,7 +360,7 @@ def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, f
         found = per_item.get(i, [])
         item.turns = len(found)
         if found:
-            turn = found[0] if item.kind == "barge_in" else found[-1]
+            turn = found[0] if item.kind in OVERLAY_KINDS else found[-1]
             item.stages = dict(turn["latency_ms"])
             item.heard_user = turn["user_text"]
 
@@ -400,5 +405,5 @@ def _attach_agentsession_stages(items: list[ItemResult], windows: list[tuple[flo
         found = per_item.get(i, [])
         item.turns = len(found)
         if found:
-            s = found[0] if item.kind == "barge_in" else found[-1]
+            s = found[0] if item.kind in OVERLAY_KINDS else found[-1]
             item.stages = {k: v for k, v in s.items() if k != "at"}

@@ -22,6 +22,14 @@ from agent.turn_metrics import percentiles
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
 BLOCK_S = 0.010
 SILENT_GAP_S = 0.5  # the agent has stopped once it stays quiet this long (longer than a pause)
+TALKING_S = 0.2  # audible this shortly before the user cut in: the agent was talking
+RESUME_WITHIN_S = 2.5  # after a backchannel, the answer must be audible again within this
+MISSED_STOP_MS = 1000.0  # an interruption the agent talks on through for longer is missed
+
+# Items whose user speaks over the agent's answer (bench.corpus.BargeIn), by kind: the
+# questions corpus's barge-ins, the turn corpus's interruptions and backchannels.
+INTERRUPTION_KINDS = ("barge_in", "interruption")
+OVERLAY_KINDS = (*INTERRUPTION_KINDS, "backchannel")
 
 # Stages in the order of a turn, as the turn engine names them (TurnRecord.latency_ms), then the
 # two figures measured at the listener.
@@ -79,7 +87,7 @@ class ItemResult:
 
     item: str
     voice: str
-    kind: str  # "question" | "barge_in"
+    kind: str  # "question" | "barge_in"; the turn corpus's kinds (bench.turn_corpus.KINDS)
     stages: dict[str, float | None]  # the engine's latencies of the turn that answered
     voice_to_voice_ms: float | None = None
     barge_in_stop_ms: float | None = None
@@ -88,6 +96,9 @@ class ItemResult:
     heard_user: str = ""  # what the agent transcribed
     cpu_cores: float | None = None  # CPU seconds per second of the item, all session processes
     rss_mb: float | None = None  # resident memory of the session's process at the end
+    # What the listener heard after the user spoke over the answer (see measure_overlay):
+    heard_after_backchannel: bool | None = None  # the agent within RESUME_WITHIN_S of its end
+    answered_interruption: bool | None = None  # the agent again once it stopped and it ended
 
 
 @dataclass
@@ -106,7 +117,7 @@ class RunResult:
             # this utterance to show; such items are counted apart (`premature`).
             return [i.voice_to_voice_ms for i in self.items if not i.premature]
         if stage == "barge_in_stop":
-            return [i.barge_in_stop_ms for i in self.items if i.kind == "barge_in"]
+            return [i.barge_in_stop_ms for i in self.items if i.kind in INTERRUPTION_KINDS]
         return [i.stages.get(stage) for i in self.items]
 
     def summary(self) -> dict[str, Any]:
@@ -119,6 +130,8 @@ class RunResult:
             "items": len(self.items),
             "premature": sum(i.premature for i in self.items),
             "unanswered": sum(i.voice_to_voice_ms is None for i in self.items),
+            "kinds": {k: kind_summary([i for i in self.items if i.kind == k])
+                      for k in dict.fromkeys(i.kind for i in self.items)},
         }
 
     @classmethod
@@ -133,6 +146,63 @@ class RunResult:
 
 def ms(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round((b - a) * 1000, 1)
+
+
+def cut_off(heard: HeardAudio, spoke: float, said: float) -> bool:
+    """The agent was heard while the user was still speaking, from the first voiced sample
+    `spoke` to the last `said` (a thinking pause in between included): it did not let the
+    user finish."""
+    return heard.audible_between(spoke, said)
+
+
+def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: float) -> None:
+    """The listener's figures of an item whose user speaks over the answer from `onset` to
+    `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume, an
+    interruption's barge-in stop and whether it got an answer."""
+    if result.kind == "backchannel":
+        result.heard_after_backchannel = heard.audible_between(end, end + RESUME_WITHIN_S)
+        return
+    stopped = heard.silenced_after(onset)
+    if heard.audible_between(onset - TALKING_S, onset):  # it was talking when cut off
+        result.barge_in_stop_ms = ms(onset, stopped)
+    result.answered_interruption = heard.first_audible_after(max(stopped, end)) is not None
+
+
+def false_barge_in(item: ItemResult) -> bool | None:
+    """A backchannel ("mm hmm", a cough) ended the answer: the agent was not heard again
+    within RESUME_WITHIN_S of its end, or the agent committed a user turn for it (more than
+    the question's one). None for other kinds and when not measured."""
+    if item.kind != "backchannel" or item.heard_after_backchannel is None:
+        return None
+    return not item.heard_after_backchannel or item.turns > 1
+
+
+def missed_interruption(item: ItemResult) -> bool | None:
+    """A real interruption did not take the floor: the agent talked on for more than
+    MISSED_STOP_MS after its onset, or it got no answer (nothing heard after it, or no user
+    turn of its own beside the question's; 0 turns is "not known"). None for other kinds."""
+    if item.kind not in INTERRUPTION_KINDS or item.answered_interruption is None:
+        return None
+    late = item.barge_in_stop_ms is not None and item.barge_in_stop_ms > MISSED_STOP_MS
+    return late or not item.answered_interruption or item.turns == 1
+
+
+def _count(flags: Iterable[bool | None]) -> int | None:
+    known = [f for f in flags if f is not None]
+    return sum(known) if known else None
+
+
+def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
+    """The turn-taking figures of the items of one kind (None: not a figure of the kind)."""
+    stops = [i.barge_in_stop_ms for i in items if i.kind in INTERRUPTION_KINDS]
+    return {
+        "items": len(items),
+        "cut_offs": sum(i.premature for i in items),
+        "false_barge_ins": _count(false_barge_in(i) for i in items),
+        "missed_interruptions": _count(missed_interruption(i) for i in items),
+        "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
+        "barge_in_stop": percentiles(stops) if stops else None,
+    }
 
 
 class ProcessUsage:

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench_measure import HeardAudio, ItemClock, ItemResult, ProcessUsage, ms
+from agent.bench_measure import (
+    HeardAudio,
+    ItemClock,
+    ItemResult,
+    ProcessUsage,
+    cut_off,
+    measure_overlay,
+    ms,
+)
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.simulate import OUTPUT_RATE
 
@@ -33,8 +41,10 @@ async def run_item(
     system_prompt: str,
     usage: ProcessUsage,
     partials: str = "listening",
+    turn_detector: Any = None,
 ) -> ItemResult:
-    """Say one corpus item (bench.corpus.Utterance or BargeIn) to a fresh turn engine."""
+    """Say one corpus item (bench.corpus.Utterance or BargeIn, of any kind) to a fresh turn
+    engine."""
     from agent.audio_sink import TimelineSink
     from agent.history import ChatHistory
     from agent.turn_engine import TurnEngine
@@ -51,7 +61,8 @@ async def run_item(
 
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
-                        history=ChatHistory(system_prompt), partials=partials)
+                        history=ChatHistory(system_prompt), partials=partials,
+                        turn_detector=turn_detector)
     spent = ItemClock(usage)
     await engine.start()
     speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
@@ -69,17 +80,17 @@ async def run_item(
     turns = [t.as_event() for t in engine.turns]
     answer = turns[0] if barge_in else (turns[-1] if turns else None)
     result = ItemResult(
-        item=item.id, voice=question.voice, kind="barge_in" if barge_in else "question",
+        item=item.id, voice=question.voice, kind=item.kind,
         stages=dict(answer["latency_ms"]) if answer else {},
         voice_to_voice_ms=ms(said, heard.first_audible_after(said)),
         turns=len(turns),
-        premature=heard.audible_between(spoke, said),
+        premature=cut_off(heard, spoke, said),
         heard_user=answer["user_text"] if answer else "",
     )
     if barge_in and cut_in_at is not None:
-        onset = cut_in_at + item.interruption.speech_start / INPUT_RATE
-        if heard.audible_between(onset - 0.2, onset):  # the agent was talking when cut off
-            result.barge_in_stop_ms = ms(onset, heard.silenced_after(onset))
+        over = item.interruption
+        measure_overlay(result, heard, cut_in_at + over.speech_start / INPUT_RATE,
+                        cut_in_at + over.speech_end / INPUT_RATE)
     spent.finish(result)
     return result
 
@@ -138,15 +149,17 @@ async def run_simulate(
     """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
     from agent.config import load_settings
     from agent.engine_loader import load_speech_engines
+    from agent.turn_detector import load_detector
 
-    stt_settings = load_settings().stt
-    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, stt_settings)
+    settings = load_settings()
+    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt)
+    detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     usage = ProcessUsage()
     results = []
     for item in items:
         result = await run_item(item, stt=stt, tts=tts, llm=llm_for(item),
                                 system_prompt=system_prompt, usage=usage,
-                                partials=stt_settings.partials)
+                                partials=settings.stt.partials, turn_detector=detector)
         on_item(result)
         results.append(result)
     return results

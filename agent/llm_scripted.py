@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent.engines import ChatMessage
+from state_machine.similarity import text_similarity
 
 _WORD_WITH_SPACE = re.compile(r"\S+\s*")
+MATCH_SIMILARITY = 0.5  # a last user message this close to a `by_text` key gets its reply
 
 
 class ScriptedLLM:
@@ -24,6 +26,11 @@ class ScriptedLLM:
     reply i, cycling when the script is shorter than the conversation. Choosing by the history
     (not by a call counter) makes a call that is cancelled before speaking, such as a discarded
     speculative start, leave the next reply unchanged.
+
+    With `by_text` (what the user says -> the reply to it), the last user message picks the
+    reply of the key most like it (word similarity >= MATCH_SIMILARITY, so a transcript with
+    a word wrong still matches), and the count is only the fallback: an agent that takes a
+    backchannel as a turn, or a paused question as two, does not shift every later reply.
 
     Each word comes with its following whitespace; the first after `ttft_ms`, the next ones
     every 1/`words_per_s` seconds. `sleep` can be replaced by a virtual-time sleep in tests.
@@ -36,8 +43,10 @@ class ScriptedLLM:
         ttft_ms: float = 150.0,
         words_per_s: float = 15.0,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        by_text: Mapping[str, str] | None = None,
     ) -> None:
         self.replies = [r.strip() for r in replies if r.strip()]
+        self.by_text = {k: v.strip() for k, v in (by_text or {}).items() if k and v.strip()}
         if not self.replies:
             raise ValueError("ScriptedLLM needs at least one non-empty reply")
         if words_per_s <= 0 or ttft_ms < 0:
@@ -56,10 +65,15 @@ class ScriptedLLM:
         return cls(replies, **kwargs)
 
     def reply_for(self, messages: list[ChatMessage]) -> str:
-        user_turns = sum(1 for m in messages if m.get("role") == "user")
-        if user_turns == 0:
+        said = [m for m in messages if m.get("role") == "user"]
+        if not said:
             raise ValueError("ScriptedLLM: the messages contain no user turn")
-        return self.replies[(user_turns - 1) % len(self.replies)]
+        if self.by_text:
+            last = message_text(said[-1])
+            best = max(self.by_text, key=lambda key: text_similarity(last, key))
+            if text_similarity(last, best) >= MATCH_SIMILARITY:
+                return self.by_text[best]
+        return self.replies[(len(said) - 1) % len(self.replies)]
 
     async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
         words = _WORD_WITH_SPACE.findall(self.reply_for(messages))
@@ -68,3 +82,12 @@ class ScriptedLLM:
             if i:
                 await self._sleep(self.word_interval_s)
             yield word
+
+
+def message_text(message: Any) -> str:
+    """A chat message's text: a string, or OpenAI's list of content parts (what an OpenAI
+    client such as LiveKit Agents' plugin may send to the scripted server)."""
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return content
+    return " ".join(p.get("text", "") for p in content if isinstance(p, dict))

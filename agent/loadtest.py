@@ -158,7 +158,7 @@ async def make_script(n_items: int = 8) -> tuple[list[Item], list[str]]:
             pcm = await corpus.spoken(text, VOICE)
             cut = await corpus.spoken(interruption, VOICE)
             items.append(Item(text, pcm, *corpus.voiced_span(pcm), interruption, cut, after_s))
-            replies += [corpus._LONG_ANSWER, corpus.INTERRUPTION_ANSWER]
+            replies += [corpus.LONG_ANSWER, corpus.INTERRUPTION_ANSWER]
         else:
             text, answer = next(questions)
             pcm = await corpus.spoken(text, VOICE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ import numpy as np
 from agent.engines import INPUT_RATE
 
 CACHE_DIR = Path(".cache/bench")
+# The questions' voices; `spoken()` also takes any other espeak-ng voice as "espeak-NAME".
 VOICES = ("piper-joe", "espeak-en-us", "espeak-en-gb")
 VOICED = 500  # int16 amplitude (about -36 dBFS): louder samples are speech
 EDGE_S = 0.03  # silence kept at each end of an utterance
@@ -88,7 +89,7 @@ QUESTIONS: tuple[tuple[str, str], ...] = (
 RECORDING_ANSWER = "That sounds like a line from a book. Shall we talk about it?"
 
 # Long answers, so that the user can cut in while the agent is still speaking.
-_LONG_ANSWER = (
+LONG_ANSWER = (
     "Well, there are many things to say about that. First of all, it depends on where you "
     "live and what you like to do, and then there is the question of time, money and the "
     "people you would like to bring along with you."
@@ -112,6 +113,7 @@ class Utterance:
     text: str  # what is said ("" when unknown: a cut of a real recording)
     answer: str  # the scripted LLM's reply to it
     pcm: np.ndarray  # 16 kHz mono int16, EDGE_S of silence at each end
+    kind: str = "question"  # what the bench reports it as (bench/turn_corpus.py has more)
 
     @property
     def speech_start(self) -> int:
@@ -137,6 +139,7 @@ class BargeIn:
     question: Utterance
     interruption: Utterance
     after_s: float
+    kind: str = "barge_in"  # or bench/turn_corpus.py's "interruption" / "backchannel"
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,17 @@ class Corpus:
 def voiced_span(pcm: np.ndarray) -> tuple[int, int]:
     loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
     return (int(loud[0]), int(loud[-1]) + 1) if loud.size else (0, 0)
+
+
+def quiet_gaps(pcm: np.ndarray, min_s: float) -> list[tuple[int, int]]:
+    """The pauses inside the speech: (start, end) samples of each stretch of at least `min_s`
+    between two voiced samples (as `voiced_span` tells voiced from quiet)."""
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
+    if loud.size < 2:
+        return []
+    steps = np.diff(loud)
+    return [(int(loud[i]) + 1, int(loud[i + 1]))
+            for i in np.flatnonzero(steps > min_s * INPUT_RATE)]
 
 
 def trim(pcm: np.ndarray, keep_s: float = EDGE_S) -> np.ndarray:
@@ -170,40 +184,70 @@ async def load_corpus(cache_dir: Path = CACHE_DIR, *, recordings: bool = True) -
     ]
     if recordings:
         questions += recording_cuts()
-    barge_ins = []
-    for i, (text, interruption, after_s) in enumerate(BARGE_INS):
-        voice = VOICES[i % 3]
-        barge_ins.append(BargeIn(
-            f"b{i:02d}-{voice}",
-            Utterance(f"b{i:02d}-question", voice, text, _LONG_ANSWER,
-                      await spoken(text, voice, cache_dir)),
-            Utterance(f"b{i:02d}-interruption", voice, interruption, INTERRUPTION_ANSWER,
-                      await spoken(interruption, voice, cache_dir)),
-            after_s,
-        ))
+    barge_ins = [
+        await over_long_answer(f"b{i:02d}", VOICES[i % 3], text, interruption,
+                               INTERRUPTION_ANSWER, after_s, cache_dir)
+        for i, (text, interruption, after_s) in enumerate(BARGE_INS)
+    ]
     return Corpus(questions, barge_ins)
 
 
+async def over_long_answer(
+    item_id: str, voice: str, question: str, over: str, over_answer: str, after_s: float,
+    cache_dir: Path = CACHE_DIR, *, kind: str = "barge_in", over_pcm: np.ndarray | None = None,
+) -> BargeIn:
+    """`question` (answered with LONG_ANSWER), then `over` said over the answer `after_s`
+    after its first audio (`over_pcm`: other audio than `over` spoken by `voice`)."""
+    if over_pcm is None:
+        over_pcm = await spoken(over, voice, cache_dir)
+    return BargeIn(
+        f"{item_id}-{voice}",
+        Utterance(f"{item_id}-question", voice, question, LONG_ANSWER,
+                  await spoken(question, voice, cache_dir)),
+        Utterance(f"{item_id}-{'backchannel' if kind == 'backchannel' else 'interruption'}",
+                  voice, over, over_answer, over_pcm),
+        after_s, kind=kind,
+    )
+
+
 async def spoken(text: str, voice: str, cache_dir: Path = CACHE_DIR) -> np.ndarray:
-    """`text` said by `voice` (one of VOICES), trimmed, 16 kHz int16; cached."""
+    """`text` said by `voice` ("piper-joe" or "espeak-NAME", NAME an espeak-ng voice such as
+    en-us+f3), trimmed, 16 kHz int16; cached."""
+    if voice == "piper-joe":
+        return await cached_speech(voice, text, lambda: _piper(text), cache_dir)
+    espeak_voice = espeak_name(voice)
+    return await cached_speech(voice, text, lambda: espeak_speech(text, espeak_voice), cache_dir)
+
+
+def espeak_name(voice: str) -> str:
+    """The espeak-ng voice of "espeak-NAME"; ValueError for a voice `spoken()` does not know."""
+    if not voice.startswith("espeak-"):
+        raise ValueError(f"unknown voice {voice!r}; known: piper-joe, espeak-NAME "
+                         f"(an espeak-ng voice), e.g. {', '.join(VOICES)}")
+    return voice.removeprefix("espeak-")
+
+
+async def cached_speech(
+    voice: str, key: str, make: Callable[[], Awaitable[np.ndarray]], cache_dir: Path = CACHE_DIR
+) -> np.ndarray:
+    """`make()`'s speech, trimmed, cached under `cache_dir` by `voice` and `key` (the text,
+    or whatever else decides the audio)."""
     import soundfile as sf
 
-    key = hashlib.sha256(f"{voice}\n{text}".encode()).hexdigest()[:16]
-    path = cache_dir / f"{voice}-{key}.wav"
+    digest = hashlib.sha256(f"{voice}\n{key}".encode()).hexdigest()[:16]
+    path = cache_dir / f"{voice}-{digest}.wav"
     if path.exists():
         return sf.read(str(path), dtype="int16")[0]
-    if voice == "piper-joe":
-        pcm = await _piper(text)
-    elif voice.startswith("espeak-"):
-        from tests.speech import espeak
-
-        pcm = await asyncio.to_thread(espeak, text, voice=voice.removeprefix("espeak-"))
-    else:
-        raise ValueError(f"unknown voice {voice!r}; known: {', '.join(VOICES)}")
-    pcm = trim(pcm)
+    pcm = trim(await make())
     path.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(path), pcm, INPUT_RATE, subtype="PCM_16")
     return pcm
+
+
+async def espeak_speech(text: str, voice: str, *, ssml: bool = False) -> np.ndarray:
+    from tests.speech import espeak
+
+    return await asyncio.to_thread(espeak, text, voice=voice, ssml=ssml)
 
 
 async def _piper(text: str) -> np.ndarray:
@@ -276,6 +320,14 @@ def split_at_pauses(pcm: np.ndarray, min_pause_s: float, max_len_s: float) -> li
         else:
             joined.append((a, b))
     return [pcm[a * frame : b * frame] for a, b in joined]
+
+
+def scripted_answers(items: Sequence[Utterance | BargeIn]) -> dict[str, str]:
+    """What the user says in `items` -> the scripted LLM's reply to it (for ScriptedLLM's
+    `by_text`: a reply that does not shift when the agent takes a turn too many or too few)."""
+    said = [u for item in items
+            for u in ((item.question, item.interruption) if isinstance(item, BargeIn) else (item,))]
+    return {u.text: u.answer for u in said if u.text}
 
 
 def scripted_replies(items: Sequence[Utterance | BargeIn]) -> list[str]:

@@ -27,21 +27,27 @@ MAX_BACKCHANNEL_WORDS = 4
 """Longer than this, it is something said to the agent, even in backchannel words."""
 
 
+def other_words(transcript: str) -> int:
+    """How many of the transcript's words are not part of a backchannel phrase."""
+    words = normalize_words(spoken_words(transcript))
+    other = i = 0
+    while i < len(words):
+        match = next((p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i:i + len(p)]) == p),
+                     None)
+        if match is None:
+            other += 1
+            i += 1
+        else:
+            i += len(match)
+    return other
+
+
 def is_backchannel(transcript: str) -> bool:
     """True when the transcript has words and every one of them belongs to a backchannel
     phrase ("Mm-hmm.", "Okay, right.", "Yeah yeah."). No words at all (a cough, "[laughs]")
     is not a backchannel but no speech: the caller treats both as a non-interruption."""
     words = normalize_words(spoken_words(transcript))
-    if not words or len(words) > MAX_BACKCHANNEL_WORDS:
-        return False
-    i = 0
-    while i < len(words):
-        match = next((p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i:i + len(p)]) == p),
-                     None)
-        if match is None:
-            return False
-        i += len(match)
-    return True
+    return 0 < len(words) <= MAX_BACKCHANNEL_WORDS and other_words(transcript) == 0
 
 
 def interrupts(transcript: str) -> bool:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from state_machine.similarity import trails_off
+
 EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
 
 
@@ -132,6 +134,8 @@ def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     assert utt.candidate is not None
     if utt.candidate.failed or not utt.candidate.text.strip():
         return plain
+    if trails_off(utt.candidate.text):
+        return o.silence_unfinished_s  # "..., so, um": whatever the model says
     score = utt.fresh_score()
     if score is None:
         # A score ~50-80 ms away is waited for, bounded; a detector that failed answered

@@ -39,7 +39,7 @@ from state_machine.actions import (
     SetState,
     StartReply,
 )
-from state_machine.backchannel import interrupts
+from state_machine.backchannel import interrupts, other_words
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -383,11 +383,15 @@ class ConversationStateMachine:
         assert utt.candidate is not None
         text = utt.candidate.text
         words = bool(spoken_words(text))
-        if interrupts(text) or (words and not self.options.backchannel_resume):
+        o = self.options
+        if not utt.fresh():
+            if other_words(text) >= o.barge_in_words:
+                self._commit_barge_in(utt, now, out)  # clearly talking to the agent
+            else:
+                utt.candidate = None  # the sound goes on: transcribed whole when it stops
+        elif interrupts(text) or (words and not o.backchannel_resume):
             self._commit_barge_in(utt, now, out)
-        elif not utt.fresh():
-            utt.candidate = None  # the sound goes on: asked again when it stops
-        elif self.options.backchannel_resume:
+        elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
             self._resume_after_false_interruption(
                 now, out, "backchannel" if words else "false_interruption")
@@ -401,7 +405,8 @@ class ConversationStateMachine:
             self._cancel_reply("barge-in", out)
             out.append(CommitBargeIn(r.id))
         out.append(Notify("barge_in", {"paused_at": paused_at, "onset": utt.onset}))
-        utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
+        if not utt.fresh():
+            utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
 
     def _resume_after_false_interruption(self, now: float, out: list[Action], kind: str) -> None:

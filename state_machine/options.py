@@ -37,6 +37,12 @@ class TurnOptions:
     """A pause caused by user sound that brings no words within this time resumes playback
     (once the sound has stopped)."""
 
+    barge_in_words: int = 2
+    """Words that are not a backchannel which, heard while the user is still talking over the
+    paused agent, commit the barge-in at once. One is not enough: the first fragment of
+    "mm-hmm" or "thank you" is often transcribed as a word of its own ("M.", "Thank.").
+    Fewer words wait for the end of the sound, which is then transcribed whole."""
+
     backchannel_resume: bool = True
     """A pause whose sound is a backchannel ("mm-hmm", "okay", "right": see
     `state_machine.backchannel`) resumes playback as soon as its transcript says so, instead

@@ -52,7 +52,17 @@ _TRAILING_CONTINUATION = {
     "for",
     "in",
     "on",
+    "erm",
+    "er",
+    "like",
 }
+
+
+def trails_off(transcript: str) -> bool:
+    """The last word leaves the sentence open: a conjunction, an article, a filler ("... so,
+    um")."""
+    words = normalize_words(spoken_words(transcript))
+    return bool(words) and words[-1] in _TRAILING_CONTINUATION
 
 
 def looks_complete(transcript: str) -> bool:

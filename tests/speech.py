@@ -12,8 +12,11 @@ import numpy as np
 RATE = 16_000
 
 
-def espeak(text: str, *, voice: str = "en-us", words_per_min: int = 160) -> np.ndarray:
-    """`text` spoken by espeak-ng, resampled to 16 kHz mono int16."""
+def espeak(
+    text: str, *, voice: str = "en-us", words_per_min: int = 160, ssml: bool = False
+) -> np.ndarray:
+    """`text` spoken by espeak-ng, resampled to 16 kHz mono int16; with `ssml`, `text` is SSML
+    (espeak-ng -m), e.g. a `<break time="600ms"/>` inside a sentence."""
     import soundfile as sf
     import soxr
 
@@ -21,8 +24,9 @@ def espeak(text: str, *, voice: str = "en-us", words_per_min: int = 160) -> np.n
         raise RuntimeError("espeak-ng is not installed (make sysdeps installs it)")
     with tempfile.TemporaryDirectory() as d:
         wav = Path(d) / "speech.wav"
-        subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_min), "-w", str(wav), text],
-                       check=True, capture_output=True)
+        markup = ["-m"] if ssml else []
+        subprocess.run(["espeak-ng", *markup, "-v", voice, "-s", str(words_per_min), "-w",
+                        str(wav), text], check=True, capture_output=True)
         audio, rate = sf.read(str(wav), dtype="float32")
     if rate != RATE:
         audio = soxr.resample(audio, rate, RATE)

@@ -171,3 +171,29 @@ def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
         check_run(r, anchor=r["name"] != "voxroom")
     ratio = report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"]
     assert ratio is not None and ratio > 0
+
+
+@pytest.mark.slow
+def test_simulate_path_reports_the_turn_corpus_by_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--corpus turns: a paused question and a backchannel through the engine, each reported
+    under its kind with the listener's facts its verdict needs (what voxroom does with them
+    is the turn engine's business, not this test's)."""
+    from agent.bench import add_arguments, run
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    out = tmp_path / "turns.json"
+    assert run(p.parse_args(["--corpus", "turns", "--kinds", "paused,backchannel", "--per-kind",
+                             "1", "--cache-dir", str(tmp_path / "speech"), "--json",
+                             str(out)])) == 0
+    [voxroom] = json.loads(out.read_text())["runs"]
+    items = {i["kind"]: i for i in voxroom["items"]}
+    assert set(items) == {"paused", "backchannel"}
+    assert items["backchannel"]["heard_after_backchannel"] is not None
+    assert items["backchannel"]["turns"] >= 1
+    kinds = voxroom["summary"]["kinds"]
+    assert kinds["backchannel"]["false_barge_ins"] in (0, 1)
+    assert kinds["paused"]["cut_offs"] in (0, 1)
+    assert "turn-taking by kind" in capsys.readouterr().out

@@ -73,6 +73,13 @@ def test_an_unfinished_turn_ends_at_the_bound_if_the_speaker_never_goes_on() -> 
     assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
 
 
+def test_a_trailing_filler_waits_whatever_the_model_says() -> None:
+    tl = scored(lambda s, e: "I need a recipe for dinner, so, um.", lambda text: 0.9)
+    tl.run(speech((0.5, 1.5)), until_s=5.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
+
+
 def test_a_middling_score_waits_in_between() -> None:
     o = SCORED.endpoint
     mid = (o.complete_score + o.unfinished_score) / 2
@@ -146,6 +153,34 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
     assert tl.notified("barge_in")
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
+
+
+def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer() -> None:
+    def transcript(start: float, end: float) -> str:
+        if start < 2.5:
+            return "what time is it?"
+        return "Thank." if end < 3.4 else "Thank you."  # the early request hears a fragment
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
+    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    assert t_resume == approx(3.76)  # the whole sound, transcribed once it stopped
+    assert sum(b - a for a, b in tl.audible) == approx(3.0)
+
+
+def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
+    def transcript(start: float, end: float) -> str:
+        if start < 2.5:
+            return "what time is it?"
+        return "No." if end < 3.4 else "No, in Tokyo?"
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
+    [(t_barge, _)] = tl.notified("barge_in")
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
+    assert commit.text == "No, in Tokyo?"
+    assert t_barge == approx(3.76) and t_commit == approx(3.80)  # no second transcription
 
 
 def test_a_pause_whose_transcript_never_comes_resumes_after_the_stall_bound() -> None:

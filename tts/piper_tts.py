@@ -170,9 +170,11 @@ class PiperTTS:
                 audio = synthesize_in_context(voice, text, left, right)
             if audio is None:
                 audio = _synthesize(voice, text)[0]
-        return self._finish(audio)
+        return self.finish(audio)
 
-    def _finish(self, audio: np.ndarray) -> np.ndarray:
+    def finish(self, audio: np.ndarray) -> np.ndarray:
+        """Piper's float audio as every synthesis returns it: trimmed, gain, resampled,
+        faded at the edges, int16."""
         audio = trim_silence(audio, PIPER_RATE, keep_ms=self.edge_silence_ms)
         if audio.size == 0:
             return np.zeros(0, dtype=np.int16)
@@ -202,14 +204,25 @@ def synthesize_in_context(voice: PiperVoice, text: str, left: str, right: str) -
     """Float audio at 22.05 kHz of `text` spoken between `left` and `right`, or None when
     the words cannot be located in the alignments."""
     left, right = sentence_context(left, text, right)
-    n_left, n_text, n_right = (_count_words(voice, part) for part in (left, text, right))
+    n_left, n_text, n_right = (count_words(voice, part) for part in (left, text, right))
     full = " ".join(part for part in (left, text, right) if part)
-    if n_text == 0 or _count_words(voice, full) != n_left + n_text + n_right:
+    if n_text == 0 or count_words(voice, full) != n_left + n_text + n_right:
         logger.debug("context synthesis: word counts disagree for %r; plain synthesis", full)
         return None
-    audio, chunks = _synthesize(voice, full, alignments=True)
+    aligned = synthesize_with_word_cuts(voice, full)
+    if aligned is None or len(aligned[1]) != n_left + n_text + n_right + 1:
+        logger.debug("context synthesis: %r not located in the alignments; plain", full)
+        return None
+    audio, cuts = aligned
+    return audio[cuts[n_left] : cuts[n_left + n_text]]
+
+
+def synthesize_with_word_cuts(voice: PiperVoice, text: str) -> tuple[np.ndarray, list[int]] | None:
+    """Float audio at 22.05 kHz of `text`, and where to cut it between words: one sample
+    offset per word boundary (words + 1): 0, the middle of the separator (space, or sentence
+    break) before each later word, the end. None when the words cannot be aligned."""
+    audio, chunks = _synthesize(voice, text, alignments=True)
     if any(c.phoneme_alignments is None for c in chunks):
-        logger.debug("context synthesis: no alignments for %r; plain synthesis", full)
         return None
     phonemes: list[str] = []
     ends: list[int] = []  # sample offset where each aligned phoneme ends
@@ -218,19 +231,11 @@ def synthesize_in_context(voice: PiperVoice, text: str, left: str, right: str) -
             phonemes.append(a.phoneme)
             ends.append((ends[-1] if ends else 0) + int(a.num_samples))
     spans = word_spans(phonemes)
-    if len(spans) != n_left + n_text + n_right or ends[-1] != audio.size:
+    if not spans or ends[-1] != audio.size:
         return None
     starts = [0, *ends[:-1]]
-
-    def cut_before(word: int) -> int:
-        """Middle of the separator between word-1 and word (0 before the first word)."""
-        if word == 0:
-            return 0
-        if word == len(spans):
-            return audio.size
-        return (ends[spans[word - 1][1]] + starts[spans[word][0]]) // 2
-
-    return audio[cut_before(n_left) : cut_before(n_left + n_text)]
+    between = [(ends[spans[w - 1][1]] + starts[spans[w][0]]) // 2 for w in range(1, len(spans))]
+    return audio, [0, *between, audio.size]
 
 
 def sentence_context(left: str, text: str, right: str) -> tuple[str, str]:
@@ -245,7 +250,8 @@ def sentence_context(left: str, text: str, right: str) -> tuple[str, str]:
     return left.strip(), right.strip()
 
 
-def _count_words(voice: PiperVoice, text: str) -> int:
+def count_words(voice: PiperVoice, text: str) -> int:
+    """How many words espeak makes of `text` (as `word_spans` counts them)."""
     if not text:
         return 0
     return len(word_spans(p for sentence in voice.phonemize(text) for p in [*sentence, " "]))

@@ -1,0 +1,176 @@
+"""The turn-taking corpus (bench/turn_corpus.py) and its verdicts (agent/bench_measure.py):
+cut-offs, backchannels that ended the answer, missed interruptions, decided on hand-made
+listener timelines; (slow) the synthesized corpus itself, its voices and its pauses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.bench_measure import (
+    HeardAudio,
+    ItemResult,
+    RunResult,
+    cut_off,
+    false_barge_in,
+    measure_overlay,
+    missed_interruption,
+)
+from bench.corpus import BargeIn, Utterance, quiet_gaps
+from bench.turn_corpus import (
+    FILLERS,
+    KINDS,
+    MIN_PAUSE_S,
+    PAUSED,
+    cough,
+    insert_silence,
+    select,
+    set_pause,
+)
+from tests.test_bench import RATE, quiet, tone
+
+
+def heard(*parts: tuple[str, float]) -> HeardAudio:
+    """The agent's audio from t = 0: ("talk" | "quiet", seconds) in turn."""
+    return HeardAudio(RATE, [(0.0, np.concatenate(
+        [tone(s) if what == "talk" else quiet(s) for what, s in parts]))])
+
+
+def item(kind: str, turns: int = 1) -> ItemResult:
+    return ItemResult("x", "v", kind, {}, turns=turns)
+
+
+def test_a_cut_off_is_agent_audio_inside_the_users_speech_pause_included() -> None:
+    # the user speaks 0.5-2.0 s with a pause at 1.0-1.6 s; the agent talks 1.2-1.5 s
+    early = heard(("quiet", 1.2), ("talk", 0.3), ("quiet", 2.0))
+    assert cut_off(early, 0.5, 2.0)
+    waited = heard(("quiet", 2.3), ("talk", 1.0))
+    assert not cut_off(waited, 0.5, 2.0)
+
+
+@pytest.mark.parametrize(("answer", "turns", "false"), [
+    # talking from 2.0 s, paused for the backchannel (3.5-3.9 s) at 3.6 s, went on at 4.6 s
+    ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 1, False),
+    # never stopped
+    ([("talk", 8.0)], 1, False),
+    # went on, but as a reply to "okay" taken as a turn
+    ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 2, True),
+    # stopped for good
+    ([("talk", 1.6), ("quiet", 5.0)], 1, True),
+    # came back too late: 2.7 s after the backchannel's end
+    ([("talk", 1.6), ("quiet", 3.0), ("talk", 1.0)], 1, True),
+])
+def test_a_backchannel_is_a_false_barge_in_unless_the_answer_goes_on(
+    answer: list[tuple[str, float]], turns: int, false: bool
+) -> None:
+    result = item("backchannel", turns)
+    measure_overlay(result, heard(("quiet", 2.0), *answer), 3.5, 3.9)
+    assert false_barge_in(result) is false
+    assert result.barge_in_stop_ms is None  # not a barge-in figure
+    assert false_barge_in(item("question")) is None
+
+
+@pytest.mark.parametrize(("answer", "turns", "missed"), [
+    # talking from 2.0 s, stopped 150 ms after the onset (3.0 s), answered at 4.5 s
+    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 2, False),
+    # talked on through it to 8 s
+    ([("talk", 6.0), ("quiet", 1.0)], 2, True),
+    # stopped, never answered
+    ([("talk", 1.15), ("quiet", 4.0)], 2, True),
+    # stopped and went on, but no turn was taken for the interruption
+    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 1, True),
+    # the turn count unknown (0): the audio decides
+    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 0, False),
+])
+def test_a_missed_interruption_is_one_talked_through_or_not_answered(
+    answer: list[tuple[str, float]], turns: int, missed: bool
+) -> None:
+    result = item("interruption", turns)
+    measure_overlay(result, heard(("quiet", 2.0), *answer), 3.0, 4.0)
+    assert missed_interruption(result) is missed
+    if not missed:
+        assert result.barge_in_stop_ms == pytest.approx(150, abs=11)
+
+
+def test_the_summary_and_the_report_have_a_section_per_kind() -> None:
+    from agent.bench import format_kinds
+
+    run = RunResult("voxroom", "simulate", "script", [
+        ItemResult("q", "v", "question", {}, voice_to_voice_ms=600),
+        ItemResult("p", "v", "paused", {}, voice_to_voice_ms=5, premature=True),
+        ItemResult("p", "v", "paused", {}, voice_to_voice_ms=700),
+        ItemResult("b", "v", "backchannel", {}, turns=2, heard_after_backchannel=True),
+        ItemResult("i", "v", "interruption", {}, turns=2, barge_in_stop_ms=140,
+                   answered_interruption=True),
+    ])
+    kinds = run.summary()["kinds"]
+    assert list(kinds) == ["question", "paused", "backchannel", "interruption"]
+    assert (kinds["paused"]["cut_offs"], kinds["paused"]["voice_to_voice"]["n"]) == (1, 1)
+    assert kinds["backchannel"]["false_barge_ins"] == 1
+    assert kinds["interruption"]["missed_interruptions"] == 0
+    assert kinds["question"]["false_barge_ins"] is None
+    assert run.summary()["stages"]["barge_in_stop"]["n"] == 1
+    text = format_kinds([run])
+    assert "1 of 2" in text and "false barge-ins" in text and "140 / 140 (1)" in text
+
+
+def test_items_are_chosen_by_kind_and_count() -> None:
+    pcm = tone(0.3)
+    q = [Utterance(f"q{i}", "v", "Q?", "A.", pcm) for i in range(3)]
+    p = [Utterance(f"p{i}", "v", "P?", "A.", pcm, kind="paused") for i in range(2)]
+    b = [BargeIn("b", q[0], q[1], 1.0, kind="backchannel")]
+    items = [*q, *p, *b]
+    assert [i.id for i in select(items, per_kind=1)] == ["q0", "p0", "b"]
+    assert [i.id for i in select(items, ["paused", "backchannel"])] == ["p0", "p1", "b"]
+    with pytest.raises(ValueError, match="unknown kinds"):
+        select(items, ["pasued"])
+
+
+def test_a_pause_is_set_to_the_length_asked() -> None:
+    speech = np.concatenate([tone(0.5), quiet(0.23), tone(0.6)])
+    for asked in (0.3, 0.8, 0.1):
+        [(a, b)] = quiet_gaps(set_pause(speech, asked), MIN_PAUSE_S if asked > 0.15 else 0.05)
+        assert (b - a) / RATE == pytest.approx(asked, abs=0.001)
+
+
+def test_silence_goes_in_at_the_quietest_point_near_the_boundary() -> None:
+    rate = 22_050
+    audio = np.full(rate, 0.5, np.float32)
+    audio[10_500:10_700] = 0.0  # a quiet spot 20 ms from the boundary asked at 10 200
+    out = insert_silence(audio, 10_200, 0.5, rate)
+    assert out.size == audio.size + rate // 2
+    silent = np.flatnonzero(np.abs(out) < 1e-6)
+    assert 10_450 < silent[0] and silent[-1] < 10_750 + rate // 2
+
+
+def test_a_cough_is_two_short_noise_bursts() -> None:
+    pcm = cough()
+    assert pcm.dtype == np.int16 and 0.5 < pcm.size / RATE < 0.8
+    [(a, b)] = quiet_gaps(pcm, 0.05)  # the breath between the bursts
+    assert 0.05 < (b - a) / RATE < 0.3
+
+
+@pytest.mark.slow
+async def test_the_corpus_has_every_kind_in_enough_voices_and_real_pauses(
+    tmp_path: Path,
+) -> None:
+    """Synthesized for real (Piper and espeak-ng, ~10 s): every paused or filler item has
+    its pause of the length asked (within 50 ms) at the break, the only pause as long in a
+    paused question."""
+    from bench.turn_corpus import load_turn_corpus
+
+    items = await load_turn_corpus(tmp_path)
+    assert len(items) >= 30
+    assert {i.kind for i in items} == set(KINDS)
+    assert len({getattr(i, "question", i).voice for i in items}) >= 4
+    asked = {f"{before} {after}": pause for before, pause, after, _ in (*PAUSED, *FILLERS)}
+    for i in items:
+        if i.kind not in ("paused", "filler"):
+            continue
+        gaps = [(b - a) / RATE for a, b in quiet_gaps(i.pcm, MIN_PAUSE_S)]
+        assert 0.3 <= max(gaps) <= 0.8, (i.id, gaps)
+        assert max(gaps) == pytest.approx(asked[i.text], abs=0.05), (i.id, gaps)
+        if i.kind == "paused":
+            assert len(gaps) == 1, (i.id, gaps)
