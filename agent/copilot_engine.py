@@ -613,6 +613,8 @@ class CopilotEngine:
         try:
             async for partial in self._stream.partials():
                 self._offer_prefill(partial.text)
+                if self._scorer is not None and self._hearing:
+                    self._scorer.partial(partial.text)
         except Exception as e:  # the stream died; candidates report it utterance by utterance
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 

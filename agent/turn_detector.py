@@ -38,7 +38,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -65,6 +65,11 @@ class TurnDetector(Protocol):
         now (16 kHz int16, from its start; an audio model reads its own window of the end)."""
         ...
 
+    def warm(self, text: str) -> None:
+        """A partial transcript of the speech going on: a model that can, reads it ahead so
+        that scoring the candidate at the pause costs only its new words. Never blocks."""
+        ...
+
 
 class _ThreadedDetector:
     """One inference thread; a decision that comes while one is running waits for it."""
@@ -75,7 +80,18 @@ class _ThreadedDetector:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"eot-{self.name}")
         self._loaded = False
+        # A warm-up never queues behind another job, and a score behind at most one warm-up.
+        self._scoring = 0  # scores awaited (changed on the event loop only)
+        self._warming: Future[None] | None = None
         self.last_ms = 0.0  # how long the last decision took, for the bench
+
+    reads_ahead = False  # warm() does something (a model with a prompt cache)
+
+    def warm(self, text: str) -> None:
+        if not self.reads_ahead or not self._loaded or self._scoring:
+            return
+        if self._warming is None or self._warming.done():
+            self._warming = self._pool.submit(self._predict, text, np.zeros(0, np.int16))
 
     def load(self) -> None:
         if not self._loaded:
@@ -85,7 +101,11 @@ class _ThreadedDetector:
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self.score_now, text, pcm)
+        self._scoring += 1
+        try:
+            return await loop.run_in_executor(self._pool, self.score_now, text, pcm)
+        finally:
+            self._scoring -= 1
 
     def score_now(self, text: str, pcm: np.ndarray) -> float:
         """The blocking form (the inference thread's, benchmarks')."""
@@ -188,6 +208,9 @@ def normalized_words(text: str) -> str:
 class TextTurnDetector(_ThreadedDetector):
     name = "text"
     window_s = 0.0  # reads no audio
+    # The partials' words stay in llama.cpp's prompt cache (one slot, cache_prompt): the
+    # candidate at the pause shares them, so its score reads only the last few tokens.
+    reads_ahead = True
 
     def _load(self) -> None:
         from agent.models import passive_openmp
@@ -253,6 +276,11 @@ class TurnScorer:
 
     def push(self, pcm: np.ndarray) -> None:
         self._audio.append(pcm)
+
+    def partial(self, text: str) -> None:
+        """A partial transcript of the open utterance (read ahead by the detector)."""
+        if text.strip():
+            self.detector.warm(text)
 
     def request(self, uid: int, text: str) -> None:
         pcm = np.concatenate(self._audio) if self._audio else np.zeros(0, np.int16)

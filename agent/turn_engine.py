@@ -246,7 +246,7 @@ class TurnEngine:
         elif kind == "transcript":
             self._emit("transcript", {"text": data["text"], "final": data["final"]})
         elif kind == "barge_in":
-            self._emit("barge_in", {}, at=data["paused_at"])
+            self._emit("barge_in", {"text": data["text"]}, at=data["paused_at"])
         else:
             self._emit(kind, data)
 
@@ -291,6 +291,8 @@ class TurnEngine:
             async for partial in self._stream.partials():
                 if self._utt is not None and partial.text.strip():
                     self._emit("transcript", {"text": partial.text, "final": False})
+                    if self._scorer is not None:
+                        self._scorer.partial(partial.text)
         except Exception as e:  # the stream died; candidates report it turn by turn
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 

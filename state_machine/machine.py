@@ -51,7 +51,12 @@ from state_machine.endpointing import (
     speculation_due,
 )
 from state_machine.options import TurnOptions
-from state_machine.similarity import looks_complete, spoken_words, text_similarity
+from state_machine.similarity import (
+    looks_complete,
+    normalize_words,
+    spoken_words,
+    text_similarity,
+)
 from state_machine.states import AgentState
 
 CANNED_APOLOGY = "Sorry, I can't answer that right now."
@@ -95,7 +100,7 @@ class ConversationStateMachine:
         self._reply: _Reply | None = None
         self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
         self._paused_at: float | None = None  # barge-in pending since
-        self._asked_early = False  # the pausing sound's first words were asked for
+        self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
 
@@ -342,7 +347,7 @@ class ConversationStateMachine:
         if self._paused_at is None:
             if onset:
                 self._paused_at = now
-                self._asked_early = False
+                self._asked_at = -1e9
                 out.append(PausePlayback())
                 out.append(Notify("playback_paused", {"onset": self._vote.run_start}))
                 self._next_id += 1
@@ -353,10 +358,11 @@ class ConversationStateMachine:
             return
         if self._vote.run >= 2:
             utt.last_voiced = now
-        if vote and not utt.candidate_in_flight and not self._asked_early:
-            # Early words: a real interruption is committed while the user is still talking;
-            # anything else is heard out and transcribed whole once the sound stops.
-            self._asked_early = True
+        if (vote and not utt.candidate_in_flight
+                and now - self._asked_at + EPS >= self.options.barge_in_recheck_s):
+            # Words while the user still talks: a real interruption is committed before it
+            # ends; anything else is heard out and transcribed whole once the sound stops.
+            self._asked_at = now
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
 
@@ -381,9 +387,12 @@ class ConversationStateMachine:
 
     def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
-        text = utt.candidate.text
-        words = bool(spoken_words(text))
         o = self.options
+        text = utt.candidate.text
+        heard_s = max(0.0, utt.candidate.covered_until - utt.onset)
+        if len(normalize_words(spoken_words(text))) > 1 + o.max_words_per_s * heard_s:
+            text = utt.candidate.text = ""  # more words than the sound could hold
+        words = bool(spoken_words(text))
         if not utt.fresh():
             if other_words(text) >= o.barge_in_words:
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
@@ -404,7 +413,8 @@ class ConversationStateMachine:
         if r is not None:
             self._cancel_reply("barge-in", out)
             out.append(CommitBargeIn(r.id))
-        out.append(Notify("barge_in", {"paused_at": paused_at, "onset": utt.onset}))
+        text = utt.candidate.text if utt.candidate is not None else ""
+        out.append(Notify("barge_in", {"paused_at": paused_at, "onset": utt.onset, "text": text}))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)

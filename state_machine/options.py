@@ -37,11 +37,21 @@ class TurnOptions:
     """A pause caused by user sound that brings no words within this time resumes playback
     (once the sound has stopped)."""
 
+    barge_in_recheck_s: float = 0.5
+    """While the user talks over the paused agent, what they said so far is transcribed at
+    the speech vote and again every this often, until it holds `barge_in_words`."""
+
     barge_in_words: int = 2
     """Words that are not a backchannel which, heard while the user is still talking over the
     paused agent, commit the barge-in at once. One is not enough: the first fragment of
     "mm-hmm" or "thank you" is often transcribed as a word of its own ("M.", "Thank.").
     Fewer words wait for the end of the sound, which is then transcribed whole."""
+
+    max_words_per_s: float = 5.0
+    """A transcript of the sound that paused the agent with more words than 1 + this many a
+    second of it is the STT's invention, not speech: Whisper tiny.en turned a 0.5 s "mm hmm"
+    (Opus-coded) into "and I'm not going to be able to do". It counts as no words. Fast
+    speech is ~4 words a second."""
 
     backchannel_resume: bool = True
     """A pause whose sound is a backchannel ("mm-hmm", "okay", "right": see

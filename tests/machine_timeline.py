@@ -170,3 +170,13 @@ class Timeline:
 def speech(*intervals: tuple[float, float]) -> Callable[[float], bool]:
     """A VAD timeline: voiced inside any of the (start, end) intervals, in seconds."""
     return lambda t: any(a <= t < b for a, b in intervals)
+
+
+def said_by(text: str, since: float, words_per_s: float = 5.0) -> Callable[[float], str]:
+    """What of `text`, said from `since` on at `words_per_s`, a transcript up to `end` holds."""
+    words = text.split()
+
+    def heard(end: float) -> str:
+        return " ".join(words[: max(0, int((end - since) * words_per_s + 1e-9))])
+
+    return heard

@@ -15,7 +15,7 @@ from state_machine import actions as A
 from state_machine.backchannel import interrupts, is_backchannel
 from state_machine.endpointing import EndpointOptions, silence_for_score
 from state_machine.options import TurnOptions
-from tests.machine_timeline import FakeEngines, Timeline, speech
+from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
 SCORED = TurnOptions(endpoint=EndpointOptions(scored=True))
 
@@ -134,10 +134,14 @@ def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
 
 
 def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> None:
-    tl = Timeline(engines=FakeEngines(transcript=answer_then("Wait, stop, I meant Tokyo.")))
+    interruption = said_by("Wait, stop, I meant Tokyo.", since=3.0)
+    tl = Timeline(engines=FakeEngines(
+        transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
+    [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_barge, _)] = tl.notified("barge_in")
-    assert t_barge == approx(3.36)  # the first words, while the user still talks
+    assert t_pause == approx(3.06)  # silent at once
+    assert t_barge == approx(3.86)  # "Wait, stop, I", while the user still talks
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == ["what time is it?", "Wait, stop, I meant Tokyo."]
 
@@ -181,6 +185,15 @@ def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
     assert commit.text == "No, in Tokyo?"
     assert t_barge == approx(3.76) and t_commit == approx(3.80)  # no second transcription
+
+
+def test_a_sentence_made_up_from_a_short_hum_is_no_words() -> None:
+    # 0.5 s of sound cannot hold nine words: the STT made them up ("mm hmm" through Opus).
+    tl = Timeline(engines=FakeEngines(
+        transcript=answer_then("and I'm not going to be able to do"), reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
+    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
 def test_a_pause_whose_transcript_never_comes_resumes_after_the_stall_bound() -> None:

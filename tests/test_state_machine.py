@@ -11,7 +11,7 @@ import pytest
 
 from state_machine import actions as A
 from state_machine.options import TurnOptions
-from tests.machine_timeline import FakeEngines, Timeline, speech
+from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
 
 def approx(x: float) -> object:
@@ -69,20 +69,23 @@ def test_pause_inside_a_sentence_does_not_end_the_turn_and_wastes_the_speculativ
 
 
 def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_turn() -> None:
+    interruption = said_by("stop, what is the date?", since=3.0)
+
     def transcript(start: float, end: float) -> str:
-        return "what time is it?" if start < 2.5 else "stop, what is the date?"
+        return "what time is it?" if start < 2.5 else interruption(end)
 
     tl = Timeline(engines=FakeEngines(transcript=transcript))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause == approx(3.06)  # onset 3.00 + 3 frames
     assert tl.audible[0] == (approx(2.66), approx(3.06))  # silent 60 ms after the onset
+    # Asked at the vote (3.16: no words yet), again 0.5 s later: "stop, what is" at 3.86.
     [(t_barge, barge)] = tl.notified("barge_in")
-    assert t_barge == approx(3.36) and barge["paused_at"] == approx(3.06)  # words at 3.36
+    assert t_barge == approx(3.86) and barge["paused_at"] == approx(3.06)
     cancel_then_commit = [
         type(a)
         for t, a in tl.log
-        if t == approx(3.36) and isinstance(a, (A.CancelReply, A.CommitBargeIn, A.SetState))
+        if t == approx(3.86) and isinstance(a, (A.CancelReply, A.CommitBargeIn, A.SetState))
     ]
     assert cancel_then_commit == [A.CancelReply, A.CommitBargeIn, A.SetState]  # cancel first
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]

@@ -125,9 +125,13 @@ class ScriptedTurnDetector:
                  error: Exception | None = None) -> None:
         self.value, self.delay_s, self.error = score, delay_s, error
         self.asked: list[tuple[str, int]] = []  # (text, samples of audio)
+        self.warmed: list[str] = []  # partials read ahead
 
     def load(self) -> None:
         pass
+
+    def warm(self, text: str) -> None:
+        self.warmed.append(text)
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
         self.asked.append((text, pcm.size))
@@ -205,6 +209,7 @@ def test_the_endpoint_follows_the_turn_detector(question_pcm, score, silence_s) 
     assert text == QUESTION and samples >= (speech_end - 0.5) * INPUT_RATE
     [score_event] = of(events, "turn_score")
     assert score_event["score"] == score
+    assert detector.warmed and detector.warmed[0].startswith("partial at")  # read ahead
     thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
     assert thinking == pytest.approx(speech_end + silence_s, abs=FRAME_S + 0.001)
     assert [e["agent_text"] for e in of(events, "turn")] == [REPLY]
