@@ -45,9 +45,9 @@ class EndpointOptions:
     """An end-of-turn model scores each candidate (the engine sets this when it has one)."""
 
     silence_complete_s: float = 0.200
-    """Silence that ends a turn the model scores at `complete_score` or more. The score comes
-    ~50-80 ms after the candidate transcript (itself ~200-300 ms into the silence), so a
-    complete question ends as soon as it is scored."""
+    """Silence that ends a turn the model scores at `complete_score` or more. Shorter than
+    `silence_cued_s`: the score comes after the candidate transcript, itself a decode into
+    the silence, so a complete question ends as soon as it is scored."""
 
     silence_unfinished_s: float = 1.200
     """Silence that ends a turn the model scores at `unfinished_score` or less: people pause
@@ -56,9 +56,11 @@ class EndpointOptions:
 
     complete_score: float = 0.25
     unfinished_score: float = 0.05
-    """Scores between the two interpolate the silence linearly. Chosen on
-    `bench/turn_detectors.py`'s sentences (not the bench corpus): with the text model, 95 %
-    of unfinished starts score under 0.05 and most complete questions over 0.25."""
+    """Scores between the two interpolate the silence linearly. Chosen on the cases of
+    `bench/turn_detectors.py` (not the bench corpus; figures in docs/benchmarks.md): with the
+    text model, unfinished starts cluster near 0 and complete questions around 0.4; a lower
+    `complete_score` cuts off more starts the model half-believes, a higher one makes more
+    complete questions wait."""
 
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""
