@@ -83,7 +83,6 @@ class _ThreadedDetector:
         # A warm-up never queues behind another job, and a score behind at most one warm-up.
         self._scoring = 0  # scores awaited (changed on the event loop only)
         self._warming: Future[None] | None = None
-        self.last_ms = 0.0  # how long the last decision took, for the bench
 
     reads_ahead = False  # warm() does something (a model with a prompt cache)
 
@@ -110,19 +109,14 @@ class _ThreadedDetector:
     def score_now(self, text: str, pcm: np.ndarray) -> float:
         """The blocking form (the inference thread's, benchmarks')."""
         self.load()
-        t0 = time.perf_counter()
-        p = self._predict(text, pcm[-round(self.window_s * INPUT_RATE):])
-        self.last_ms = (time.perf_counter() - t0) * 1000
-        return p
+        n = round(self.window_s * INPUT_RATE)  # the end of the audio the model reads
+        return self._predict(text, pcm[-n:] if n else pcm[:0])
 
     def _load(self) -> None:
         raise NotImplementedError
 
     def _predict(self, text: str, pcm: np.ndarray) -> float:
         raise NotImplementedError
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def smart_turn_model_path() -> Path:
