@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from aiohttp import web
 
-from agent.client_topics import TOPIC_METRICS, turn_metrics_message
 from agent.engines import INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.frame_guard import FrameRechunker
 from agent.room_session import OUTPUT_RATE, RoomPublisher
@@ -201,16 +200,17 @@ class DataChannelParticipant:
         elif channel.readyState == "open":
             channel.send(text)
 
-    def send_text(
-        self, topic: str, text: str, attributes: dict[str, str] | None = None,
-        sender: str | None = None,
+    async def send_text(
+        self, text: str, *, topic: str, attributes: dict[str, str] | None = None,
+        destination_identities: list[str] | None = None, sender_identity: str | None = None,
     ) -> None:
-        """One whole text stream."""
+        """One whole text stream, as `rtc.LocalParticipant.send_text` sends it (the channel has
+        one peer, so every destination is that peer)."""
         self.send({
             "type": "text",
             "id": f"DS_{next(self._ids)}",
             "topic": topic,
-            "sender": sender or self.identity,
+            "sender": sender_identity or self.identity,
             "attributes": attributes or {},
             "text": text,
         })
@@ -246,8 +246,9 @@ class _TextStreamWriter:
         self._parts.append(text)
 
     async def aclose(self) -> None:
-        self._participant.send_text(
-            self._topic, "".join(self._parts), self._attributes, self._sender
+        await self._participant.send_text(
+            "".join(self._parts), topic=self._topic, attributes=self._attributes,
+            sender_identity=self._sender,
         )
 
 
@@ -322,14 +323,9 @@ class DirectSession:
         agent = self._agent
         publisher = RoomPublisher(DataChannelRoom(participant), USER_IDENTITY)  # type: ignore[arg-type]
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            publisher.on_event(kind, data)
-            if kind == "turn":
-                participant.send_text(TOPIC_METRICS, turn_metrics_message(data))
-
         self._engine = TurnEngine(
             stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
-            history=ChatHistory(agent.system_prompt), on_event=on_event,
+            history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
             turn_detector=agent.turn_detector,
         )
         self._publisher = publisher

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.client_topics import TOPIC_METRICS, turn_metrics_message
 from agent.engines import INPUT_RATE
 
 if TYPE_CHECKING:
@@ -137,12 +138,20 @@ class RoomPublisher:
         elif kind == "audio_start":
             self._audible = data["reply_id"]
             await self._send_agent(data["reply_id"], final=False)
-        elif kind == "turn" and self._audible is not None:
-            rid, self._audible = self._audible, None
-            text = data["heard_text"] if data["interrupted"] else data["agent_text"]
-            self._agent_chunks[rid] = [text]
-            await self._send_agent(rid, final=True)
-            self._agent_chunks.clear()
+        elif kind == "turn":
+            if self._audible is not None:
+                rid, self._audible = self._audible, None
+                text = data["heard_text"] if data["interrupted"] else data["agent_text"]
+                self._agent_chunks[rid] = [text]
+                await self._send_agent(rid, final=True)
+                self._agent_chunks.clear()
+            await self._send_metrics(data)
+
+    async def _send_metrics(self, turn: dict[str, Any]) -> None:
+        """The finished turn's latencies, to the user it served only (the page's readout)."""
+        await self._room.local_participant.send_text(
+            turn_metrics_message(turn), topic=TOPIC_METRICS, destination_identities=[self._user]
+        )
 
     async def _send_agent(self, rid: int, *, final: bool) -> None:
         text = " ".join(self._agent_chunks.get(rid, []))

@@ -179,7 +179,6 @@ async def test_publisher_speaks_livekit_shapes_over_the_data_channel() -> None:
     await asyncio.sleep(0.05)
     assert channel.sent == []
     channel.open()
-    participant.send_text(TOPIC_METRICS, '{"type": "turn"}')
     await publisher.aclose()
 
     kinds = [(m["type"], m.get("topic")) for m in channel.sent]
@@ -196,7 +195,8 @@ async def test_publisher_speaks_livekit_shapes_over_the_data_channel() -> None:
     assert agent[-1]["text"] == "Paris."
     assert agent[-1]["attributes"]["lk.transcription_final"] == "true"
     assert len({m["id"] for m in channel.sent if m["type"] == "text"}) == len(kinds) - 1
-    assert channel.sent[-1]["topic"] == TOPIC_METRICS
+    assert channel.sent[-1]["topic"] == TOPIC_METRICS  # each finished turn's latencies
+    assert json.loads(channel.sent[-1]["text"])["type"] == "turn"
 
 
 def test_messages_after_the_channel_closed_are_dropped() -> None:
@@ -205,7 +205,7 @@ def test_messages_after_the_channel_closed_are_dropped() -> None:
     participant.attach(channel)
     channel.open()
     channel.readyState = "closed"
-    participant.send_text("lk.transcription", "late")
+    asyncio.run(participant.send_text("late", topic="lk.transcription"))
     assert channel.sent == []
 
 

@@ -6,6 +6,7 @@ access-code flow and error sentences, off this machine."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,11 @@ async def test_browser_talks_to_the_agent_through_livekit(
                 talk = await converse(page, f"{origin}/?room=web-e2e")
                 mode = await page.locator("#mode").text_content()
                 copilot_offered = await page.locator("#copilot-field").is_visible()
+                latency = page.locator("#latency")  # the turn's `voxroom.metrics` readout
+                await latency.wait_for(timeout=5_000)
+                readout = await latency.text_content() or ""
                 shots = await save_screenshots(page, "livekit")
-    print(f"\n{talk}\nscreenshots: {[str(p) for p in shots]}")
+    print(f"\n{talk}\nlatency readout: {readout}\nscreenshots: {[str(p) for p in shots]}")
     assert mode == "Through LiveKit"
     assert copilot_offered
     assert "capital" in talk.user_text.lower(), talk.user_text
@@ -54,6 +58,7 @@ async def test_browser_talks_to_the_agent_through_livekit(
         talk.states
     )
     assert talk.peak_level_speaking > AUDIBLE_RMS, talk
+    assert re.match(r"Last turn: \d+ ms to the agent's first word", readout), readout
 
 
 async def test_access_code_flow_and_plain_errors_off_this_machine(tmp_path: Path) -> None:
