@@ -6,8 +6,9 @@ traceback and to stack info:
   from the environment at install time, and any registered later with `register_secrets`,
   e.g. from a config file), wherever they appear;
 - the shapes of credentials whatever their value: JWTs (LiveKit join tokens), bearer and
-  `Token` authorization headers, `sk-…` keys, and `token=`, `key=`, `secret=` style parameters
-  (a join URL's `access_token=` included).
+  `Token` authorization headers, `sk-…` keys, and `token=`, `key=`, `secret=`, `password=`
+  style parameters (a join URL's `access_token=` included), digits-only values too; a number
+  with a fraction there is a timing and is kept.
 
 It hooks the log record factory, not a handler: it works for every logger and every handler
 configured later (each subcommand sets up its own), and a record forwarded from another
@@ -31,10 +32,13 @@ _PATTERNS = [
     re.compile(r"eyJ[\w-]{5,}\.[\w-]{5,}\.[\w-]{5,}"),  # JWT: header.payload.signature
     re.compile(r"(\b(?:Bearer|Token|Basic)\s+)[\w.~+/=-]{16,}"),  # Authorization headers
     re.compile(r"\bsk-[\w-]{16,}"),  # OpenAI-style keys
-    # Not a number: timings such as {'first_token': 1089.9} are no credentials.
+    # A number with a fraction is a measure, not a credential: timings such as
+    # {'first_token': 1089.9} stay readable. Digits alone are masked (a PIN, a numeric
+    # password or token): the 6-character minimum leaves short counts alone.
     re.compile(
         r"(?i)((?:access_token|api[_-]?key|api[_-]?secret|secret|token|password)"
-        r"['\"]?\s*[=:]\s*['\"]?)(?![\d.]+(?:[\s'\"&,;)}]|$))[^\s'\"&,;)}]{6,}"
+        r"['\"]?\s*[=:]\s*['\"]?)(?!-?\d*\.\d+(?:e[+-]?\d+)?(?:[\s'\"&,;)}]|$))"
+        r"[^\s'\"&,;)}]{6,}"
     ),
 ]
 

@@ -10,14 +10,23 @@ wrote for the secrets.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from livekit import api, rtc
 
+from agent.bench_livekit import worker_process
+from agent.bench_measure import require
+from agent.livekit_server import LiveKitServer
+from agent.llm_scripted import ScriptedLLM
 from agent.log_redaction import MASK, redact
+from agent.tokens import create_join_token
+from tests.agent_process import scripted_llm_env
+from tests.fake_openai_server import fake_openai_server
 
 LIVEKIT_SECRET = "lk-secret-9f8e7d6c5b4a39281706f5e4"
 OPENAI_KEY = "sk-proj-AbCdEf0123456789GhIjKlMnOpQr"
@@ -38,6 +47,11 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIiwidmlkZW8iOnt9fQ.c2lnbmF0dXJlLXNpZ
         ("LIVEKIT_API_SECRET=s3cr3tvalue", "s3cr3tvalue"),
         ('{"password": "correct horse battery"}', "correct"),
         ("refresh_token=0a1b2c3d4e5f", "0a1b2c3d4e5f"),
+        # Digits alone are a credential too: a numeric password, PIN or token.
+        ("password=12345678", "12345678"),
+        ("token: 987654321", "987654321"),
+        ('{"password": "20242025"}', "20242025"),
+        ("login failed for pin secret=000123", "000123"),
     ],
 )
 def test_credential_shapes_are_masked(text: str, gone: str) -> None:
@@ -55,6 +69,11 @@ def test_credential_shapes_are_masked(text: str, gone: str) -> None:
         "llm_first_token=212.5 ms",
         "llm_first_token=1234.56 ms",
         "answer_done {'latency_ms': {'first_token': 1089.9, 'endpoint': 596.6}}",
+        "answer_done {'latency_ms': {'first_token': 123456.0, 'endpoint': -12.5}}",
+        "llm_first_token=1.5e-05",
+        "livekit-server listening on 127.0.0.1:7880 (port=7880, rtc.port_range_start=50000)",
+        "drained after 1234567 ms; 250000 frames sent, 12 lost",
+        "answer prompt: 123456 tokens cached, 654321 read in 1200 ms",
     ],
 )
 def test_ordinary_log_lines_are_left_alone(text: str) -> None:
@@ -148,3 +167,55 @@ def test_no_secret_reaches_the_logs_or_the_printed_errors(tmp_path: Path) -> Non
     for secret in SECRETS:
         assert secret not in written, f"{secret[:6]}… leaked: " + next(
             line for line in written.splitlines() if secret in line)
+
+
+JOB_SECRET = "jobsecret-7e6d5c4b3a29"  # a registered secret (DEEPGRAM_API_KEY) of the worker
+# Dispatch metadata that is not JSON: the job's entrypoint logs it (at most 80 characters) in a
+# warning, so a job process logs these secrets through the worker's own code path.
+LEAKY_METADATA = f"password=12345678 token: 987654321 key {JOB_SECRET}"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+async def test_a_job_process_logs_secrets_masked(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    """`voxroom agent --executor process`: each job runs in a child process of livekit-agents,
+    whose records reach the worker's log already formatted (agent.worker.prewarm installs the
+    redaction there); the worker's own factory never sees them."""
+    log_path = tmp_path / "worker.log"
+    room_name = "redaction-job"
+    settings = livekit_server.livekit_settings()
+    env = {
+        "LIVEKIT_URL": livekit_server.url,
+        "LIVEKIT_API_KEY": livekit_server.api_key,
+        "LIVEKIT_API_SECRET": livekit_server.api_secret,
+        "DEEPGRAM_API_KEY": JOB_SECRET,
+        "PYTHONUNBUFFERED": "1",
+        "VOXROOM_STORE_PATH": str(tmp_path / "transcripts.sqlite3"),
+    }
+    warned = "dispatch metadata: not a JSON object"
+    async with fake_openai_server(ScriptedLLM(["Hello."])) as base_url:
+        worker = worker_process(
+            ["-m", "agent.cli", "agent", "--executor", "process", "--log-level", "DEBUG"],
+            {**env, **scripted_llm_env(base_url)}, log_path, timeout_s=180)
+        await asyncio.to_thread(worker.__enter__)
+        user = rtc.Room()
+        try:
+            await user.connect(livekit_server.url, create_join_token(
+                settings, room_name, "user-1", dispatch_agent=False))
+            async with api.LiveKitAPI(livekit_server.http_url, livekit_server.api_key,
+                                      livekit_server.api_secret) as lk:
+                await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(
+                    agent_name=settings.agent_name, room=room_name, metadata=LEAKY_METADATA))
+            # The job process loads its own models first (prewarm), then joins and warns.
+            await require(lambda: warned in log_path.read_text(), 240,
+                          "the job never logged its metadata warning")
+        finally:
+            await user.disconnect()
+            await asyncio.to_thread(worker.__exit__, None, None, None)
+    written = log_path.read_text()
+    [line] = [line for line in written.splitlines() if warned in line]
+    assert line.count(MASK) == 3, line
+    for secret in ("12345678", "987654321", JOB_SECRET):
+        assert secret not in written, line
