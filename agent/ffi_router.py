@@ -12,8 +12,11 @@ Once a stream is bound here, its frame events go to its own queue alone, and it 
 receives the others'. `capture_frame` here hands the runtime's answer to the one waiting call
 alone (the library's broadcasts it to every room and every capture in flight). Every other
 event, the frames of streams that are not bound and the library's own captures go the library's
-way. The router relies on private attributes of livekit-rtc; where they are missing
-(another version), binding is skipped with one warning and the library's behaviour stays.
+way. The router relies on private attributes of livekit-rtc (pinned in pyproject.toml to the
+version it was written for). At its first use it checks their shape (`shape_problem`: the
+methods it replaces and calls with their parameters, the attributes it reads, the protobuf
+fields); where one differs (another version), it logs one warning naming it and the library's
+behaviour stays for the whole process.
 `VOXROOM_FFI_ROUTING=off` keeps the library's way (for comparisons, or a misbehaving version).
 """
 
@@ -21,9 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import threading
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from agent.timeouts import finish_within
@@ -186,30 +192,112 @@ def install() -> FfiEventRouter | None:
     return _router
 
 
+@dataclass(frozen=True)
+class RtcInternals:
+    """What of livekit-rtc the router replaces, calls or reads."""
+
+    client: Any  # FfiClient.instance: its `queue` (an FfiQueue) and `request`
+    audio_stream: type  # rtc.AudioStream
+    audio_source: type  # rtc.AudioSource
+    audio_frame: type  # rtc.AudioFrame
+    ffi_proto: ModuleType  # livekit.rtc._proto.ffi_pb2
+
+
+def library_internals() -> RtcInternals:
+    from livekit import rtc
+    from livekit.rtc._ffi_client import FfiClient
+    from livekit.rtc._proto import ffi_pb2
+
+    return RtcInternals(FfiClient.instance, rtc.AudioStream, rtc.AudioSource, rtc.AudioFrame,
+                        ffi_pb2)
+
+
+# Protobuf messages, by (top-level message, field), and the fields of theirs the router uses.
+_PROTO_FIELDS = {
+    ("FfiEvent", _AUDIO_EVENT): {"stream_handle"},
+    ("FfiEvent", _CAPTURE_EVENT): {"async_id", "error"},
+    ("FfiRequest", "capture_audio_frame"): {"source_handle", "buffer"},
+    ("FfiResponse", "capture_audio_frame"): {"async_id"},
+}
+
+
+def _positional(fn: Any) -> list[str] | None:
+    """The positional parameters of `fn` (bound: without self), None if it is no function."""
+    if not callable(fn):
+        return None
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _sets(cls: type, names: set[str]) -> bool:
+    """Whether `cls.__init__` assigns attributes of these names (read from its bytecode: the
+    names an instance gets are not on the class)."""
+    code = getattr(getattr(cls, "__init__", None), "__code__", None)
+    return code is not None and names <= set(code.co_names)
+
+
+def shape_problem(lib: RtcInternals) -> str | None:
+    """What differs from the livekit-rtc this router was written for, in words; None: nothing."""
+    queue = getattr(lib.client, "queue", None)
+    subscribers = getattr(queue, "_subscribers", None)
+    checks = [
+        ("FfiQueue.put(item)", _positional(getattr(queue, "put", None)) == ["item"]),
+        ("FfiQueue.unsubscribe(queue)",
+         _positional(getattr(queue, "unsubscribe", None)) == ["queue"]),
+        # bind() rewrites a subscriber's (queue, loop, filter_fn) entry in place.
+        ("FfiQueue.subscribe(loop, filter_fn)",
+         _positional(getattr(queue, "subscribe", None)) == ["loop", "filter_fn"]),
+        ("FfiQueue._lock", hasattr(getattr(queue, "_lock", None), "__enter__")),
+        ("FfiQueue._subscribers, a list of (queue, loop, filter_fn)",
+         isinstance(subscribers, list)
+         and all(isinstance(e, tuple) and len(e) == 3 for e in subscribers)),
+        ("FfiClient.request(req)", _positional(getattr(lib.client, "request", None)) == ["req"]),
+        ("AudioStream's _ffi_queue, _ffi_handle and _loop",
+         _sets(lib.audio_stream, {"_ffi_queue", "_ffi_handle", "_loop"})),
+        ("AudioSource's _ffi_handle", _sets(lib.audio_source, {"_ffi_handle"})),
+        ("AudioFrame._proto_info()", _positional(getattr(lib.audio_frame, "_proto_info", None))
+         == ["self"]),
+    ]
+    event = getattr(getattr(lib.ffi_proto, "FfiEvent", None), "DESCRIPTOR", None)
+    oneof = event.oneofs_by_name.get("message") if event is not None else None
+    checks.append(("FfiEvent's oneof message with audio_stream_event and capture_audio_frame",
+                   oneof is not None
+                   and {_AUDIO_EVENT, _CAPTURE_EVENT} <= {f.name for f in oneof.fields}))
+    for (message, field), names in _PROTO_FIELDS.items():
+        desc = getattr(getattr(lib.ffi_proto, message, None), "DESCRIPTOR", None)
+        sub = desc.fields_by_name.get(field) if desc is not None else None
+        have = set(sub.message_type.fields_by_name) if sub and sub.message_type else set()
+        checks.append((f"{message}.{field} with {', '.join(sorted(names))}", names <= have))
+    missing = [what for what, ok in checks if not ok]
+    return "; ".join(missing) if missing else None
+
+
 def _new_router() -> FfiEventRouter | None:
     if os.environ.get("VOXROOM_FFI_ROUTING", "on") == "off":  # the library's way, for A/B
         return None
-    from livekit.rtc._ffi_client import FfiClient
+    lib = library_internals()
+    problem = shape_problem(lib)
+    if problem is None:
+        return FfiEventRouter(lib.client.queue)
+    from importlib.metadata import version
 
-    queue = FfiClient.instance.queue
-    if hasattr(queue, "_subscribers") and hasattr(queue, "_lock"):
-        return FfiEventRouter(queue)
-    log.warning("livekit-rtc without the expected FfiQueue: frames are not routed")
+    log.warning("livekit-rtc %s is not the version agent/ffi_router.py was written for (see "
+                "pyproject.toml); audio frames take the library's way. Not as expected: %s",
+                version("livekit"), problem)
     return None
 
 
 def bind_audio_stream(stream: Any) -> bool:
     """Route `stream`'s (an `rtc.AudioStream`) frame events to it alone. Returns whether it
-    was bound."""
+    was bound (not where the router is not installed)."""
     router = install()
-    try:
-        queue, handle, loop = stream._ffi_queue, stream._ffi_handle.handle, stream._loop
-    except AttributeError:
-        log.warning("rtc.AudioStream without the expected attributes: frames are not routed")
-        return False
     if router is None:
         return False
-    router.bind(queue, handle, loop)
+    # The shape check saw AudioStream set these.
+    router.bind(stream._ffi_queue, stream._ffi_handle.handle, stream._loop)
     return True
 
 

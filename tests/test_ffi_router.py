@@ -1,17 +1,27 @@
 """agent.ffi_router on livekit-rtc's own FfiQueue and event messages: a bound stream gets its
-own frame events and nobody else's; nobody else gets its events; everything else is unchanged."""
+own frame events and nobody else's; nobody else gets its events; everything else is unchanged.
+On a livekit-rtc of another shape it keeps the library's way, with one warning; the versions
+pinned for it are the installed ones."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
+import re
 import threading
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import pytest
 from livekit.rtc._ffi_client import FfiQueue
+from livekit.rtc._proto import audio_frame_pb2
 from livekit.rtc._proto import ffi_pb2 as proto_ffi
 
-from agent.ffi_router import FfiEventRouter
+from agent import ffi_router
+from agent.ffi_router import FfiEventRouter, RtcInternals, library_internals, shape_problem
 
 
 def frame_event(handle: int) -> proto_ffi.FfiEvent:
@@ -191,3 +201,107 @@ def test_a_capture_whose_answer_is_lost_goes_on_after_its_timeout(monkeypatch, c
 
     asyncio.run(main())
     assert any("no answer to an audio capture" in r.getMessage() for r in caplog.records)
+
+
+# ---- the shape of livekit-rtc -------------------------------------------------------------
+
+PINNED = ("livekit", "livekit-api", "livekit-protocol", "livekit-agents",
+          "livekit-plugins-openai", "piper-tts")
+
+
+def test_the_pins_are_the_installed_versions() -> None:
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    pins = {}
+    for requirement in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        if m := re.fullmatch(r"([A-Za-z0-9_.-]+)==([^;\s]+)", requirement):
+            pins[m.group(1)] = m.group(2)
+    assert {name: pins.get(name) for name in PINNED} == {name: version(name) for name in PINNED}
+
+
+def test_the_installed_livekit_rtc_has_the_shape_the_router_was_written_for() -> None:
+    assert shape_problem(library_internals()) is None
+
+
+class QueueWithPriority(FfiQueue):
+    """TEST DOUBLE: an FfiQueue of another version, whose put takes a priority too."""
+
+    def put(self, item: Any, priority: int = 0) -> None:
+        super().put(item)
+
+
+class QueueOfPairs(FfiQueue):
+    """TEST DOUBLE: an FfiQueue of another version, whose subscribers are (queue, loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._subscribers = [(asyncio.Queue(), None)]  # type: ignore[list-item]
+
+
+class ClientDouble:
+    """TEST DOUBLE of FfiClient: a queue, and requests that must never be made."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def request(self, req: Any) -> Any:
+        raise AssertionError("the library's way makes its own requests")
+
+
+class StreamWithoutQueue:
+    """TEST DOUBLE: an AudioStream of another version that keeps no _ffi_queue."""
+
+    def __init__(self) -> None:
+        self._ffi_handle = self._loop = None
+
+
+def changed(**shape: Any) -> RtcInternals:
+    return dataclasses.replace(library_internals(), **shape)
+
+
+@pytest.mark.parametrize(
+    ("shape", "named"),
+    [
+        (lambda: {"client": ClientDouble(QueueWithPriority())}, "FfiQueue.put(item)"),
+        (lambda: {"client": ClientDouble(QueueOfPairs())}, "FfiQueue._subscribers"),
+        (lambda: {"client": ClientDouble(object())}, "FfiQueue.unsubscribe(queue)"),
+        (lambda: {"audio_stream": StreamWithoutQueue}, "AudioStream's _ffi_queue"),
+        (lambda: {"ffi_proto": audio_frame_pb2}, "FfiEvent.audio_stream_event"),
+    ],
+    ids=["put-signature", "subscriber-entries", "no-queue", "stream-attributes", "protobuf"],
+)
+def test_a_changed_shape_is_named(shape: Any, named: str) -> None:
+    problem = shape_problem(changed(**shape()))
+    assert problem is not None and named in problem, problem
+
+
+def test_a_changed_shape_keeps_the_library_way_with_one_warning(monkeypatch, caplog) -> None:
+    queue = QueueWithPriority()
+    monkeypatch.setattr(ffi_router, "library_internals",
+                        lambda: changed(client=ClientDouble(queue)))
+    monkeypatch.setattr(ffi_router, "_router", None)
+    monkeypatch.setattr(ffi_router, "_decided", False)  # as in a fresh process
+
+    class LibrarySource:
+        """TEST DOUBLE of rtc.AudioSource: records the library's own capture_frame."""
+
+        def __init__(self) -> None:
+            self.captured: list[Any] = []
+
+        async def capture_frame(self, frame: Any) -> None:
+            self.captured.append(frame)
+
+    async def main() -> LibrarySource:
+        source = LibrarySource()
+        for frame in ("frame-1", "frame-2"):
+            await ffi_router.capture_frame(source, frame)
+            assert not ffi_router.bind_audio_stream(StreamWithoutQueue())
+        return source
+
+    with caplog.at_level(logging.WARNING, logger="agent.ffi_router"):
+        source = asyncio.run(main())
+    assert ffi_router.install() is None
+    assert source.captured == ["frame-1", "frame-2"]  # the library's capture, every time
+    assert "put" not in vars(queue)  # nothing of the library was replaced
+    [warning] = [r for r in caplog.records if r.name == "agent.ffi_router"]
+    message = warning.getMessage()
+    assert "the library's way" in message and "FfiQueue.put(item)" in message, message
