@@ -9,8 +9,12 @@ same engines (its defaults, then tuned to voxroom's endpointing) and prints the 
 
 Corpora: `questions` (bench/corpus.py, the default: latency), `turns` (bench/turn_corpus.py:
 turn-taking, with questions said with a thinking pause or a filler, backchannels and
-interruptions). Both get the per-kind section: cut-offs, false barge-ins, missed
-interruptions, voice-to-voice and barge-in stop per kind of item.
+interruptions), `listen` (bench/listen_corpus.py: eight voices, each question clean, in
+noise, over a phone line and with no silence before it, and a real recording; `--split tune`
+or `held-out`). All get the per-kind section: cut-offs, false barge-ins, missed
+interruptions, voice-to-voice and barge-in stop per kind of item; and, where items say what
+was said, the word error rate of the agent's final user transcripts per kind (the listen
+corpus's kinds are its conditions) and overall (agent/bench_wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
@@ -38,7 +42,8 @@ from agent.bench_measure import (
     load_average,
 )
 
-CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus"}
+CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus",
+           "listen": "bench.listen_corpus"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,16 +58,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--script-words-per-s", type=float, default=15.0)
     p.add_argument("--corpus", choices=tuple(CORPORA), default="questions",
                    help="questions: latency (bench/corpus.py); turns: turn-taking, with pauses, "
-                        "fillers, backchannels and interruptions (bench/turn_corpus.py)")
+                        "fillers, backchannels and interruptions (bench/turn_corpus.py); "
+                        "listen: word error rate in hard conditions (bench/listen_corpus.py)")
+    p.add_argument("--split", choices=("tune", "held-out"), default=None,
+                   help="--corpus listen: only this half (default: both)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--barge-ins", type=int, default=None, help="only the first N barge-ins")
     p.add_argument("--no-recordings", action="store_true",
                    help="leave out the real recordings (synthetic voices only)")
     p.add_argument("--kinds", type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
                    default=None, help="--corpus turns: only these kinds, comma-separated "
-                                      "(question, paused, filler, backchannel, interruption)")
+                                      "(question, paused, filler, backchannel, interruption); "
+                                      "--corpus listen: conditions (clean, noise, phone, "
+                                      "quiet_start, recording)")
     p.add_argument("--per-kind", type=int, default=None,
-                   help="--corpus turns: only the first N items of each kind")
+                   help="--corpus turns or listen: only the first N items of each kind")
     p.add_argument("--compare-agentsession", action="store_true",
                    help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
                         "--path livekit")
@@ -70,6 +80,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", type=Path, default=None, help="PNG of the distributions")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="synthesized speech cache (default .cache/bench)")
+    p.add_argument("--log-dir", type=Path, default=None,
+                   help="--path livekit: keep livekit-server's and the workers' logs here "
+                        "(default: a temporary folder, removed at the end)")
     p.add_argument("--soak-minutes", type=float, default=None,
                    help="instead: one conversation, items back to back for this long; reports "
                         "memory, tasks, threads and files over time (simulate path)")
@@ -145,6 +158,12 @@ def _soak(items: list[Any], args: argparse.Namespace) -> int:
 def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
     """The items of the corpus `module`, limited as the options say (speech synthesized and
     cached)."""
+    if args.corpus == "listen":
+        module.check_conditions(args.kinds)  # before the speech is synthesized
+        items = asyncio.run(module.load_listen_corpus(
+            args.cache_dir or module.CACHE_DIR, split=args.split,
+            recordings=not args.no_recordings))
+        return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
         items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR))
@@ -170,6 +189,8 @@ def corpus_module(name: str = CORPORA["questions"]) -> Any:
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
     print(format_table(runs))
     print(format_kinds(runs))
+    if any(r.summary()["wer"] for r in runs):
+        print(format_wer(runs))
     if len(runs) > 1:
         print(format_comparison(report["comparison"]))
     print(f"load average {report['load_average']['start']} -> {report['load_average']['end']} "
@@ -332,6 +353,29 @@ def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
     if isinstance(value, dict):
         return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
     return "-" if value is None else f"{value} of {summary['items']}"
+
+
+def format_wer(runs: list[RunResult]) -> str:
+    """Word error rate per kind of item and overall, one column per run, beside the kind's
+    voice-to-voice p50: "WER (edits/words, first words lost) p50 ms"."""
+    summaries = [r.summary() for r in runs]
+    kinds = list(dict.fromkeys(k for s in summaries for k in s["wer"] or {} if k != "overall"))
+    lines = ["", "word error rate by kind".ljust(16) + "".join(f"{r.name:>36}" for r in runs),
+             " " * 16 + "".join(f"{'WER (edits/words, 1st lost) v2v p50':>36}" for _ in runs)]
+    for kind in [*kinds, "overall"]:
+        row = kind.ljust(16)
+        for s in summaries:
+            w = (s["wer"] or {}).get(kind)
+            if w is None or w["wer"] is None:
+                row += f"{'-':>36}"
+                continue
+            edits = w["substitutions"] + w["deletions"] + w["insertions"]
+            v2v = (s["kinds"][kind]["voice_to_voice"] if kind in s["kinds"]
+                   else s["stages"]["voice_to_voice"])["p50"]
+            cell = f"{w['wer']:.3f} ({edits}/{w['words']}, {w['first_word_lost']}) {_fmt(v2v)} ms"
+            row += cell.rjust(36)
+        lines.append(row)
+    return "\n".join(lines)
 
 
 def format_comparison(comp: dict[str, dict[str, Any]]) -> str:

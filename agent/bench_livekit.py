@@ -40,6 +40,7 @@ from agent.bench_measure import (
     ms,
     wait_until,
 )
+from agent.bench_wer import final_transcript
 
 __all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
 
@@ -66,7 +67,12 @@ class LiveKitBench:
     async def __aenter__(self) -> LiveKitBench:
         from agent.livekit_server import LiveKitServer
 
-        self.dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="vxbench-")))
+        if self.args.log_dir is not None:
+            self.dir = self.args.log_dir
+            self.dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.dir = Path(self._stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="vxbench-")))
         self.server = LiveKitServer(log_path=self.dir / "livekit-server.log")
         await asyncio.to_thread(self.server.start)
         self._stack.callback(self.server.stop)
@@ -167,6 +173,7 @@ class LiveKitBench:
         barge_in = hasattr(item, "interruption")
         q = item.question if barge_in else item
         clock = ItemClock(usage)
+        heard_from = len(user.transcripts)
         ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
                                                 timeout_s=ANSWER_TIMEOUT_S)
         over: list[float | None] = []
@@ -179,6 +186,8 @@ class LiveKitBench:
         result = ItemResult(
             item=item.id, voice=q.voice, kind=item.kind, stages={},
             voice_to_voice_ms=ms(said, answered), premature=cut_off(heard, spoke, said),
+            said="" if barge_in else q.text,
+            transcript=final_transcript(user_finals(user, user.transcripts[heard_from:])),
         )
         if over and over[0] is not None and over[1] is not None:
             measure_overlay(result, heard, over[0], over[1])
@@ -188,6 +197,15 @@ class LiveKitBench:
     async def _wait_done(self, user: Any, since: float) -> None:
         await wait_quiet(user, Ears(user, max(0, len(user.audio) - 200)), since,
                          timeout_s=ANSWER_TIMEOUT_S + 10)
+
+
+def user_finals(user: Any, transcripts: list[Any]) -> list[str]:
+    """The final `lk.transcription` texts among `transcripts` that transcribe `user`'s own
+    microphone track (voxroom and AgentSession both name it in lk.transcribed_track_id)."""
+    from agent.room_session import ATTR_TRACK_ID
+
+    mine = set(user.room.local_participant.track_publications)
+    return [t.text for t in transcripts if t.final and t.attributes.get(ATTR_TRACK_ID) in mine]
 
 
 async def wait_quiet(user: Any, ears: Ears, since: float, *, timeout_s: float) -> None:

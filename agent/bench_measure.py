@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.bench_wer import wer_by_kind
 from agent.turn_metrics import percentiles
 
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
@@ -99,6 +100,9 @@ class ItemResult:
     # What the listener heard after the user spoke over the answer (see measure_overlay):
     heard_after_backchannel: bool | None = None  # the agent within RESUME_WITHIN_S of its end
     answered_interruption: bool | None = None  # the agent again once it stopped and it ended
+    # The listening corpus (bench/listen_corpus.py; agent/bench_wer.py scores them):
+    said: str = ""  # what the user said ("" when unknown or not scored)
+    transcript: str | None = None  # the agent's final user transcripts of the item, joined
 
 
 @dataclass
@@ -132,6 +136,7 @@ class RunResult:
             "unanswered": sum(i.voice_to_voice_ms is None for i in self.items),
             "kinds": {k: kind_summary([i for i in self.items if i.kind == k])
                       for k in dict.fromkeys(i.kind for i in self.items)},
+            "wer": wer_by_kind(self.items),
         }
 
     @classmethod

@@ -24,6 +24,7 @@ from agent.bench_measure import (
     measure_overlay,
     ms,
 )
+from agent.bench_wer import final_transcript
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.simulate import OUTPUT_RATE
 
@@ -54,10 +55,13 @@ async def run_item(
     clock = time.monotonic
     t0 = clock() + 0.2  # covers the filler's synthesis in start(); the input starts in silence
     audio_starts: list[float] = []
+    finals: list[str] = []  # the user transcripts the agent publishes as final
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if kind == "audio_start":
             audio_starts.append(data["t"] - t0)
+        elif kind == "transcript" and data["final"]:
+            finals.append(data["text"])
 
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
@@ -86,6 +90,7 @@ async def run_item(
         turns=len(turns),
         premature=cut_off(heard, spoke, said),
         heard_user=answer["user_text"] if answer else "",
+        said="" if barge_in else question.text, transcript=final_transcript(finals),
     )
     if barge_in and cut_in_at is not None:
         over = item.interruption

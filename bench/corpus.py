@@ -244,10 +244,13 @@ async def cached_speech(
     return pcm
 
 
-async def espeak_speech(text: str, voice: str, *, ssml: bool = False) -> np.ndarray:
+async def espeak_speech(
+    text: str, voice: str, *, ssml: bool = False, words_per_min: int = 160
+) -> np.ndarray:
     from tests.speech import espeak
 
-    return await asyncio.to_thread(espeak, text, voice=voice, ssml=ssml)
+    return await asyncio.to_thread(espeak, text, voice=voice, ssml=ssml,
+                                   words_per_min=words_per_min)
 
 
 async def _piper(text: str) -> np.ndarray:
