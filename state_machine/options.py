@@ -41,11 +41,13 @@ class TurnOptions:
     """While the user talks over the paused agent, what they said so far is transcribed at
     the speech vote and again every this often, until it holds `barge_in_words`."""
 
-    barge_in_words: int = 2
+    barge_in_words: int = 3
     """Words that are not a backchannel which, heard while the user is still talking over the
-    paused agent, commit the barge-in at once. One is not enough: the first fragment of
-    "mm-hmm" or "thank you" is often transcribed as a word of its own ("M.", "Thank.").
-    Fewer words wait for the end of the sound, which is then transcribed whole."""
+    paused agent, commit the barge-in at once. Fewer wait for the end of the sound, which is
+    then transcribed whole: a decode of the first half-second of a sound is the least reliable
+    one (through LiveKit, Whisper tiny.en heard the start of "mm hmm" as "and remember", two
+    words), and the paused agent is silent either way. Real interruptions ("Wait, stop, I
+    meant...") pass three words while still being said."""
 
     max_words_per_s: float = 5.0
     """A transcript of the sound that paused the agent with more words than 1 + this many a

@@ -23,9 +23,17 @@ def text_similarity(a: str, b: str) -> float:
 _NON_SPEECH = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
 
 
+# Whisper's best-known invention for a sound that holds no words (a cough, a breath, a thud),
+# learned from subtitles: a lone "you". Seen through LiveKit on a cough over the agent's answer,
+# where it would have stopped the answer; nobody's turn is that one word.
+_INVENTED = frozenset({("you",)})
+
+
 def spoken_words(transcript: str) -> str:
-    """The transcript without non-speech annotations such as "[coughs]" or "(music)"."""
-    return " ".join(_NON_SPEECH.sub(" ", transcript).split())
+    """The transcript without non-speech annotations such as "[coughs]" or "(music)", and empty
+    when all it holds is what the STT writes for a sound with no words (`_INVENTED`)."""
+    text = " ".join(_NON_SPEECH.sub(" ", transcript).split())
+    return "" if tuple(normalize_words(text)) in _INVENTED else text
 
 
 _TRAILING_CONTINUATION = {

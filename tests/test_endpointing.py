@@ -224,3 +224,24 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
     assert is_backchannel(text) is backchannel
     assert interrupts(text) is interrupting
+
+
+def test_two_words_made_up_from_the_start_of_a_hum_wait_for_the_whole_sound() -> None:
+    # Through LiveKit the first half-second of "mm hmm" was heard as "and remember".
+    def transcript(start: float, end: float) -> str:
+        if start < 2.5:
+            return "what time is it?"
+        return "and remember" if end < 3.4 else "Mm-hmm."
+
+    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
+    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
+
+
+def test_a_cough_heard_as_you_is_no_words() -> None:
+    tl = Timeline(engines=FakeEngines(transcript=answer_then("you"), reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=9.0)
+    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.machine.counters.false_interruptions == 1
+    assert sum(b - a for a, b in tl.audible) == approx(3.0)
