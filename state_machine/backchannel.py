@@ -50,7 +50,26 @@ def is_backchannel(transcript: str) -> bool:
     return 0 < len(words) <= MAX_BACKCHANNEL_WORDS and other_words(transcript) == 0
 
 
+# Words that make even a one- or two-word sound an interruption ("Stop.", "Hold on.", "No.",
+# "Why?"). A short sound without one is more often the STT's reading of a hum: through
+# LiveKit, Whisper tiny.en heard a synthesized "mm hmm" as "and remember" and "and Emma", and
+# other hums as "term", "Amen", "That."; none of them is a request to stop.
+INTERRUPTION_CUES = frozenset({
+    "stop", "wait", "no", "nope", "hold", "hang", "sorry", "excuse", "pardon", "actually",
+    "enough", "pause", "repeat", "again", "back", "slower", "louder", "quiet", "shush",
+    "what", "why", "how", "who", "where", "when", "which", "but", "not", "don't", "cancel",
+})
+SHORT_WORDS = 2
+"""A sound of at most this many words interrupts only with a cue word or as a question."""
+
+
 def interrupts(transcript: str) -> bool:
     """The sound that paused the agent said something to it: words that are not a
-    backchannel."""
-    return bool(normalize_words(spoken_words(transcript))) and not is_backchannel(transcript)
+    backchannel, three or more of them, or fewer with an interruption cue or a question mark
+    ("Stop.", "Wait, what?", "Tokyo?")."""
+    words = normalize_words(spoken_words(transcript))
+    if not words or is_backchannel(transcript):
+        return False
+    if len(words) > SHORT_WORDS:
+        return True
+    return transcript.rstrip().endswith("?") or any(w in INTERRUPTION_CUES for w in words)

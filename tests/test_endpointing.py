@@ -119,7 +119,9 @@ def answer_then(interjection: str):  # type: ignore[no-untyped-def]
     return transcript
 
 
-@pytest.mark.parametrize("said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha."])
+# "and Emma.": how Whisper tiny.en heard a synthesized "mm hmm" through LiveKit.
+@pytest.mark.parametrize("said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha.",
+                                  "and Emma."])
 def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
     tl = Timeline(engines=FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=9.0)
@@ -219,7 +221,9 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
      ("Thank you.", True, False), ("[coughs]", False, False), ("", False, False),
      ("Stop.", False, True), ("Wait, what?", False, True), ("No.", False, True),
      ("Okay, but what about Tokyo?", False, True), ("yeah yeah yeah yeah yeah", False, True),
-     ("I see the problem.", False, True)],
+     ("I see the problem.", False, True), ("Hold on.", False, True), ("Why?", False, True),
+     ("Tokyo?", False, True), ("and remember", False, False), ("and Emma.", False, False),
+     ("Amen.", False, False), ("Thank.", False, False)],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
     assert is_backchannel(text) is backchannel
