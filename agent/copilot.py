@@ -2,12 +2,18 @@
 copilot engine, the answers out as text streams to the candidate only.
 
 Who is who in the room:
-- the bridge: publishes "meeting-audio"; its metadata is {"voxroom.mode": "copilot"} when run
-  with `--agent-mode copilot`, and its default identity starts with "meeting-bridge-";
 - the candidate: named by "voxroom.candidate" in the dispatch or room metadata, else the
-  first other standard participant. Only the candidate gets answers (text-stream topic
-  `voxroom.copilot`, `destination_identities`) and only the candidate may send documents;
-  anyone else in the room (a third participant) can neither read nor steer the answers.
+  first other standard participant that is not a bridge. Only the candidate gets answers
+  (text-stream topic `voxroom.copilot`, `destination_identities`) and only the candidate may
+  send documents;
+- the candidate's bridge: publishes "meeting-audio", and its token (agent.tokens
+  .create_bridge_token, made with the API secret by `voxroom bridge --room R --candidate C` or
+  `voxroom token --bridge-for C`) gives it the attribute "voxroom.bridge.candidate" naming the
+  candidate, which its grants do not let it change. The copilot listens to that track alone;
+- anyone else (a third participant) can neither read nor steer the answers: a `meeting-audio`
+  track of theirs is unsubscribed from unheard, whatever their identity or metadata (a bridge's
+  default identity starts with "meeting-bridge-"; `--agent-mode copilot` sets its metadata
+  {"voxroom.mode": "copilot"}: both only keep it from being taken for the candidate).
 
 Documents (resume, job description) come as text or byte streams on `voxroom.context`
 (attribute `voxroom.context.name`, e.g. "resume"; at most 200 kB), or as file names in the
@@ -63,6 +69,8 @@ log = logging.getLogger(__name__)
 
 MEETING_TRACK = "meeting-audio"  # room_bridge.bridge.MEETING_TRACK
 BRIDGE_IDENTITY_PREFIX = "meeting-bridge-"  # room_bridge.cli's default identity
+# On a bridge's token: the identity of the candidate it serves (agent.tokens.create_bridge_token).
+ATTR_BRIDGE_CANDIDATE = "voxroom.bridge.candidate"
 KEY_MODE = "voxroom.mode"
 MODES = ("voice", "copilot")
 KEY_CANDIDATE = "voxroom.candidate"
@@ -139,11 +147,22 @@ def requested_mode(job_metadata: str, room: rtc.Room) -> str:
 
 
 def is_bridge(participant: rtc.RemoteParticipant) -> bool:
+    """Whether `participant` looks like a bridge, and so is never taken for the candidate. Not
+    a reason to listen to it: see `bridges_for`."""
     return (
-        parse_metadata(participant.metadata).get(KEY_MODE) == "copilot"
+        ATTR_BRIDGE_CANDIDATE in participant.attributes
+        or parse_metadata(participant.metadata).get(KEY_MODE) == "copilot"
         or participant.identity.startswith(BRIDGE_IDENTITY_PREFIX)
         or any(pub.name == MEETING_TRACK for pub in participant.track_publications.values())
     )
+
+
+def bridges_for(participant: rtc.RemoteParticipant, candidate: str | None) -> bool:
+    """Whether `participant` is the bridge of `candidate`: its token, made with the API secret,
+    names the candidate in an attribute its grants do not let it change. A track's name, an
+    identity or metadata prove nothing: a participant with any join token chooses the first,
+    and the others depend on who makes the tokens."""
+    return candidate is not None and participant.attributes.get(ATTR_BRIDGE_CANDIDATE) == candidate
 
 
 def context_file(directory: str | None, name: object) -> Path | None:
@@ -358,7 +377,14 @@ class CopilotSession:
     def _on_track_subscribed(
         self, track: rtc.Track, pub: rtc.RemoteTrackPublication, p: rtc.RemoteParticipant
     ) -> None:
-        if self.engine is None or pub.name != MEETING_TRACK or p.identity == self.candidate:
+        if self.engine is None or pub.name != MEETING_TRACK:
+            return
+        if not bridges_for(p, self.candidate):
+            # Anyone may publish a track of that name: not a word of it reaches the engine.
+            log.warning("%s's %s ignored: not the bridge of %s (its token must name the "
+                        "candidate: voxroom bridge --candidate)", p.identity, MEETING_TRACK,
+                        self.candidate)
+            pub.set_subscribed(False)
             return
         if pub.sid not in self._listeners:
             log.info("listening to %s's %s", p.identity, MEETING_TRACK)

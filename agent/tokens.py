@@ -6,7 +6,9 @@ room when the user joins, so no one has to create the room or the dispatch befor
 
 With `--copilot` the dispatch's metadata makes the agent the user's interview copilot
 (agent.copilot): it answers in writing to this user only, from the meeting audio that
-`voxroom bridge` publishes. `--resume` and `--job-description` name documents in the
+`voxroom bridge` publishes. `--bridge-for CANDIDATE` makes the token of such a bridge
+(`voxroom bridge --token`): the copilot listens only to a bridge whose token names its
+candidate. `--resume` and `--job-description` name documents in the
 worker's $VOXROOM_CONTEXT_DIR (text, markdown or PDF, at most 200 kB); a client can instead
 upload them into the room (topic `voxroom.context`). LiveKit applies a token's dispatch only
 when its join creates the room: join before the bridge, or dispatch the agent yourself.
@@ -19,10 +21,11 @@ import datetime
 import json
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import PurePath
 
 from agent.config import LiveKitSettings, load_settings
-from agent.copilot import DOCUMENT_KEYS, KEY_CANDIDATE, KEY_MODE
+from agent.copilot import ATTR_BRIDGE_CANDIDATE, DOCUMENT_KEYS, KEY_CANDIDATE, KEY_MODE
 
 KEY_USER = "voxroom.user"  # dispatch or room metadata: the identity the agent serves
 
@@ -40,9 +43,11 @@ def create_join_token(
     dispatch_agent: bool = True,
     metadata: str = "",
     dispatch_metadata: str = "",
+    attributes: Mapping[str, str] | None = None,
 ) -> str:
     """A signed JWT that lets `identity` join `room` on the server of `settings`.
-    `metadata` is the participant's; `dispatch_metadata` goes to the agent's job."""
+    `metadata` and `attributes` are the participant's (its grants do not let it change them);
+    `dispatch_metadata` goes to the agent's job."""
     import jwt
     from livekit import api
 
@@ -70,6 +75,8 @@ def create_join_token(
         token.with_name(name)
     if metadata:
         token.with_metadata(metadata)
+    if attributes:
+        token.with_attributes(dict(attributes))
     if dispatch_agent:
         # The agent serves this user, not whoever else reaches the room first.
         job = json.loads(dispatch_metadata) if dispatch_metadata else {}
@@ -83,6 +90,30 @@ def create_join_token(
             # Short on purpose; a real deployment's secret still gets PyJWT's warning.
             warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
         return token.to_jwt()
+
+
+def create_bridge_token(
+    settings: LiveKitSettings,
+    room: str,
+    identity: str,
+    candidate: str,
+    *,
+    name: str | None = None,
+    ttl_s: int = 600,
+    copilot_mode: bool = False,
+) -> str:
+    """A token for `voxroom bridge` in `room`: it publishes the meeting audio of `candidate`'s
+    interview, and the attribute `voxroom.bridge.candidate` says so. Only a holder of the API
+    secret can make one; the copilot of `candidate` listens to no other `meeting-audio`
+    (agent.copilot.bridges_for). `copilot_mode` also asks for copilot mode (metadata). It
+    dispatches no agent."""
+    if not candidate:
+        raise ValueError("a bridge token names the candidate it serves")
+    return create_join_token(
+        settings, room, identity, name=name, ttl_s=ttl_s, dispatch_agent=False,
+        metadata=json.dumps({KEY_MODE: "copilot"}) if copilot_mode else "",
+        attributes={ATTR_BRIDGE_CANDIDATE: candidate},
+    )
 
 
 def copilot_metadata(
@@ -128,6 +159,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the agent is this participant's interview copilot (written answers to the "
         "questions heard through `voxroom bridge`)",
     )
+    parser.add_argument(
+        "--bridge-for", metavar="CANDIDATE",
+        help="a token for `voxroom bridge --token`: the meeting audio of this candidate's "
+        "interview, the only one their copilot listens to (no dispatch)",
+    )
     for flag in ("--resume", "--job-description"):
         parser.add_argument(
             flag, metavar="NAME",
@@ -140,6 +176,13 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     dispatch_metadata = ""
     try:
+        if args.bridge_for is not None:
+            if args.copilot or args.resume or args.job_description:
+                raise ValueError("--bridge-for makes a bridge's token: it dispatches no agent, "
+                                 "so it cannot go with --copilot, --resume or --job-description")
+            print(create_bridge_token(settings.livekit, args.room, args.identity,
+                                      args.bridge_for, name=args.name, ttl_s=args.ttl))
+            return 0
         if (args.resume or args.job_description) and not args.copilot:
             raise ValueError("--resume and --job-description need --copilot")
         if args.copilot:

@@ -1,7 +1,7 @@
 """`voxroom bridge`: publish this computer's output audio (the meeting) into a LiveKit room.
 
-    voxroom bridge --room interview                       # the default sink's monitor
-    voxroom bridge --room interview --agent-mode copilot --play-agent --mic
+    voxroom bridge --room interview --candidate me        # the default sink's monitor
+    voxroom bridge --room interview --candidate me --agent-mode copilot --play-agent --mic
     voxroom bridge --url wss://... --token JWT --device "BlackHole 2ch"
     voxroom bridge --list-devices
 
@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="participant identity (default: meeting-bridge-<hostname>)",
     )
     room.add_argument("--name", default="Meeting audio", help="display name")
+    room.add_argument(
+        "--candidate", metavar="IDENTITY",
+        help="with --room: the candidate's identity in the room (the copilot listens only to "
+        "the bridge its token names; the web page shows it)",
+    )
     room.add_argument(
         "--agent-mode", choices=["copilot"],
         help="ask the agent to act as an interview copilot (participant metadata voxroom.mode)",
@@ -73,9 +78,13 @@ def run(args: argparse.Namespace) -> int:
         print("voxroom bridge: give --room (a token is made from the API key) or --token",
               file=sys.stderr)
         return 2
-    if args.token and args.agent_mode:
-        print("voxroom bridge: --agent-mode needs --room: with --token, the token's maker sets "
-              "the participant metadata", file=sys.stderr)
+    if args.token and (args.agent_mode or args.candidate):
+        print("voxroom bridge: --agent-mode and --candidate need --room: with --token, the "
+              "token's maker sets them (voxroom token --bridge-for)", file=sys.stderr)
+        return 2
+    if not args.token and not args.candidate:
+        print("voxroom bridge: give --candidate, the identity of the candidate in the room: "
+              "their copilot listens only to a bridge that names them", file=sys.stderr)
         return 2
     from agent.config import load_settings
 
@@ -87,15 +96,13 @@ def run(args: argparse.Namespace) -> int:
         def token_source() -> str:
             return token
     else:
-        from agent.tokens import create_join_token
-
-        metadata = json.dumps({"voxroom.mode": args.agent_mode}) if args.agent_mode else ""
+        from agent.tokens import create_bridge_token
 
         def token_source() -> str:
             # A fresh token for every join: a rejoin may come long after the first one.
-            return create_join_token(
-                settings.livekit, args.room, args.identity, name=args.name,
-                dispatch_agent=False, metadata=metadata,
+            return create_bridge_token(
+                settings.livekit, args.room, args.identity, args.candidate, name=args.name,
+                copilot_mode=args.agent_mode == "copilot",
             )
 
     return asyncio.run(_bridge(args, url, token_source))

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from livekit import api, rtc
 
+from agent.copilot import ATTR_BRIDGE_CANDIDATE
 from agent.livekit_server import LiveKitServer
 from agent.tokens import create_join_token
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
@@ -151,10 +152,11 @@ async def test_what_the_sink_plays_reaches_the_room(
     await listener.join(livekit_server, room)
     with bridge_process(livekit_server, pulse, "--room", room, "--identity", "bridge",
                         "--device", f"{SINK}.monitor", "--backend", backend,
-                        "--agent-mode", "copilot") as bridge:
+                        "--candidate", "candidate-1", "--agent-mode", "copilot") as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.wait_for(listener.subscribed.wait(), 10)
         metadata = listener.room.remote_participants["bridge"].metadata
+        attributes = dict(listener.room.remote_participants["bridge"].attributes)
         await asyncio.sleep(0.5)
         played_at = time.monotonic()
         await paplay(pulse, wav)
@@ -171,6 +173,7 @@ async def test_what_the_sink_plays_reaches_the_room(
     assert lag * 20 < 1000
     assert summary["joins"] == 1
     assert json.loads(metadata) == {"voxroom.mode": "copilot"}
+    assert attributes == {ATTR_BRIDGE_CANDIDATE: "candidate-1"}  # whose copilot listens to it
     assert latency["n"] > 100 and latency["p50"] < 20
 
 
@@ -199,7 +202,8 @@ async def test_the_agents_voice_played_here_is_kept_out_of_the_meeting_audio(
         "parec", f"--device={SINK}.monitor", "--raw", "--format=s16le", f"--rate={RATE}",
         "--channels=1", env=pulse, stdout=asyncio.subprocess.PIPE)
     with bridge_process(livekit_server, pulse, "--room", room, "--identity", "bridge",
-                        "--device", f"{SINK}.monitor", "--play-agent") as bridge:
+                        "--device", f"{SINK}.monitor", "--candidate", "candidate-1",
+                        "--play-agent") as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.to_thread(bridge.wait_for, "playing agent-double's track", 10)
         await asyncio.sleep(1.0)

@@ -1,7 +1,8 @@
 """The interview copilot end to end: an interviewer's question played into a PulseAudio null
-sink (the computer's speakers), the real `voxroom bridge --agent-mode copilot` capturing its
-monitor into a real livekit-server room, a real `voxroom agent` worker in copilot mode, and a
-candidate in the room who uploads a resume and receives the written answer.
+sink (the computer's speakers), the real `voxroom bridge --candidate candidate --agent-mode
+copilot` capturing its monitor into a real livekit-server room, a real `voxroom agent` worker
+in copilot mode, and a candidate in the room who uploads a resume and receives the written
+answer.
 
 Measured: from the end of the question (the last voiced sample of the WAV, timed from the
 start of `paplay`) to the first answer words arriving at the candidate.
@@ -93,7 +94,8 @@ async def interview(
     """Bridge, candidate (with the resume) and an intruder in `room`; the question played.
     Returns both participants, the answer and its first-words latency (ms)."""
     with bridge_process(server, pulse, "--room", room, "--identity", "meeting-bridge-test",
-                        "--device", f"{SINK}.monitor", "--agent-mode", "copilot") as bridge:
+                        "--device", f"{SINK}.monitor", "--candidate", "candidate",
+                        "--agent-mode", "copilot") as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         candidate, intruder = CopilotClient("candidate"), CopilotClient("intruder")
         await join(candidate, server, room)

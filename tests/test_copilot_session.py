@@ -1,6 +1,6 @@
 """The copilot's room-side rules that need no server: which mode a job runs in (and what
-happens to bad metadata), who is the bridge, which metadata file names may be read, and who
-receives the answers."""
+happens to bad metadata), who is the bridge and whose meeting audio is heard, which metadata
+file names may be read, and who receives the answers."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import pytest
 
 from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import (
+    ATTR_BRIDGE_CANDIDATE,
     ATTR_FINAL,
     ATTR_QUESTION,
     ATTR_STATUS,
     MEETING_TRACK,
     LiveKitAnswerSink,
+    bridges_for,
     context_file,
     is_bridge,
     parse_metadata,
@@ -28,9 +30,11 @@ from agent.copilot import (
 COPILOT = json.dumps({"voxroom.mode": "copilot"})
 
 
-def _participant(identity: str, metadata: str = "", tracks: tuple[str, ...] = ()):
+def _participant(identity: str, metadata: str = "", tracks: tuple[str, ...] = (),
+                 attributes: dict[str, str] | None = None):
     pubs = {f"TR_{i}": SimpleNamespace(name=name) for i, name in enumerate(tracks)}
-    return SimpleNamespace(identity=identity, metadata=metadata, track_publications=pubs)
+    return SimpleNamespace(identity=identity, metadata=metadata, track_publications=pubs,
+                           attributes=attributes or {})
 
 
 def _room(metadata: str = "", *participants):
@@ -57,7 +61,18 @@ def test_the_bridge_is_known_by_metadata_identity_or_track() -> None:
     assert is_bridge(_participant("x", COPILOT))
     assert is_bridge(_participant("meeting-bridge-laptop"))
     assert is_bridge(_participant("x", tracks=(MEETING_TRACK,)))
+    assert is_bridge(_participant("x", attributes={ATTR_BRIDGE_CANDIDATE: "someone"}))
     assert not is_bridge(_participant("candidate", tracks=("mic",)))
+
+
+def test_only_the_bridge_whose_token_names_the_candidate_is_heard() -> None:
+    ours = _participant("laptop", tracks=(MEETING_TRACK,),
+                        attributes={ATTR_BRIDGE_CANDIDATE: "cand"})
+    assert bridges_for(ours, "cand")
+    assert not bridges_for(ours, "someone-else")
+    assert not bridges_for(ours, None)  # no candidate yet: nobody's bridge
+    # Whatever else a participant chooses for itself proves nothing.
+    assert not bridges_for(_participant("meeting-bridge-x", COPILOT, (MEETING_TRACK,)), "cand")
 
 
 def test_metadata_files_are_read_only_inside_the_context_directory(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from agent.copilot_voice import TOPIC_COPILOT_CONTROL
 from agent.engines import Transcript
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
-from agent.tokens import create_join_token
+from agent.tokens import create_bridge_token, create_join_token
 from tests.speech import RATE, espeak, with_silence
 
 pytestmark = [
@@ -172,8 +172,8 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         await require(lambda: agent.attributes.get(ATTR_SPEAK) == "true", 10, "speech not on")
         await require(lambda: candidate.voice_subscribed, 10, "the candidate got no voice track")
 
-        bridge_token = create_join_token(livekit_server.livekit_settings(), room_name,
-                                         "meeting-bridge-test", dispatch_agent=False)
+        bridge_token = create_bridge_token(livekit_server.livekit_settings(), room_name,
+                                           "meeting-bridge-test", "candidate")
         await bridge.connect(livekit_server.url, bridge_token)
         await _play_question(bridge)
         await require(lambda: candidate.answers, 30, "no written answer")

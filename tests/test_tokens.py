@@ -212,7 +212,42 @@ def test_cli_copilot_token(token_cli, capsys: pytest.CaptureFixture[str]) -> Non
         "voxroom.user": "me"}
 
 
+def test_a_bridge_token_names_the_candidate_and_dispatches_nothing() -> None:
+    from agent.tokens import create_bridge_token
+
+    claims = _claims(create_bridge_token(SETTINGS, "room-a", "meeting-bridge-x", "cand",
+                                         copilot_mode=True))
+    assert claims["sub"] == "meeting-bridge-x"
+    assert claims["attributes"] == {"voxroom.bridge.candidate": "cand"}
+    assert json.loads(claims["metadata"]) == {"voxroom.mode": "copilot"}
+    assert "roomConfig" not in claims
+    # The same grants as a user's: a microphone, and no changing its own attributes.
+    assert claims["video"] == _claims(create_join_token(SETTINGS, "room-a", "u"))["video"]
+    with pytest.raises(ValueError):
+        create_bridge_token(SETTINGS, "room-a", "meeting-bridge-x", "")
+
+
+def test_no_other_token_names_a_candidate() -> None:
+    from agent.tokens import copilot_metadata
+
+    for token in (create_join_token(SETTINGS, "room-a", "u"),
+                  create_join_token(SETTINGS, "room-a", "u",
+                                    dispatch_metadata=copilot_metadata("u"))):
+        assert "attributes" not in _claims(token)
+
+
+def test_cli_bridge_token(token_cli, capsys: pytest.CaptureFixture[str]) -> None:
+    assert token_cli(["token", "--room", "r", "--identity", "meeting-bridge-x",
+                      "--bridge-for", "me"]) == 0
+    claims = _claims(capsys.readouterr().out.strip(), LiveKitSettings().api_secret,
+                     LiveKitSettings().api_key)
+    assert claims["attributes"] == {"voxroom.bridge.candidate": "me"}
+    assert "roomConfig" not in claims
+
+
 @pytest.mark.parametrize("extra", [
+    ["--bridge-for", "me", "--copilot"],  # a bridge's token dispatches nothing
+    ["--bridge-for", ""],
     ["--resume", "resume.md"],  # documents without --copilot
     ["--copilot", "--no-dispatch"],  # the mode rides on the dispatch
     ["--copilot", "--job-description", "../job.md"],
@@ -223,3 +258,16 @@ def test_cli_copilot_token_refuses_inconsistent_options(
     assert token_cli(["token", "--room", "r", "--identity", "me", *extra]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("voxroom token: ")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--room", "r"], "give --candidate"),  # a bridge no copilot would listen to
+    (["--token", "JWT", "--candidate", "me"], "the token's maker sets them"),
+])
+def test_the_bridge_names_its_candidate_in_the_token_it_makes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str],
+    said: str,
+) -> None:
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {"bridge": cli.SUBCOMMANDS["bridge"]})
+    assert cli.main(["bridge", *args]) == 2  # refused before any audio device is opened
+    assert said in capsys.readouterr().err
