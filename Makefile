@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # Debian packages the tests and the demo use: speech synthesis for test audio (espeak-ng,
 # sox), multi-node LiveKit (redis-server), loopback audio capture (pulseaudio, libportaudio2),
 # a headless browser as a user (chromium), and venv support for Debian's python3.
-SYSDEPS := espeak-ng sox redis-server pulseaudio chromium libportaudio2 python3-venv pulseaudio-utils libasound2-plugins libgomp1
+SYSDEPS := espeak-ng sox redis-server postgresql pulseaudio chromium libportaudio2 python3-venv pulseaudio-utils libasound2-plugins libgomp1
 
 # Bundled models only: nothing may be downloaded at run time.
 export HF_HUB_OFFLINE := 1

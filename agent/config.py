@@ -85,6 +85,24 @@ class TurnSettings:
     detector: str = "text"
 
 
+STORE_SCHEMES = ("postgresql", "postgres")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    # Where finished turns go: "" for the SQLite file at `path` (one host), or a PostgreSQL
+    # URL (postgresql://user:password@host/db) that every worker and `voxroom transcripts`
+    # reach. Secret: the URL may carry a password.
+    url: str = field(default="", repr=False)
+    # The SQLite file; "" for $XDG_DATA_HOME/voxroom/transcripts.sqlite3.
+    path: str = ""
+    # Room leases, each room's recent turns and the reply being spoken, shared by the workers
+    # of every host (redis://host:6379/0). "": in the SQLite file, which only workers on one
+    # host share.
+    redis_url: str = field(default="", repr=False)
+
+
 @dataclass(frozen=True)
 class Settings:
     livekit: LiveKitSettings = field(default_factory=LiveKitSettings)
@@ -92,12 +110,13 @@ class Settings:
     stt: STTSettings = field(default_factory=STTSettings)
     tts: TTSSettings = field(default_factory=TTSSettings)
     turn: TurnSettings = field(default_factory=TurnSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
 
 
 # section -> dataclass, and the environment variable for each field (where it is not
 # VOXROOM_<SECTION>_<FIELD>).
 _SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings, "tts": TTSSettings,
-             "turn": TurnSettings}
+             "turn": TurnSettings, "store": StoreSettings}
 _ENV_ALIASES = {
     ("livekit", "url"): "LIVEKIT_URL",
     ("livekit", "api_key"): "LIVEKIT_API_KEY",
@@ -105,6 +124,7 @@ _ENV_ALIASES = {
     ("llm", "api_key"): "OPENAI_API_KEY",
     ("stt", "api_key"): "DEEPGRAM_API_KEY",
     ("tts", "api_key"): "OPENAI_API_KEY",
+    ("store", "redis_url"): "VOXROOM_REDIS_URL",
 }
 
 
@@ -153,7 +173,8 @@ def load_settings(
     # Secrets from a config file are masked in the logs as well as those from the environment.
     register_secrets(
         [settings.livekit.api_secret, settings.llm.api_key, settings.stt.api_key,
-         settings.tts.api_key]
+         settings.tts.api_key,
+         *(urlparse(u).password or "" for u in (settings.store.url, settings.store.redis_url))]
     )
     return settings
 
@@ -216,3 +237,13 @@ def validate(s: Settings) -> None:
             )
         if not s.tts.base_url and not s.tts.api_key:
             raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set tts.base_url)")
+    if s.store.url and urlparse(s.store.url).scheme not in STORE_SCHEMES:
+        raise ConfigError(
+            "store.url (VOXROOM_STORE_URL) must be '' (the SQLite file) or a PostgreSQL URL "
+            f"(postgresql://user:password@host/db), got scheme {urlparse(s.store.url).scheme!r}"
+        )
+    if s.store.redis_url and urlparse(s.store.redis_url).scheme not in REDIS_SCHEMES:
+        raise ConfigError(
+            "store.redis_url (VOXROOM_REDIS_URL) must be '' or a Redis URL "
+            f"(redis://host:6379/0), got scheme {urlparse(s.store.redis_url).scheme!r}"
+        )

@@ -3,16 +3,18 @@
 livekit-server (1.13) does nothing for such a room: it drops the worker's jobs when the
 worker's WebSocket closes ("TODO update dispatch state" in its agent service), never dispatches
 the room again, and keeps the dead agent's participant for ~20 s until ICE times out. So the
-workers watch each other through leases: every worker renews, twice a second, a lease per
-room it serves, in the SQLite file of the transcript store (the store the new agent reloads
-the room's history from, so the workers that can continue a conversation share it anyway).
-Each worker also scans for leases that stopped being renewed; the one that deletes such a
-lease first owns the room's recovery: when a user is still in the room and no other agent
-is, it removes the dead agent's participant and creates a new dispatch for the room.
+workers watch each other through leases: every worker renews, four times a second, a lease per
+room it serves. With `store.redis_url` the leases are in Redis (agent/shared_state.py), which
+the workers of every host reach; without it, in this module's SQLite table in the transcript
+store's file, which only the workers of one host share. Each worker also scans for leases that
+stopped being renewed; the one that claims such a lease first owns the room's recovery: when a
+user is still in the room and no other agent is, it removes the dead agent's participant and
+creates a new dispatch for the room.
 
 A job that ends normally (the user left) also stops renewing its lease; the scan then finds
-no user in the room (or no room) and only drops the lease. Times are wall-clock seconds
-because workers on different hosts compare them.
+no user in the room (or no room) and only drops the lease. The SQLite table compares
+wall-clock seconds, because workers on different processes write them; Redis expires its keys
+on its own clock.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("voxroom.redispatch")
 
-RENEW_INTERVAL_S = 0.5
-LEASE_TTL_S = 2.0  # four missed renewals: the worker is gone, not just busy
+RENEW_INTERVAL_S = 0.25
+# Six missed renewals: the worker is gone, not just busy. Short, so that the room has a new
+# agent within 3 s of a kill -9 (expiry, a scan, the dispatch and the new agent's join).
+LEASE_TTL_S = 1.5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agent_leases (
@@ -56,6 +60,18 @@ class Lease:
     renewed_at: float
 
 
+class Leases(Protocol):
+    """Where the leases are (blocking: call from a thread)."""
+
+    def renew(self, leases: list[Lease]) -> None: ...
+
+    def expired(self, now: float, ttl_s: float = LEASE_TTL_S) -> list[Lease]: ...
+
+    def claim(self, lease: Lease) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class LeaseTable:
     """The leases in the SQLite file at `path` (thread-safe; blocking: call from a thread)."""
 
@@ -69,7 +85,7 @@ class LeaseTable:
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
 
-    def renew(self, leases: Iterable[Lease]) -> None:
+    def renew(self, leases: list[Lease]) -> None:
         rows = [
             (x.room, x.job_id, x.agent_identity, x.agent_name, x.metadata, x.worker_id,
              x.renewed_at)
@@ -113,7 +129,7 @@ class Redispatcher:
 
     def __init__(
         self,
-        table: LeaseTable,
+        table: Leases,
         api: Any,
         running_jobs: Callable[[], list[Any]],
         worker_id: Callable[[], str],

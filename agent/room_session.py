@@ -17,7 +17,8 @@ from agent.engines import INPUT_RATE
 if TYPE_CHECKING:
     from livekit import rtc
 
-    from agent.transcript_store import TranscriptStore
+    from agent.shared_state import RedisRoomMemory
+    from agent.transcript_store import TurnStore
 
 log = logging.getLogger(__name__)
 
@@ -177,14 +178,18 @@ async def run_room_session(
     tts: Any,
     llm: Any,
     system_prompt: str,
-    store: TranscriptStore | None = None,
+    store: TurnStore | None = None,
+    memory: RedisRoomMemory | None = None,
     stt_partials: str = "listening",
     turn_detector: Any = None,
 ) -> None:
     """Talk with `participant` until they leave or the room closes. With a `store`, every
-    finished turn is committed durably and the room's earlier turns are the history."""
+    finished turn is committed durably and the room's earlier turns are the history; with a
+    `memory` (shared state), the history and the reply being spoken are shared with the
+    workers of every host (agent/conversation_log.py)."""
     from livekit import rtc
 
+    from agent.conversation_log import ConversationLog
     from agent.history import ChatHistory
     from agent.metrics import MetricsRecorder
     from agent.turn_engine import TurnEngine
@@ -199,20 +204,16 @@ async def run_room_session(
     publisher.start()
     history = ChatHistory(system_prompt)
     session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
-    persisted: set[asyncio.Task[None]] = set()
     recorder = MetricsRecorder(session_id)
-    if store is not None:
-        for turn in await asyncio.to_thread(store.turns, room.name, PERSISTED_HISTORY_TURNS):
-            history.add_user(turn["user_text"])
-            history.add_assistant(turn["heard_text"])
+    turns = ConversationLog(room.name, session_id, history, store=store, memory=memory)
+    for turn in await turns.start(PERSISTED_HISTORY_TURNS):
+        history.add_user(turn["user_text"])
+        history.add_assistant(turn["heard_text"])
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         publisher.on_event(kind, data)
         recorder.on_event(kind, data)
-        if kind == "turn" and store is not None:
-            task = asyncio.create_task(asyncio.to_thread(store.append, room.name, session_id, data))
-            persisted.add(task)
-            task.add_done_callback(persisted.discard)
+        turns.on_event(kind, data)
 
     engine = TurnEngine(
         stt=stt,
@@ -241,7 +242,7 @@ async def run_room_session(
         await asyncio.gather(listen, return_exceptions=True)
         await engine.aclose()
         await recorder.aclose()
-        await asyncio.gather(*persisted)  # every finished turn is on disk before we go
+        await turns.aclose()  # every finished turn is stored before we go
         await publisher.aclose()
         await source.aclose()
         log.info("session with %s ended after %d turns", participant.identity, len(engine.turns))

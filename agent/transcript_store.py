@@ -1,10 +1,13 @@
 """Durable conversation turns, and `voxroom transcripts` to read them back.
 
 Every finished turn (what the user said, what the agent said, what was heard, whether it was
-interrupted, its timings) is committed to SQLite in WAL mode with synchronous=FULL: once
-`append` returns, the turn survives a `kill -9` of the worker. A new agent for the same room
-(after a crash and re-dispatch) reloads the room's history from here, so the conversation
-continues instead of starting over.
+interrupted, its timings) is committed as soon as it ends: once `append` returns, the turn
+survives a `kill -9` of the worker. Two backends behind one interface (`TurnStore`): a SQLite
+file in WAL mode with synchronous=FULL, the embedded default for one host, and PostgreSQL by
+URL (`store.url`, agent/transcript_store_postgres.py), which workers on every host and
+`voxroom transcripts` reach. A new agent for the same room (after a crash and re-dispatch)
+reloads the room's history from the shared state or from here, so the conversation continues
+instead of starting over.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ import argparse
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agent.config import StoreSettings
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -35,19 +42,55 @@ CREATE INDEX IF NOT EXISTS turns_room ON turns (room, id);
 """
 
 
-def default_store_path() -> Path:
-    """$VOXROOM_STORE_PATH, else $XDG_DATA_HOME/voxroom/transcripts.sqlite3."""
-    if explicit := os.environ.get("VOXROOM_STORE_PATH"):
-        return Path(explicit)
+class TurnStore(Protocol):
+    """Where finished turns go. Blocking and thread-safe: call it from a worker thread
+    (asyncio.to_thread), never the event loop."""
+
+    def append(self, room: str, session: str, turn: dict[str, Any]) -> None: ...
+
+    def turns(self, room: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Turns in order, oldest first; the last `limit` of them when given."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def default_store_path(configured: str = "") -> Path:
+    """`configured` (store.path, $VOXROOM_STORE_PATH), else
+    $XDG_DATA_HOME/voxroom/transcripts.sqlite3."""
+    if configured:
+        return Path(configured)
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(base) / "voxroom" / "transcripts.sqlite3"
 
 
-class TranscriptStore:
-    """Thread-safe; call `append` from a worker thread (asyncio.to_thread), never the loop."""
+def open_turn_store(settings: StoreSettings) -> TurnStore:
+    """PostgreSQL when `settings.url` is set, else the SQLite file (blocking)."""
+    if settings.url:
+        from agent.transcript_store_postgres import PostgresTurnStore
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or default_store_path()
+        return PostgresTurnStore(settings.url)
+    return TranscriptStore(default_store_path(settings.path))
+
+
+def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:
+    """A finished turn's stored columns after room and session, in SCHEMA's order."""
+    return (
+        time.time(),
+        turn["user_text"],
+        turn["agent_text"],
+        turn["heard_text"],
+        bool(turn["interrupted"]),
+        json.dumps(turn["latency_ms"]),
+        json.dumps(turn.get("fallbacks", [])),
+    )
+
+
+class TranscriptStore:
+    """The SQLite backend of `TurnStore`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -57,26 +100,14 @@ class TranscriptStore:
         self._db.executescript(SCHEMA)
 
     def append(self, room: str, session: str, turn: dict[str, Any]) -> None:
-        row = (
-            room,
-            session,
-            time.time(),
-            turn["user_text"],
-            turn["agent_text"],
-            turn["heard_text"],
-            int(turn["interrupted"]),
-            json.dumps(turn["latency_ms"]),
-            json.dumps(turn.get("fallbacks", [])),
-        )
         with self._lock:
             self._db.execute(
                 "INSERT INTO turns (room, session, created_at, user_text, agent_text, heard_text,"
                 " interrupted, latency_ms, fallbacks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
+                (room, session, *turn_row(turn)),
             )
 
     def turns(self, room: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Turns in order, oldest first; the last `limit` of them when given."""
         query = "SELECT * FROM turns" + (" WHERE room = ?" if room else "") + " ORDER BY id DESC"
         params: tuple[Any, ...] = (room,) if room else ()
         if limit is not None:
@@ -104,17 +135,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--store",
         type=Path,
         default=None,
-        help="the SQLite file (default: "
-        "$VOXROOM_STORE_PATH or ~/.local/share/voxroom/transcripts.sqlite3)",
+        help="the SQLite file (default: store.path, $VOXROOM_STORE_PATH or "
+        "~/.local/share/voxroom/transcripts.sqlite3); ignored when store.url is set",
+    )
+    p.add_argument(
+        "--store-url",
+        default=None,
+        help="a PostgreSQL URL (default: store.url, $VOXROOM_STORE_URL)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    path = args.store or default_store_path()
-    if not path.exists():
+    from dataclasses import replace
+
+    from agent.config import load_settings
+
+    settings = load_settings(args.config).store
+    if args.store_url is not None:
+        settings = replace(settings, url=args.store_url)
+    elif args.store is not None:
+        settings = replace(settings, url="", path=str(args.store))
+    if not settings.url and not (path := default_store_path(settings.path)).exists():
         print(f"no transcripts yet ({path} does not exist)")
         return 0
-    store = TranscriptStore(path)
+    try:
+        store = open_turn_store(settings)
+    except Exception as e:  # unreachable server, bad credentials: one line, not a trace
+        print(f"voxroom transcripts: cannot open the store: {e}", file=sys.stderr)
+        return 1
     for t in store.turns(args.room):
         if args.json:
             print(json.dumps(t))

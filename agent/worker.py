@@ -12,8 +12,17 @@ With the bundled LLM the worker starts one llama.cpp server for all its jobs.
 
 Load: the share of session slots in use, or of the worker's CPU when that is higher; a job
 counts from the moment the worker says it is available for it (see `VoxroomServer`).
-Leases in the transcript store let another worker re-dispatch a room whose worker died
-(agent/redispatch.py).
+Leases let another worker re-dispatch a room whose worker died (agent/redispatch.py): in
+Redis with `store.redis_url`, shared by the workers of every host together with each room's
+recent turns and the reply being spoken (agent/shared_state.py); otherwise in the SQLite file
+of the transcript store, which only one host's workers share. Finished turns go to that file
+or to PostgreSQL (`store.url`, agent/transcript_store.py). With both URLs set the worker
+writes nothing to its filesystem but the caches: a read-only home (a pod's root filesystem)
+does not stop it.
+
+On SIGTERM it stops taking jobs and lets its conversations end, for at most
+`--drain-timeout`; the rooms still open then lose their agent, and other workers dispatch
+them again from the shared state, like those of a worker that died.
 """
 
 from __future__ import annotations
@@ -93,13 +102,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class ProcessEngines:
-    """What every session of a process shares: the speech models, the end-of-turn model and
-    the transcript store."""
+    """What every session of a process shares: the speech models, the end-of-turn model, the
+    turn store and the shared room memory (None without `store.redis_url`)."""
 
     stt: Any
     tts: Any
     store: Any
     turn_detector: Any = None
+    memory: Any = None
 
 
 _engines: ProcessEngines | None = None
@@ -114,14 +124,24 @@ def process_engines() -> ProcessEngines:
         if _engines is None:
             from agent.engine_loader import load_speech_engines
             from agent.room_session import OUTPUT_RATE
-            from agent.transcript_store import TranscriptStore
+            from agent.transcript_store import open_turn_store
             from agent.turn_detector import load_detector
 
             settings = load_settings()
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
             detector = load_detector(settings.turn.detector)
-            _engines = ProcessEngines(stt, tts, TranscriptStore(), detector)
+            store = open_turn_store(settings.store)
+            _engines = ProcessEngines(stt, tts, store, detector, _room_memory(settings))
         return _engines
+
+
+def _room_memory(settings: Settings) -> Any:
+    if not settings.store.redis_url:
+        return None
+    from agent.room_session import PERSISTED_HISTORY_TURNS
+    from agent.shared_state import RedisRoomMemory, connect_redis
+
+    return RedisRoomMemory(connect_redis(settings.store.redis_url), PERSISTED_HISTORY_TURNS)
 
 
 def prewarm(proc: object) -> None:
@@ -134,6 +154,7 @@ def prewarm(proc: object) -> None:
     proc.userdata["tts"] = engines.tts  # type: ignore[attr-defined]
     proc.userdata["store"] = engines.store  # type: ignore[attr-defined]
     proc.userdata["turn_detector"] = engines.turn_detector  # type: ignore[attr-defined]
+    proc.userdata["memory"] = engines.memory  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -269,6 +290,7 @@ async def entrypoint(ctx: object) -> None:
         llm=userdata["llm"],
         system_prompt=settings.llm.system_prompt,
         store=userdata["store"],
+        memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
         turn_detector=userdata.get("turn_detector"),
     )
@@ -451,10 +473,17 @@ class _RedispatchTask:
 def _start_redispatch(settings: Settings, server: Any, worker_id: Any) -> _RedispatchTask:
     from livekit import api
 
-    from agent.redispatch import LeaseTable, Redispatcher
-    from agent.transcript_store import default_store_path
+    from agent.redispatch import Leases, LeaseTable, Redispatcher
 
     lk = api.LiveKitAPI(settings.livekit.url, settings.livekit.api_key, settings.livekit.api_secret)
-    table = LeaseTable(default_store_path())
+    table: Leases
+    if settings.store.redis_url:
+        from agent.shared_state import RedisLeases, connect_redis
+
+        table = RedisLeases(connect_redis(settings.store.redis_url))
+    else:
+        from agent.transcript_store import default_store_path
+
+        table = LeaseTable(default_store_path(settings.store.path))
     redispatcher = Redispatcher(table, lk, lambda: server.active_jobs, worker_id)
     return _RedispatchTask(asyncio.create_task(redispatcher.run()), lk, table)

@@ -3,10 +3,14 @@ that need them (or in tests/fixtures_models.py)."""
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,3 +75,90 @@ def _wait_for_redis(port: int, proc: subprocess.Popen[bytes], timeout_s: float) 
             pass
         time.sleep(0.05)
     pytest.fail(f"redis-server did not answer on port {port} within {timeout_s:.0f} s")
+
+
+def _postgres_binary(name: str) -> str:
+    """A PostgreSQL server program: Debian keeps them out of PATH, under its version."""
+    found = shutil.which(name) or next(
+        iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None
+    )
+    if found is None:
+        pytest.fail("PostgreSQL is not installed (`make sysdeps` installs it)", pytrace=False)
+    return found
+
+
+def _unprivileged(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, run it as an unprivileged user of its own
+    user namespace (its files stay root's outside)."""
+    if os.geteuid() != 0:
+        return argv
+    return ["unshare", "--user", "--map-user=65534", "--map-group=65534", *argv]
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway PostgreSQL server on a free loopback port; yields the URL of its
+    `postgres` database (user voxroom, trust auth: nothing but loopback reaches it)."""
+    workdir = tmp_path_factory.mktemp("postgres")
+    data = workdir / "data"
+    subprocess.run(
+        _unprivileged([_postgres_binary("initdb"), "-D", str(data), "-U", "voxroom",
+                       "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        check=True, capture_output=True, timeout=120,
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (workdir / "postgres.log").open("wb")
+    proc = subprocess.Popen(
+        _unprivileged([_postgres_binary("postgres"), "-D", str(data), "-h", "127.0.0.1",
+                       "-p", str(port), "-k", str(workdir)]),
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"postgresql://voxroom@127.0.0.1:{port}/postgres"
+    try:
+        _wait_for_postgres(url, proc, timeout_s=30.0)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)  # fast shutdown: SIGTERM would wait for the clients
+        proc.wait(30)
+        log.close()
+
+
+def _wait_for_postgres(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"postgres exited with code {proc.returncode}", pytrace=False)
+        try:
+            psycopg.connect(url, connect_timeout=1).close()
+            return
+        except psycopg.OperationalError:
+            time.sleep(0.05)
+    pytest.fail(f"postgres did not accept connections within {timeout_s:.0f} s")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database of the session's PostgreSQL server, for one test."""
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def fresh_redis_url(redis_url: str) -> str:
+    """The session's Redis server, its database 1 (livekit-server uses 0) emptied for one
+    test."""
+    import redis
+
+    url = redis_url.rsplit("/", 1)[0] + "/1"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url

@@ -1,13 +1,18 @@
-"""Durable turns: WAL + synchronous=FULL, reload by room, survival of kill -9, the CLI."""
+"""Durable turns in both backends (the SQLite file; PostgreSQL, a real server started by the
+fixture): reload by room, survival of kill -9, the CLI against either."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from agent.transcript_store import TranscriptStore
+import pytest
+
+from agent.config import StoreSettings
+from agent.transcript_store import TranscriptStore, TurnStore, open_turn_store
 
 
 def turn(i: int, *, interrupted: bool = False) -> dict:
@@ -20,8 +25,18 @@ def turn(i: int, *, interrupted: bool = False) -> dict:
     }
 
 
-def test_turns_come_back_in_order_per_room(tmp_path: Path) -> None:
-    store = TranscriptStore(tmp_path / "t.sqlite3")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> TurnStore:
+    if request.param == "sqlite":
+        settings = StoreSettings(path=str(tmp_path / "t.sqlite3"))
+    else:
+        settings = StoreSettings(url=request.getfixturevalue("postgres_url"))
+    store = open_turn_store(settings)
+    request.addfinalizer(store.close)
+    return store
+
+
+def test_turns_come_back_in_order_per_room(store: TurnStore) -> None:
     store.append("room-a", "s1", turn(1))
     store.append("room-b", "s2", turn(2))
     store.append("room-a", "s1", turn(3, interrupted=True))
@@ -31,8 +46,45 @@ def test_turns_come_back_in_order_per_room(tmp_path: Path) -> None:
     assert rows[0]["latency_ms"] == {"voice_to_voice": 501.0}
     assert [r["user_text"] for r in store.turns("room-a", limit=1)] == ["question 3"]
     assert len(store.turns()) == 3
-    mode = store._db.execute("PRAGMA journal_mode").fetchone()[0]
-    assert mode == "wal"
+    assert rows[0]["room"] == "room-a" and rows[0]["session"] == "s1"
+    assert rows[0]["fallbacks"] == [] and rows[0]["created_at"] > 0
+
+
+def test_the_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "t.sqlite3")
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_workers_starting_together_create_the_postgres_schema_once(postgres_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent.transcript_store_postgres import PostgresTurnStore
+
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(lambda _: PostgresTurnStore(postgres_url), range(4)))
+    stores[0].append("r", "s", turn(1))
+    assert [t["user_text"] for t in stores[3].turns("r")] == ["question 1"]
+    for s in stores:
+        s.close()
+
+
+def test_a_bad_store_url_is_a_clear_configuration_error() -> None:
+    from agent.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match="VOXROOM_STORE_URL"):
+        load_settings(env={"VOXROOM_STORE_URL": "mysql://db/voxroom"})
+    with pytest.raises(ConfigError, match="VOXROOM_REDIS_URL"):
+        load_settings(env={"VOXROOM_REDIS_URL": "http://redis:6379"})
+
+
+def test_store_passwords_are_masked_in_the_logs() -> None:
+    from agent.config import load_settings
+    from agent.log_redaction import redact
+
+    load_settings(env={"VOXROOM_STORE_URL": "postgresql://v:pg-secret-4242@db/v",
+                       "VOXROOM_REDIS_URL": "redis://:redis-secret-9191@redis:6379/0"})
+    assert "pg-secret-4242" not in redact("connecting with pg-secret-4242")
+    assert "redis-secret-9191" not in redact("auth redis-secret-9191 failed")
 
 
 def test_a_killed_writer_loses_no_completed_turn(tmp_path: Path) -> None:
@@ -82,3 +134,32 @@ def test_cli_prints_turns_as_json(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert "question 7" in text and "interrupted" in text
+
+
+def test_cli_reads_postgres_by_url(postgres_url: str, tmp_path: Path) -> None:
+    store = open_turn_store(StoreSettings(url=postgres_url))
+    store.append("room-p", "s", turn(3, interrupted=True))
+    store.close()
+    out = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "transcripts", "--room", "room-p", "--json"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={**os.environ, "VOXROOM_STORE_URL": postgres_url},
+    ).stdout
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert row["user_text"] == "question 3" and row["heard_text"] == "answer 3"
+    assert row["interrupted"] is True
+
+
+def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "transcripts", "--store-url",
+         f"postgresql://voxroom@127.0.0.1:{port}/voxroom"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert done.returncode == 1 and "cannot open the store" in done.stderr
+    assert "Traceback" not in done.stderr

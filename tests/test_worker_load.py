@@ -86,7 +86,7 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
         return object(), object()
 
     monkeypatch.setattr(agent.engine_loader, "load_speech_engines", load)
-    monkeypatch.setattr(agent.transcript_store, "TranscriptStore", lambda: "store")
+    monkeypatch.setattr(agent.transcript_store, "open_turn_store", lambda _settings: "store")
     monkeypatch.setattr(worker, "_engines", None)
     procs = [SimpleNamespace(userdata={}) for _ in range(8)]
     threads = [threading.Thread(target=worker.prewarm, args=(p,)) for p in procs]
