@@ -2,11 +2,13 @@
 checked (its join creates the room, so the token's dispatch makes the page's user the
 candidate of a real `voxroom agent` worker, answering through the scripted LLM test double),
 uploads the resume through the file input and shows the agent's receipt, then the model's
-reading of it up to "Ready". Speech is turned on from the page; an interviewer publishes
-`meeting-audio` and asks a question; the page shows the written answer and plays it aloud."""
+reading of it up to "Ready". Speech is turned on from the page; the page shows the bridge
+command that names its user; a bridge with that command's token publishes `meeting-audio` and
+asks a question; the page shows the written answer and plays it aloud."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from agent.copilot import MEETING_TRACK, VOICE_TRACK
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.room_client import RoomUser
-from agent.tokens import create_join_token
+from agent.tokens import create_bridge_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.browser_user import (
     AUDIBLE_RMS,
@@ -37,8 +39,10 @@ REPLY = ("- I studied at the Technical University of Munich.\n"
 READY = "Ready: answers come at full speed."
 
 # Every text the readiness line shows, in order (render() rewrites it often: kept once each).
-WAITING_FOR_MEETING = ("Waiting for the meeting's audio: run \"voxroom bridge --room "
-                       "web-copilot\" on the computer the meeting plays on.")
+WAITING_FOR_MEETING = "Waiting for the meeting's audio: run "
+BRIDGE_COMMAND = re.compile(r'Waiting for the meeting\'s audio: run "voxroom bridge --room '
+                            r'web-copilot --candidate (user-[0-9a-f]+)" on the computer the '
+                            r'meeting plays on\.')
 HEARING_MEETING = "It hears the meeting; its answers appear below."
 _WATCH_READINESS = """
 window.__readiness = [];
@@ -60,10 +64,6 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
     pieces = len(chunk_document(document_text(RESUME.read_bytes())))
     settings = Settings(livekit=livekit_server.livekit_settings())
     llm = ScriptedLLM([REPLY], ttft_ms=80, words_per_s=25)
-    interviewer = RoomUser(
-        livekit_server.url,
-        create_join_token(settings.livekit, "web-copilot", "interviewer", dispatch_agent=False),
-        track_name=MEETING_TRACK)
     async with fake_openai_server(llm) as base_url, worker_beside_loop(
         livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)
     ), serve_page(settings) as origin, browser_page(silent_wav(tmp_path / "mic.wav")) as page:
@@ -90,13 +90,20 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
 
         # The copilot listens to the meeting's audio, not to this page: no microphone here.
         assert await page.locator("#controls").is_hidden()
-        await _wait_for_text(page, "#status-hint", WAITING_FOR_MEETING, 10)
-
+        await page.wait_for_function(
+            "text => document.querySelector('#status-hint').textContent.startsWith(text)",
+            arg=WAITING_FOR_MEETING, timeout=10_000)
+        hint = await page.locator("#status-hint").text_content() or ""
+        command = BRIDGE_COMMAND.fullmatch(hint)
+        assert command, hint
+        # The bridge the page's user runs: `voxroom bridge --room R --candidate <them>`.
+        interviewer = RoomUser(livekit_server.url, create_bridge_token(
+            settings.livekit, "web-copilot", "meeting-bridge-web", command.group(1)),
+            track_name=MEETING_TRACK)
         await interviewer.connect()
         try:
             await _wait_for_text(page, "#status-hint", HEARING_MEETING, 10)
-            candidate = next(p for p in interviewer.room.remote_participants.values()
-                             if p.identity.startswith("user-"))
+            candidate = interviewer.room.remote_participants[command.group(1)]
             assert not candidate.track_publications  # the page published nothing
             await interviewer.speak(with_silence(espeak(QUESTION), 0.5, 2.0))
             answer = page.locator("#copilot .answer:not(.answer-pending)").first

@@ -38,6 +38,8 @@ const VIEWS: Record<ViewKey, StatusView> = {
 /** What the copilot needs to answer: the meeting's audio, from `voxroom bridge`. */
 export interface CopilotView {
   readonly room: string;
+  /** This page's identity in the room: the bridge names it (`--candidate`). */
+  readonly identity: string;
   /** Someone in the room publishes the `meeting-audio` track. */
   readonly meetingAudio: boolean;
 }
@@ -67,13 +69,13 @@ export function statusView(
   }
 }
 
-function copilotView({ room, meetingAudio }: CopilotView): StatusView {
+function copilotView({ room, identity, meetingAudio }: CopilotView): StatusView {
   return {
     key: 'listening',
     label: 'Copilot on',
     hint: meetingAudio
       ? 'It hears the meeting; its answers appear below.'
-      : `Waiting for the meeting's audio: run "voxroom bridge --room ${room}" on the ` +
-        'computer the meeting plays on.',
+      : `Waiting for the meeting's audio: run "voxroom bridge --room ${room} --candidate ` +
+        `${identity}" on the computer the meeting plays on.`,
   };
 }

@@ -8,6 +8,8 @@ import type { Attributes } from './transcript';
 export const COPILOT_TOPIC = 'voxroom.copilot';
 /** The track `voxroom bridge` publishes the meeting's audio on; the copilot listens to it. */
 export const MEETING_TRACK = 'meeting-audio';
+/** A bridge's attribute, from its token: the candidate whose copilot listens to it. */
+export const ATTR_BRIDGE_CANDIDATE = 'voxroom.bridge.candidate';
 export const ATTR_QUESTION = 'voxroom.copilot.question';
 export const ATTR_STATUS = 'voxroom.copilot.status';
 export const COPILOT_CONTROL_TOPIC = 'voxroom.copilot.control';

@@ -19,7 +19,7 @@ import {
 } from 'livekit-client';
 
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
-import { COPILOT_TOPIC, MEETING_TRACK } from './copilot';
+import { ATTR_BRIDGE_CANDIDATE, COPILOT_TOPIC, MEETING_TRACK } from './copilot';
 import { CONTEXT_STATUS_TOPIC } from './copilotDocuments';
 import { type JoinProblem, micProblemOf, roomLostMessage } from './messages';
 import { METRICS_TOPIC } from './metrics';
@@ -163,8 +163,11 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
   }
 
   meetingAudio(): boolean {
-    return [...this.room.remoteParticipants.values()].some((p) =>
-      [...p.trackPublications.values()].some((t) => t.trackName === MEETING_TRACK),
+    const me = this.room.localParticipant.identity;
+    return [...this.room.remoteParticipants.values()].some(
+      (p) =>
+        p.attributes[ATTR_BRIDGE_CANDIDATE] === me &&
+        [...p.trackPublications.values()].some((t) => t.trackName === MEETING_TRACK),
     );
   }
 

@@ -449,7 +449,11 @@ function render(): void {
   const view = statusView(
     connection,
     session?.agentState(),
-    channel && { room: roomName(), meetingAudio: channel.meetingAudio() },
+    channel && {
+      room: roomName(),
+      identity: session?.localIdentity().identity ?? '',
+      meetingAudio: channel.meetingAudio(),
+    },
   );
   ui.status.className = `status status-${view.key}`;
   ui.status.dataset.state = view.key;

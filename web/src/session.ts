@@ -56,7 +56,8 @@ export interface CopilotChannel {
   sendFile(topic: string, file: File, attributes: Attributes): Promise<void>;
   /** `text` as a text stream to the agent alone. */
   sendText(topic: string, text: string): Promise<void>;
-  /** Someone in the room publishes the meeting's audio (`voxroom bridge`). */
+  /** This page's bridge (`voxroom bridge --candidate <this identity>`) publishes the meeting's
+   * audio; anyone else's `meeting-audio` track is not heard by the copilot, and does not count. */
   meetingAudio(): boolean;
 }
 

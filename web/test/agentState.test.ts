@@ -17,22 +17,29 @@ describe('statusView', () => {
   });
 
   it("tells a copilot's candidate whether the meeting's audio is in the room", () => {
-    const waiting = statusView('connected', 'listening', { room: 'interview', meetingAudio: false });
+    const waiting = statusView('connected', 'listening', {
+      room: 'interview',
+      identity: 'user-1a2b',
+      meetingAudio: false,
+    });
     expect(waiting.label).toBe('Copilot on');
     expect(waiting.hint).toBe(
-      'Waiting for the meeting\'s audio: run "voxroom bridge --room interview" on the computer ' +
-        'the meeting plays on.',
+      'Waiting for the meeting\'s audio: run "voxroom bridge --room interview --candidate ' +
+        'user-1a2b" on the computer the meeting plays on.',
     );
-    const hearing = statusView('connected', 'speaking', { room: 'interview', meetingAudio: true });
+    const hearing = statusView('connected', 'speaking', {
+      room: 'interview',
+      identity: 'user-1a2b',
+      meetingAudio: true,
+    });
     expect([hearing.key, hearing.hint]).toEqual([
       'listening',
       'It hears the meeting; its answers appear below.',
     ]);
     // no copilot in the room yet, or not connected: as for the voice assistant
-    expect(statusView('connected', undefined, { room: 'r', meetingAudio: true }).key).toBe('waiting');
-    expect(statusView('connecting', 'listening', { room: 'r', meetingAudio: true }).key).toBe(
-      'connecting',
-    );
+    const copilot = { room: 'r', identity: 'u', meetingAudio: true };
+    expect(statusView('connected', undefined, copilot).key).toBe('waiting');
+    expect(statusView('connecting', 'listening', copilot).key).toBe('connecting');
   });
 
   it('ignores a stale agent state while not connected', () => {
