@@ -29,6 +29,7 @@ import numpy as np
 
 from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from agent.bench_measure import (
+    INTERRUPTION_KINDS,
     OVERLAY_KINDS,
     HeardAudio,
     ItemClock,
@@ -47,6 +48,7 @@ __all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
 log = logging.getLogger(__name__)
 
 ANSWER_TIMEOUT_S = 20.0  # longest wait for the agent's voice after the user's last word
+INTERRUPTION_ANSWER_S = 6.0  # an interruption unanswered this long is a missed one anyway
 DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
 WARMUP_TEXT = "Hello, can you hear me?"
@@ -181,6 +183,13 @@ class LiveKitBench:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
             o = item.interruption
             over = await mic.say(o.pcm, marks=[o.speech_start, o.speech_end])
+            if item.kind in INTERRUPTION_KINDS and over[1] is not None:
+                # Its answer first: an agent that waits out an unfinished-sounding
+                # interruption is quiet and listening for longer than DONE_QUIET_S, and the
+                # next item must not be taken for the rest of this one.
+                end = over[1]
+                await wait_until(lambda: ears.first_audible_after(end) is not None,
+                                 INTERRUPTION_ANSWER_S, poll_s=0.05)
         await self._wait_done(user, time.monotonic())
         heard = ears.heard()
         result = ItemResult(
