@@ -213,6 +213,7 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     from agent.client_topics import TOPIC_COPILOT
     from agent.context_index import MAX_DOCUMENT_BYTES
     from agent.copilot import (
+        ATTR_BRIDGE_CANDIDATE,
         ATTR_CONTEXT_NAME,
         ATTR_DOCUMENTS_FIT,
         ATTR_QUESTION,
@@ -232,7 +233,8 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
     for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
                  ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES,
-                 ATTR_DOCUMENTS_FIT, MEETING_TRACK, ATTR_SPEAKER, SPEAKER_INTERVIEWER):
+                 ATTR_DOCUMENTS_FIT, MEETING_TRACK, ATTR_BRIDGE_CANDIDATE, ATTR_SPEAKER,
+                 SPEAKER_INTERVIEWER):
         assert f"= '{name}';" in page, name
 
 
