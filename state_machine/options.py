@@ -30,8 +30,11 @@ class TurnOptions:
     similarity_keep: float = 0.92
     """A speculative reply is kept when its input is at least this similar to the final text."""
 
-    barge_in_frames: int = 3
-    """Consecutive voiced frames of the user that pause the agent while it speaks (60 ms)."""
+    barge_in_frames: int = 2
+    """Consecutive voiced frames of the user that pause the agent while it speaks (40 ms).
+    Through LiveKit the listener hears the agent stop ~90 ms after these frames (the network
+    both ways), so each frame is a fifth of the barge-in budget. A pause for a click is cheap:
+    its transcript has no words and the answer resumes ~0.3 s later."""
 
     false_interruption_s: float = 1.0
     """A pause caused by user sound that brings no words within this time resumes playback

@@ -127,7 +127,7 @@ def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
     tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=9.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    assert t_pause == approx(3.06)  # as fast as a real interruption
+    assert t_pause == approx(3.04)  # as fast as a real interruption
     assert t_resume == approx(3.66)  # the transcript asked 60 ms after it covers it all
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
     assert tl.of(A.CancelReply) == [] and tl.notified("barge_in") == []
@@ -142,7 +142,7 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_barge, _)] = tl.notified("barge_in")
-    assert t_pause == approx(3.06)  # silent at once
+    assert t_pause == approx(3.04)  # silent at once
     assert t_barge == approx(3.86)  # "Wait, stop, I", while the user still talks
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == ["what time is it?", "Wait, stop, I meant Tokyo."]
@@ -203,7 +203,7 @@ def test_a_pause_whose_transcript_never_comes_resumes_after_the_stall_bound() ->
     tl = Timeline(engines=engines)
     tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=12.0)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    assert t_resume == approx(3.06 + TurnOptions().speaking_stall_s)
+    assert t_resume == approx(3.04 + TurnOptions().speaking_stall_s)
 
 
 def test_without_backchannel_resume_words_stop_the_answer() -> None:

@@ -61,7 +61,7 @@ def test_pause_inside_a_sentence_does_not_end_the_turn_and_wastes_the_speculativ
     starts = tl.of(A.StartReply)
     assert [a.user_text for _, a in starts] == ["what is the", "what is the capital of France?"]
     [(t_cancel, cancel)] = tl.of(A.CancelReply)
-    assert cancel.reason == "user resumed speaking" and t_cancel == approx(1.86)  # 3 voiced frames
+    assert cancel.reason == "user resumed speaking" and t_cancel == approx(1.84)  # 2 voiced frames
     [(_, commit)] = tl.of(A.CommitUserTurn)
     assert commit.text == "what is the capital of France?"
     assert tl.machine.counters.speculative_wasted == 1
@@ -77,11 +77,11 @@ def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_tu
     tl = Timeline(engines=FakeEngines(transcript=transcript))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_pause == approx(3.06)  # onset 3.00 + 3 frames
-    assert tl.audible[0] == (approx(2.66), approx(3.06))  # silent 60 ms after the onset
+    assert t_pause == approx(3.04)  # onset 3.00 + 2 frames
+    assert tl.audible[0] == (approx(2.66), approx(3.04))  # silent 40 ms after the onset
     # Asked at the vote (3.16: no words yet), again 0.5 s later: "stop, what is" at 3.86.
     [(t_barge, barge)] = tl.notified("barge_in")
-    assert t_barge == approx(3.86) and barge["paused_at"] == approx(3.06)
+    assert t_barge == approx(3.86) and barge["paused_at"] == approx(3.04)
     cancel_then_commit = [
         type(a)
         for t, a in tl.log
@@ -103,7 +103,7 @@ def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_tu
 
 def test_a_click_shorter_than_the_threshold_does_not_pause() -> None:
     tl = Timeline()
-    tl.run(speech((0.5, 2.0), (3.0, 3.04)), until_s=6.0)  # two voiced frames
+    tl.run(speech((0.5, 2.0), (3.0, 3.02)), until_s=6.0)  # one voiced frame
     assert tl.of(A.PausePlayback) == []
     assert tl.audible == [(approx(2.66), approx(4.66))]
 
@@ -117,8 +117,8 @@ def test_a_cough_pauses_then_resumes_where_it_stopped() -> None:
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     # The transcript asked 60 ms after the cough (3.36) covers all of it and has no words.
-    assert t_pause == approx(3.06) and t_resume == approx(3.56)
-    assert tl.audible == [(approx(2.66), approx(3.06)), (approx(3.56), approx(5.16))]  # 2 s total
+    assert t_pause == approx(3.04) and t_resume == approx(3.56)
+    assert tl.audible == [(approx(2.66), approx(3.04)), (approx(3.56), approx(5.18))]  # 2 s total
     assert tl.machine.counters.false_interruptions == 1 and tl.machine.counters.barge_ins == 0
     assert tl.notified("barge_in") == []
 
