@@ -24,8 +24,8 @@ def scripted_llm_env(base_url: str) -> dict[str, str]:
 
 
 @contextmanager
-def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[None]:
-    """`voxroom agent` as a subprocess registered with `server`."""
+def agent_worker(server: LiveKitServer, log_path: Path, *args: str, **env: str) -> Iterator[None]:
+    """`voxroom agent ARGS` as a subprocess registered with `server`."""
     env = {
         "LIVEKIT_URL": server.url,
         "LIVEKIT_API_KEY": server.api_key,
@@ -38,7 +38,8 @@ def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[
     with ExitStack() as stack:
         try:
             stack.enter_context(
-                worker_process(["-m", "agent.cli", "agent"], env, log_path, timeout_s=180)
+                worker_process(["-m", "agent.cli", "agent", *args], env, log_path,
+                               timeout_s=180)
             )
         except RuntimeError as e:  # it never registered
             pytest.fail(str(e))
@@ -47,11 +48,11 @@ def agent_worker(server: LiveKitServer, log_path: Path, **env: str) -> Iterator[
 
 @asynccontextmanager
 async def worker_beside_loop(
-    server: LiveKitServer, log_path: Path, **env: str
+    server: LiveKitServer, log_path: Path, *args: str, **env: str
 ) -> AsyncIterator[None]:
     """`agent_worker` entered in a thread: it blocks until the worker registers, and the worker
     checks its LLM (a fake server on this loop) before registering."""
-    worker = agent_worker(server, log_path, **env)
+    worker = agent_worker(server, log_path, *args, **env)
     await asyncio.to_thread(worker.__enter__)
     try:
         yield

@@ -10,7 +10,6 @@ wrote for the secrets.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
@@ -19,13 +18,12 @@ from pathlib import Path
 import pytest
 from livekit import api, rtc
 
-from agent.bench_livekit import worker_process
 from agent.bench_measure import require
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.log_redaction import MASK, redact
 from agent.tokens import create_join_token
-from tests.agent_process import scripted_llm_env
+from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 
 LIVEKIT_SECRET = "lk-secret-9f8e7d6c5b4a39281706f5e4"
@@ -186,20 +184,11 @@ async def test_a_job_process_logs_secrets_masked(
     log_path = tmp_path / "worker.log"
     room_name = "redaction-job"
     settings = livekit_server.livekit_settings()
-    env = {
-        "LIVEKIT_URL": livekit_server.url,
-        "LIVEKIT_API_KEY": livekit_server.api_key,
-        "LIVEKIT_API_SECRET": livekit_server.api_secret,
-        "DEEPGRAM_API_KEY": JOB_SECRET,
-        "PYTHONUNBUFFERED": "1",
-        "VOXROOM_STORE_PATH": str(tmp_path / "transcripts.sqlite3"),
-    }
     warned = "dispatch metadata: not a JSON object"
-    async with fake_openai_server(ScriptedLLM(["Hello."])) as base_url:
-        worker = worker_process(
-            ["-m", "agent.cli", "agent", "--executor", "process", "--log-level", "DEBUG"],
-            {**env, **scripted_llm_env(base_url)}, log_path, timeout_s=180)
-        await asyncio.to_thread(worker.__enter__)
+    async with fake_openai_server(ScriptedLLM(["Hello."])) as base_url, worker_beside_loop(
+        livekit_server, log_path, "--executor", "process", "--log-level", "DEBUG",
+        DEEPGRAM_API_KEY=JOB_SECRET, **scripted_llm_env(base_url),
+    ):
         user = rtc.Room()
         try:
             await user.connect(livekit_server.url, create_join_token(
@@ -213,7 +202,6 @@ async def test_a_job_process_logs_secrets_masked(
                           "the job never logged its metadata warning")
         finally:
             await user.disconnect()
-            await asyncio.to_thread(worker.__exit__, None, None, None)
     written = log_path.read_text()
     [line] = [line for line in written.splitlines() if warned in line]
     assert line.count(MASK) == 3, line
