@@ -65,12 +65,28 @@ def default_store_path(configured: str = "") -> Path:
 
 
 def open_turn_store(settings: StoreSettings) -> TurnStore:
-    """PostgreSQL when `settings.url` is set, else the SQLite file (blocking)."""
+    """PostgreSQL when `settings.url` is set, else the SQLite file (blocking). A store that
+    cannot be opened is a ConfigError saying which and what to set."""
+    from agent.config import ConfigError
+
     if settings.url:
+        import psycopg
+
         from agent.transcript_store_postgres import PostgresTurnStore
 
-        return PostgresTurnStore(settings.url)
-    return TranscriptStore(default_store_path(settings.path))
+        try:
+            return PostgresTurnStore(settings.url)
+        except psycopg.Error as e:
+            raise ConfigError(f"cannot open the turn store at store.url (VOXROOM_STORE_URL): "
+                              f"{type(e).__name__}: {e}") from e
+    path = default_store_path(settings.path)
+    try:
+        return TranscriptStore(path)
+    except (OSError, sqlite3.Error) as e:
+        raise ConfigError(
+            f"cannot open the turn store {path}: {e}. Set store.path (VOXROOM_STORE_PATH) to a "
+            "writable file, or store.url (VOXROOM_STORE_URL) to a PostgreSQL database"
+        ) from e
 
 
 def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:

@@ -34,14 +34,16 @@ import logging
 import math
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import Settings, load_settings
+from agent.config import ConfigError, Settings, load_settings
 
 log = logging.getLogger("voxroom.worker")
 
@@ -128,9 +130,9 @@ def process_engines() -> ProcessEngines:
             from agent.turn_detector import load_detector
 
             settings = load_settings()
+            store = open_turn_store(settings.store)  # first: a store it cannot open fails fast
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
             detector = load_detector(settings.turn.detector)
-            store = open_turn_store(settings.store)
             _engines = ProcessEngines(stt, tts, store, detector, _room_memory(settings))
         return _engines
 
@@ -423,6 +425,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
     )
     server.rtc_session(entrypoint, agent_name=args.agent_name or settings.livekit.agent_name)
     worker_id = ""
+    leases = _RedispatchTask(settings) if args.redispatch else None
 
     @server.on("worker_registered")
     def _registered(registered_id: str, _info: object) -> None:
@@ -434,13 +437,14 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
             f"({args.executor} executor, {args.max_sessions} sessions)",
             flush=True,
         )
+        if leases is not None:
+            leases.start(server, lambda: worker_id)
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     run_task = asyncio.create_task(server.run(devmode=False))
-    leases = _start_redispatch(settings, server, lambda: worker_id) if args.redispatch else None
     try:
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([run_task, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -458,32 +462,50 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 class _RedispatchTask:
-    """The lease loop of agent/redispatch.py and what it holds open."""
+    """The lease loop of agent/redispatch.py and what it holds open. Opened before the
+    worker registers (a table it cannot open stops the worker with its reason); the loop
+    starts once it registered, when LiveKit lists its jobs."""
 
-    def __init__(self, task: asyncio.Task[None], api: Any, table: Any) -> None:
-        self._task, self._api, self._table = task, api, table
+    def __init__(self, settings: Settings) -> None:
+        from livekit import api
+
+        self._table = _open_leases(settings)
+        lk = settings.livekit
+        self._api = api.LiveKitAPI(lk.url, lk.api_key, lk.api_secret)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, server: Any, worker_id: Callable[[], str]) -> None:
+        """Start the loop; again (a re-registration) is a no-op."""
+        from agent.redispatch import Redispatcher
+
+        if self._task is None:
+            redispatcher = Redispatcher(self._table, self._api, lambda: server.active_jobs,
+                                        worker_id)
+            self._task = asyncio.create_task(redispatcher.run(), name="leases")
 
     async def aclose(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         await self._api.aclose()
         self._table.close()
 
 
-def _start_redispatch(settings: Settings, server: Any, worker_id: Any) -> _RedispatchTask:
-    from livekit import api
+def _open_leases(settings: Settings) -> Any:
+    """Redis' leases with store.redis_url, else the SQLite table in the store's file."""
+    from agent.redispatch import LeaseTable
 
-    from agent.redispatch import Leases, LeaseTable, Redispatcher
-
-    lk = api.LiveKitAPI(settings.livekit.url, settings.livekit.api_key, settings.livekit.api_secret)
-    table: Leases
     if settings.store.redis_url:
         from agent.shared_state import RedisLeases, connect_redis
 
-        table = RedisLeases(connect_redis(settings.store.redis_url))
-    else:
-        from agent.transcript_store import default_store_path
+        return RedisLeases(connect_redis(settings.store.redis_url))
+    from agent.transcript_store import default_store_path
 
-        table = LeaseTable(default_store_path(settings.store.path))
-    redispatcher = Redispatcher(table, lk, lambda: server.active_jobs, worker_id)
-    return _RedispatchTask(asyncio.create_task(redispatcher.run()), lk, table)
+    path = default_store_path(settings.store.path)
+    try:
+        return LeaseTable(path)
+    except (OSError, sqlite3.Error) as e:
+        raise ConfigError(
+            f"cannot keep the room leases in {path}: {e}. Set store.redis_url "
+            "(VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable file"
+        ) from e
