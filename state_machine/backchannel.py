@@ -52,12 +52,19 @@ def is_backchannel(transcript: str) -> bool:
 
 # Words that make even a one- or two-word sound an interruption ("Stop.", "Hold on.", "No.",
 # "Why?"). A short sound without one is more often the STT's reading of a hum: through
-# LiveKit, Whisper tiny.en heard a synthesized "mm hmm" as "and remember" and "and Emma", and
-# other hums as "term", "Amen", "That."; none of them is a request to stop.
+# LiveKit, Whisper tiny.en heard a synthesized "mm hmm" as "and remember", "and Emma" and
+# "and then the", and other hums as "term", "Amen", "That."; none of them asks to stop.
 INTERRUPTION_CUES = frozenset({
     "stop", "wait", "no", "nope", "hold", "hang", "sorry", "excuse", "pardon", "actually",
     "enough", "pause", "repeat", "again", "back", "slower", "louder", "quiet", "shush",
     "what", "why", "how", "who", "where", "when", "which", "but", "not", "don't", "cancel",
+})
+# Words that carry nothing on their own: a sound transcribed as only these ("and then the",
+# "for the", "so, so") is the STT's reading of a hum or a fragment, not something said.
+FUNCTION_WORDS = frozenset({
+    "a", "an", "the", "and", "or", "so", "then", "that", "this", "for", "of", "to", "in",
+    "on", "at", "it", "is", "i", "i'm", "you", "we", "he", "she", "they", "be", "uh", "um",
+    "er", "well", "like", "just", "there", "if",
 })
 SHORT_WORDS = 2
 """A sound of at most this many words interrupts only with a cue word or as a question."""
@@ -65,11 +72,13 @@ SHORT_WORDS = 2
 
 def interrupts(transcript: str) -> bool:
     """The sound that paused the agent said something to it: words that are not a
-    backchannel, three or more of them, or fewer with an interruption cue or a question mark
-    ("Stop.", "Wait, what?", "Tokyo?")."""
+    backchannel, with an interruption cue ("Stop.", "Wait, what?"), or three or more of them
+    not all function words, or fewer as a question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
     if not words or is_backchannel(transcript):
         return False
-    if len(words) > SHORT_WORDS:
+    if any(w in INTERRUPTION_CUES for w in words):
         return True
-    return transcript.rstrip().endswith("?") or any(w in INTERRUPTION_CUES for w in words)
+    if all(w in FUNCTION_WORDS for w in words):
+        return False
+    return len(words) > SHORT_WORDS or transcript.rstrip().endswith("?")

@@ -394,7 +394,7 @@ class ConversationStateMachine:
             text = utt.candidate.text = ""  # more words than the sound could hold
         words = bool(spoken_words(text))
         if not utt.fresh():
-            if other_words(text) >= o.barge_in_words:
+            if other_words(text) >= o.barge_in_words and interrupts(text):
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
             else:
                 utt.candidate = None  # the sound goes on: transcribed whole when it stops

@@ -223,7 +223,8 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
      ("Okay, but what about Tokyo?", False, True), ("yeah yeah yeah yeah yeah", False, True),
      ("I see the problem.", False, True), ("Hold on.", False, True), ("Why?", False, True),
      ("Tokyo?", False, True), ("and remember", False, False), ("and Emma.", False, False),
-     ("Amen.", False, False), ("Thank.", False, False)],
+     ("Amen.", False, False), ("Thank.", False, False), ("and then the", False, False),
+     ("So, so.", False, False), ("and then what?", False, True)],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
     assert is_backchannel(text) is backchannel
