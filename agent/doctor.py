@@ -12,6 +12,7 @@ import asyncio
 import difflib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ from agent.engines import INPUT_RATE
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
 MIN_MATCH = 0.8
-GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn")
+GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "store")
 # The end-of-turn model must score a finished question above an unfinished start.
 TURN_COMPLETE, TURN_UNFINISHED = "What time is it in Tokyo?", "Could you tell me."
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
@@ -108,6 +109,12 @@ class Doctor:
         checks.append(("turn", f"turn detector ({detector})",
                        "turn.detector = off" if detector == "off" else None, self._turn_detector,
                        self.model_timeout_s))
+        store = "postgresql" if s.store.url else "sqlite"
+        checks.append(("store", f"turn store ({store})", None, self._turn_store, self.timeout_s))
+        checks.append(("store", "shared state (redis)",
+                       None if s.store.redis_url else
+                       "store.redis_url not set: leases in the SQLite file, one host only",
+                       self._redis, self.timeout_s))
         for group, name, skip, check, limit in checks:
             if group not in self.only:
                 continue
@@ -198,6 +205,52 @@ class Doctor:
             raise CheckFailed(f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
                               f"{TURN_UNFINISHED!r} {unfinished:.2f}")
         return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms
+
+    # ---- shared state ---------------------------------------------------------------------
+
+    async def _turn_store(self) -> Outcome:
+        """PostgreSQL: connect, create the table if needed, read. SQLite: the file, or where it
+        will be created, is writable (nothing is created here)."""
+        from agent.transcript_store import default_store_path, open_turn_store
+
+        settings = self.settings.store
+        if settings.url:
+            def read() -> int:
+                store = open_turn_store(settings)
+                try:
+                    return len(store.turns(limit=1))
+                finally:
+                    store.close()
+
+            found = await asyncio.to_thread(read)
+            where = urlparse(settings.url)
+            return f"{where.hostname}:{where.port or 5432}{where.path} ({found} turn read)", None
+        path = default_store_path(settings.path)
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not os.access(existing, os.W_OK):
+            raise CheckFailed(f"{existing} is not writable: set store.path (VOXROOM_STORE_PATH) "
+                              "or store.url (VOXROOM_STORE_URL)")
+        return f"{path} ({'exists' if existing == path else 'will be created'})", None
+
+    async def _redis(self) -> Outcome:
+        """A lease-like key set with an expiry and read back."""
+        from agent.shared_state import PREFIX, connect_redis
+
+        def round_trip() -> str:
+            client = connect_redis(self.settings.store.redis_url)
+            try:
+                key = f"{PREFIX}doctor"
+                client.set(key, "ok", px=5000)
+                if client.get(key) != "ok":
+                    raise CheckFailed("a key set with an expiry did not read back")
+                client.delete(key)
+                return str(client.info("server").get("redis_version", "?"))
+            finally:
+                client.close()
+
+        version = await asyncio.to_thread(round_trip)
+        where = urlparse(self.settings.store.redis_url)
+        return f"{where.hostname}:{where.port or 6379} (Redis {version})", None
 
     # ---- LLM ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ stops it at once with a one-line reason instead of a traceback."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -85,16 +86,28 @@ async def test_the_pod_registers_with_a_read_only_home(
     assert "Read-only file system" not in log and "Traceback" not in log
 
 
-def test_without_the_store_urls_a_read_only_home_is_a_clear_error(tmp_path: Path) -> None:
+def _in_pod_without_store_urls(tmp_path: Path, *voxroom: str) -> subprocess.CompletedProcess:
     base = host_env(tmp_path / "pod")
     del base["VOXROOM_STORE_PATH"]  # the default: under the read-only home
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "tests.pod_home", base["HOME"], str(tmp_path / "pod" / "cache"),
-         "--", sys.executable, "-m", "agent.cli", "agent"],
+         "--", sys.executable, "-m", "agent.cli", *voxroom],
         env={**base, "PATH": "/usr/bin:/bin", "LIVEKIT_URL": "ws://127.0.0.1:9",
              **scripted_llm_env("http://127.0.0.1:9/v1")},
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
     )
+
+
+def test_without_the_store_urls_a_read_only_home_is_a_clear_error(tmp_path: Path) -> None:
+    done = _in_pod_without_store_urls(tmp_path, "agent")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "cannot open the turn store" in done.stderr
     assert "VOXROOM_STORE_URL" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_doctor_says_the_read_only_home_cannot_hold_the_store(tmp_path: Path) -> None:
+    done = _in_pod_without_store_urls(tmp_path, "doctor", "--only", "store", "--json")
+    assert done.returncode == 1, done.stderr[-2000:]
+    rows = {r["name"]: r for r in json.loads(done.stdout)["checks"]}
+    assert rows["turn store (sqlite)"]["status"] == "FAIL"
+    assert "is not writable" in rows["turn store (sqlite)"]["detail"]
