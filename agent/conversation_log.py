@@ -1,8 +1,9 @@
 """How a room session keeps its turns: each finished turn goes to the durable turn store
-(agent/transcript_store.py) and, with shared state, to the room's recent history in Redis
-(agent/shared_state.py) the moment it ends; the reply being spoken is kept in Redis as far as
-it was sent, so that when the worker dies mid-reply the room's next agent records it as an
-interrupted turn, heard as far as it went.
+(agent/transcript_store.py) and to the room memory the moment it ends; the reply being spoken
+is kept in the room memory as far as it was sent, so that when the worker dies mid-reply the
+room's next agent records it as an interrupted turn, heard as far as it went. The room memory
+is Redis across hosts (agent/shared_state.py), or the SQLite store's file on one host
+(agent/room_memory_sqlite.py).
 
 Writes are blocking (SQLite, PostgreSQL, Redis): one writer task runs them in a thread, in
 the order of the events, so that a turn's end never lands before its reply's last chunk.
@@ -13,14 +14,33 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agent.history import ChatHistory
-    from agent.shared_state import RedisRoomMemory
     from agent.transcript_store import TurnStore
 
 log = logging.getLogger(__name__)
+
+
+class RoomMemory(Protocol):
+    """Each room's recent turns and the reply being spoken in it (blocking, thread-safe)."""
+
+    def history(self, room: str) -> list[dict[str, Any]]:
+        """The room's last turns, oldest first."""
+        ...
+
+    def record_turn(self, room: str, turn: dict[str, Any]) -> None:
+        """A finished turn (already in the turn store): the reply in flight is over."""
+        ...
+
+    def speaking(self, room: str, reply: dict[str, Any]) -> None:
+        """The reply being spoken now in `room`, as far as it was sent."""
+        ...
+
+    def take_speaking(self, room: str) -> dict[str, Any] | None:
+        """The reply a dead agent was speaking in `room`, for one caller only."""
+        ...
 
 
 def recovered_turn(speaking: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +63,7 @@ class ConversationLog:
         history: ChatHistory,
         *,
         store: TurnStore | None,
-        memory: RedisRoomMemory | None = None,
+        memory: RoomMemory | None = None,
     ) -> None:
         self._room, self._session, self._history = room, session, history
         self._store, self._memory = store, memory
@@ -61,8 +81,8 @@ class ConversationLog:
             try:
                 turns = await asyncio.to_thread(self._shared_history)
             except Exception as e:  # Redis down: the store's history, no recovery
-                log.warning("room %s: no shared history: %s: %s", self._room, type(e).__name__, e)
-        if not turns and self._store is not None:  # none shared (or it expired): the store's
+                log.warning("room %s: no room memory: %s: %s", self._room, type(e).__name__, e)
+        if not turns and self._store is not None:  # none in memory (or expired): the store's
             try:
                 turns = await asyncio.to_thread(self._store.turns, self._room, limit)
             except Exception as e:
@@ -71,7 +91,7 @@ class ConversationLog:
         return turns[-limit:]
 
     def _shared_history(self) -> list[dict[str, Any]]:
-        """The room's shared turns, the reply a dead agent left unfinished recorded first
+        """The room memory's turns, the reply a dead agent left unfinished recorded first
         (blocking)."""
         assert self._memory is not None
         left = self._memory.take_speaking(self._room)
@@ -107,7 +127,7 @@ class ConversationLog:
         self._writes.put_nowait(lambda: memory.speaking(room, reply))
 
     def _record(self, turn: dict[str, Any]) -> None:
-        """A finished turn, durably first; then the shared history (blocking)."""
+        """A finished turn, durably first; then the room memory (blocking)."""
         if self._store is not None:
             try:
                 self._store.append(self._room, self._session, turn)

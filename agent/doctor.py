@@ -30,7 +30,13 @@ from agent.engines import INPUT_RATE
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
 MIN_MATCH = 0.8
-GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "store")
+GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "embedder", "store")
+# The copilot's embedder must put a question nearer its paraphrase than an unrelated line.
+EMBED_QUESTION, EMBED_NEAR, EMBED_FAR = (
+    "How many years have you worked with Python?",
+    "What is your experience with Python programming?",
+    "The parcel was delivered to the wrong address.",
+)
 # The end-of-turn model must score a finished question above an unfinished start.
 TURN_COMPLETE, TURN_UNFINISHED = "What time is it in Tokyo?", "Could you tell me."
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
@@ -108,6 +114,8 @@ class Doctor:
         detector = s.turn.detector
         checks.append(("turn", f"turn detector ({detector})",
                        "turn.detector = off" if detector == "off" else None, self._turn_detector,
+                       self.model_timeout_s))
+        checks.append(("embedder", "embedder (MiniLM)", None, self._embedder,
                        self.model_timeout_s))
         store = "postgresql" if s.store.url else "sqlite"
         checks.append(("store", f"turn store ({store})", None, self._turn_store, self.timeout_s))
@@ -205,6 +213,22 @@ class Doctor:
             raise CheckFailed(f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
                               f"{TURN_UNFINISHED!r} {unfinished:.2f}")
         return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms
+
+    async def _embedder(self) -> Outcome:
+        """The copilot's document index embeds with it (agent/text_embedder.py)."""
+        from agent.text_embedder import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+        await asyncio.to_thread(embedder.load)
+        start = time.monotonic()
+        q, near, far = await asyncio.to_thread(embedder.embed,
+                                               [EMBED_QUESTION, EMBED_NEAR, EMBED_FAR])
+        ms = _ms_since(start)
+        close, unrelated = float(q @ near), float(q @ far)
+        if not close > unrelated:
+            raise CheckFailed(f"a paraphrase scored {close:.2f}, not above an unrelated line "
+                              f"{unrelated:.2f}")
+        return f"cosine {close:.2f} to a paraphrase, {unrelated:.2f} to an unrelated line", ms
 
     # ---- shared state ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from agent.engines import INPUT_RATE
 if TYPE_CHECKING:
     from livekit import rtc
 
-    from agent.shared_state import RedisRoomMemory
+    from agent.conversation_log import RoomMemory
     from agent.transcript_store import TurnStore
 
 log = logging.getLogger(__name__)
@@ -179,14 +179,14 @@ async def run_room_session(
     llm: Any,
     system_prompt: str,
     store: TurnStore | None = None,
-    memory: RedisRoomMemory | None = None,
+    memory: RoomMemory | None = None,
     stt_partials: str = "listening",
     turn_detector: Any = None,
 ) -> None:
     """Talk with `participant` until they leave or the room closes. With a `store`, every
-    finished turn is committed durably and the room's earlier turns are the history; with a
-    `memory` (shared state), the history and the reply being spoken are shared with the
-    workers of every host (agent/conversation_log.py)."""
+    finished turn is committed durably and the room's earlier turns are the history; a
+    `memory` keeps the history and the reply being spoken for the room's next agent
+    (agent/conversation_log.py)."""
     from livekit import rtc
 
     from agent.conversation_log import ConversationLog

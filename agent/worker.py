@@ -133,17 +133,27 @@ def process_engines() -> ProcessEngines:
             store = open_turn_store(settings.store)  # first: a store it cannot open fails fast
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
             detector = load_detector(settings.turn.detector)
-            _engines = ProcessEngines(stt, tts, store, detector, _room_memory(settings))
+            _engines = ProcessEngines(stt, tts, store, detector,
+                                      _room_memory(settings, store))
         return _engines
 
 
-def _room_memory(settings: Settings) -> Any:
-    if not settings.store.redis_url:
-        return None
+def _room_memory(settings: Settings, store: Any) -> Any:
+    """Redis with store.redis_url; else the SQLite store's own file (one host); none for
+    PostgreSQL without Redis (the turns are shared, a reply cut by a crash is not)."""
     from agent.room_session import PERSISTED_HISTORY_TURNS
-    from agent.shared_state import RedisRoomMemory, connect_redis
 
-    return RedisRoomMemory(connect_redis(settings.store.redis_url), PERSISTED_HISTORY_TURNS)
+    if settings.store.redis_url:
+        from agent.shared_state import RedisRoomMemory, connect_redis
+
+        return RedisRoomMemory(connect_redis(settings.store.redis_url), PERSISTED_HISTORY_TURNS)
+    from agent.transcript_store import TranscriptStore
+
+    if isinstance(store, TranscriptStore):
+        from agent.room_memory_sqlite import SqliteRoomMemory
+
+        return SqliteRoomMemory(store, PERSISTED_HISTORY_TURNS)
+    return None
 
 
 def prewarm(proc: object) -> None:

@@ -481,6 +481,20 @@ def test_compose_wires_agents_to_livekit_and_livekit_to_redis() -> None:
     assert wanted <= published
 
 
+def test_compose_agents_share_the_compose_redis_and_postgres() -> None:
+    services = compose()["services"]
+    environment = services["agent"]["environment"]
+    # As compose interpolates ${VAR:?message} before the worker reads it.
+    redis, store = (urlparse(re.sub(r"\$\{[^}]*\}", "secret", environment[name]))
+                    for name in ("VOXROOM_REDIS_URL", "VOXROOM_STORE_URL"))
+    assert (redis.scheme, redis.hostname, redis.port) == ("redis", "redis", 6379)
+    assert (store.scheme, store.hostname, store.port) == ("postgresql", "postgres", 5432)
+    postgres = services["postgres"]["environment"]
+    assert store.username == postgres["POSTGRES_USER"]
+    assert store.path == "/" + postgres["POSTGRES_DB"]
+    assert {"redis", "postgres"} <= set(services["agent"]["depends_on"])
+
+
 def test_compose_agent_settings_are_real_settings_documented_in_env_example() -> None:
     compose_text = COMPOSE_FILE.read_text(encoding="utf-8")
     environment = compose()["services"]["agent"]["environment"]

@@ -1,7 +1,8 @@
 """The shared state of workers on several hosts, in a real redis-server (the fixture's): room
 leases taken and renewed atomically and claimed by one worker once expired; each room's
 capped history; the reply being spoken recovered once by the room's next agent
-(agent/conversation_log.py), heard as far as it was sent."""
+(agent/conversation_log.py), heard as far as it was sent, with Redis or, on one host, the
+SQLite store's file."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from agent.conversation_log import ConversationLog
 from agent.history import ChatHistory
 from agent.redispatch import Lease
+from agent.room_memory_sqlite import SqliteRoomMemory
 from agent.shared_state import RedisLeases, RedisRoomMemory, connect_redis
 from agent.transcript_store import TranscriptStore
 
@@ -85,11 +89,23 @@ def test_only_one_new_agent_takes_the_reply_a_dead_agent_was_speaking(
                                         "session": "s"}]
 
 
-async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
-    fresh_redis_url: str, tmp_path: Path
-) -> None:
+@pytest.fixture(params=["redis", "sqlite"])
+def memory_and_store(request: pytest.FixtureRequest, tmp_path: Path):
+    """A room memory (Redis across hosts, the SQLite file on one) and the turn store."""
     store = TranscriptStore(tmp_path / "t.sqlite3")
-    memory = RedisRoomMemory(connect_redis(fresh_redis_url), history_turns=20)
+    if request.param == "redis":
+        url = request.getfixturevalue("fresh_redis_url")
+        memory = RedisRoomMemory(connect_redis(url), history_turns=20)
+    else:
+        memory = SqliteRoomMemory(store, history_turns=20)
+    yield memory, store
+    store.close()
+
+
+async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
+    memory_and_store,
+) -> None:
+    memory, store = memory_and_store
     history = ChatHistory("system")
     first = ConversationLog("room", "s1", history, store=store, memory=memory)
     assert await first.start(20) == []
@@ -115,7 +131,6 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     assert [t["heard_text"] for t in await third.start(20)] == ["First we pack the car,",
                                                               "We drive."]
     await third.aclose()
-    store.close()
 
 
 async def test_without_shared_state_the_history_comes_from_the_store(tmp_path: Path) -> None:
@@ -127,3 +142,15 @@ async def test_without_shared_state_the_history_comes_from_the_store(tmp_path: P
     log.on_event("audio_start", {"reply_id": 1})  # nothing shared: nothing to write
     await log.aclose()
     store.close()
+
+
+def test_one_host_workers_take_a_dead_agents_reply_once(tmp_path: Path) -> None:
+    stores = [TranscriptStore(tmp_path / "t.sqlite3") for _ in range(4)]
+    memories = [SqliteRoomMemory(s, history_turns=5) for s in stores]
+    memories[0].speaking("a", {"user_text": "q", "sent_text": "half", "session": "s"})
+    with ThreadPoolExecutor(4) as pool:
+        taken = list(pool.map(lambda m: m.take_speaking("a"), memories))
+    assert [t for t in taken if t] == [{"user_text": "q", "sent_text": "half", "session": "s"}]
+    for m, s in zip(memories, stores, strict=True):
+        m.close()
+        s.close()

@@ -1,6 +1,7 @@
-"""`voxroom doctor --only store`: the turn store and the shared state, against real
-PostgreSQL and Redis servers (the fixtures'), dead URLs, and the SQLite default (a read-only
-home: tests/test_pod_start.py)."""
+"""The checks of `voxroom doctor` that a deployment needs beyond the engines: the turn store
+and the shared state (`--only store`) against real PostgreSQL and Redis servers (the
+fixtures'), dead URLs and the SQLite default (a read-only home: tests/test_pod_start.py);
+the copilot's embedder (`--only embedder`), which the image must install."""
 
 from __future__ import annotations
 
@@ -41,3 +42,9 @@ async def test_the_sqlite_default_is_checked_without_creating_it(tmp_path: Path)
                                 only={"store"}).run()
     assert store.status == OK and "will be created" in store.detail and not path.parent.exists()
     assert redis.status == SKIP
+
+
+async def test_the_embedder_puts_a_paraphrase_nearer_than_an_unrelated_line() -> None:
+    [row] = await Doctor(Settings(), only={"embedder"}).run()
+    assert row.status == OK, row.detail
+    assert "to a paraphrase" in row.detail
