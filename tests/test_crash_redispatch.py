@@ -84,8 +84,9 @@ async def test_killed_worker_room_gets_a_new_agent_with_the_history(
                 first_agent = user.agent_identity
                 assert first_agent is not None
                 await _ask(user, "Please remember my parcel number, four two seven.")
-                [first_question] = [m["content"] for m in requests[-1]["messages"]
-                                    if m["role"] == "user"]
+                # The committed question, as the agent transcribed it for the user.
+                await _wait(lambda: user.final_texts("user-1"), 10)
+                [first_question] = user.final_texts("user-1")
                 # The turn is committed as it ends: wait for it in the shared file.
                 store = TranscriptStore(tmp_path / "shared-store.sqlite3")
                 await _wait(lambda: len(store.turns("crash")) == 1, 10)
