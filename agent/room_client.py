@@ -144,6 +144,16 @@ class RoomUser:
     def final_texts(self, sender: str) -> list[str]:
         return [t.text for t in self.transcripts if t.final and t.sender == sender]
 
+    async def wait_for_finals(self, sender: str, count: int, *, timeout_s: float) -> list[str]:
+        """`sender`'s final transcripts once there are `count` of them (the last text stream
+        of a turn can arrive after the agent's state has changed)."""
+        deadline = time.monotonic() + timeout_s
+        while len(finals := self.final_texts(sender)) < count:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{len(finals)} of {count} final transcripts from {sender!r}")
+            await asyncio.sleep(0.02)
+        return finals
+
     async def wait_for_state(self, state: str, *, after: float, timeout_s: float) -> float:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

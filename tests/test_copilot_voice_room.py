@@ -163,8 +163,8 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         # The intruder cannot turn speech on for anyone...
         await intruder.room.local_participant.send_text(
             json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL)
-        await asyncio.sleep(1.0)
-        assert agent.attributes.get(ATTR_SPEAK) == "false"
+        await asyncio.sleep(1.0)  # time for a wrongly accepted request to show
+        assert agent.attributes.get(ATTR_SPEAK) in (None, "false")
         # ...the candidate can.
         await candidate.room.local_participant.send_text(
             json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL,

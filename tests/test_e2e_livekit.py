@@ -53,7 +53,8 @@ async def converse(server: LiveKitServer, room: str, question: str) -> tuple[Roo
     try:
         t_speaking = await user.wait_for_state("speaking", after=t_end, timeout_s=30)
         t_done = await user.wait_for_state("listening", after=t_speaking, timeout_s=60)
-        await asyncio.sleep(0.5)  # the last transcript stream arrives after the state
+        assert user.agent_identity is not None
+        await user.wait_for_finals(user.agent_identity, 1, timeout_s=10)
     finally:
         background.cancel()
     first_audio = user.first_audio_after(t_end)

@@ -86,8 +86,9 @@ async def test_one_worker_pool_serves_rooms_on_both_nodes(redis_url: str, tmp_pa
                     await on_b.wait_for_state("listening", after=said, timeout_s=30)
                     mic.cancel()
                     await asyncio.gather(mic, return_exceptions=True)
-                    await asyncio.sleep(0.5)  # the transcript's last segment trails the state
-                    assert on_b.final_texts(on_b.agent_identity) == [REPLY]
+                    assert on_b.agent_identity is not None
+                    finals = await on_b.wait_for_finals(on_b.agent_identity, 1, timeout_s=10)
+                    assert finals == [REPLY]
                 finally:
                     for user in users:
                         await user.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.bench_measure import wait_until
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
 from agent.room_client import RoomUser
@@ -78,8 +79,7 @@ async def test_a_third_participant_is_not_answered(
                 user_mic = asyncio.create_task(user.silence(30))
                 await user.wait_for_state("speaking", after=asked, timeout_s=30)
                 await user.wait_for_state("listening", after=asked, timeout_s=30)
-                await asyncio.sleep(0.5)
-                assert user.final_texts(agent) == [REPLY]
+                assert await user.wait_for_finals(agent, 1, timeout_s=10) == [REPLY]
                 user_mic.cancel()
                 await asyncio.gather(user_mic, return_exceptions=True)
             finally:
@@ -104,7 +104,7 @@ async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first
             await early.connect()
             try:
                 # The agent joins and waits for user-1, the user its dispatch names.
-                await asyncio.sleep(5)
+                assert await wait_until(lambda: early.agent_identity is not None, 180)
                 await user.connect()
                 see_agent_already_there(user)
                 await user.wait_for_state("listening", after=0, timeout_s=180)
