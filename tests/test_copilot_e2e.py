@@ -159,9 +159,11 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
                 # Relevance: the prompt carried the resume's fact the answer needs, and
                 # nothing of what the intruder sent.
                 # (The warm-ups carry the resume too; the question follows "Interviewer:".)
-                [prompt] = [m for m in llm.requests
-                            if "university" in m[-1]["content"].split("Interviewer:")[-1].lower()]
-                assert RESUME_FACT in prompt[-1]["content"]
+                # Every request for this question (an answer restarted because the interviewer
+                # went on is a second one) carried the fact.
+                prompts = [m for m in llm.requests
+                           if "university" in m[-1]["content"].split("Interviewer:")[-1].lower()]
+                assert prompts and all(RESUME_FACT in m[-1]["content"] for m in prompts)
                 assert "Initech" not in json.dumps(llm.requests)
                 assert intruder.answers == []
                 assert intruder.receipts == [{"name": "resume", "status": "refused", "pieces": 0,
