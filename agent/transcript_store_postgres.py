@@ -2,14 +2,15 @@
 several hosts: `store.url` = postgresql://user:password@host/db.
 
 Autocommit: each `append` is its own transaction, durable when it returns (the server's
-synchronous_commit). One connection per process behind a lock, reopened when the server
-dropped it, so a restarted PostgreSQL costs the turns written while it was down, not the
-worker.
+synchronous_commit). One connection per process behind a lock; when the server dropped it
+(a restart, a failover, an idle timeout) the statement runs again once on a new connection,
+so a restarted PostgreSQL costs the turns written while it was down, not the worker.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from agent.transcript_store import turn_row
@@ -54,19 +55,30 @@ class PostgresTurnStore:
 
         return psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
 
-    def _connection(self) -> Any:
-        if self._db.closed or self._db.broken:
-            self._db = self._connect()
-        return self._db
+    def _run(self, statement: Callable[[Any], Any]) -> Any:
+        """`statement(connection)`, once more on a new connection if the server dropped the
+        old one (the first statement after a drop is the one that finds out)."""
+        import psycopg
+
+        with self._lock:
+            if self._db.closed or self._db.broken:
+                self._db = self._connect()
+            try:
+                return statement(self._db)
+            except psycopg.OperationalError:
+                if not self._db.broken:
+                    raise
+                self._db = self._connect()
+                return statement(self._db)
 
     def append(self, room: str, session: str, turn: dict[str, Any]) -> None:
-        with self._lock:
-            self._connection().execute(
-                "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
-                " heard_text, interrupted, latency_ms, fallbacks)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (room, session, *turn_row(turn)),
-            )
+        row = (room, session, *turn_row(turn))
+        self._run(lambda db: db.execute(
+            "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
+            " heard_text, interrupted, latency_ms, fallbacks)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            row,
+        ))
 
     def turns(self, room: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         query = f"SELECT {', '.join(COLUMNS)} FROM voxroom_turns"
@@ -78,8 +90,7 @@ class PostgresTurnStore:
         if limit is not None:
             query += " LIMIT %s"
             params.append(limit)
-        with self._lock:
-            rows = self._connection().execute(query, params).fetchall()
+        rows = self._run(lambda db: db.execute(query, params).fetchall())
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows[::-1]]
 
     def close(self) -> None:

@@ -163,3 +163,20 @@ def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "cannot open the store" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_postgres_store_survives_the_server_dropping_its_connection(postgres_url: str) -> None:
+    import psycopg
+
+    from agent.transcript_store_postgres import PostgresTurnStore
+
+    store = PostgresTurnStore(postgres_url)
+    store.append("r", "s", turn(1))
+    pid = store._db.info.backend_pid
+    with psycopg.connect(postgres_url, autocommit=True) as admin:  # as a restart would
+        # With a timeout it returns once the backend is gone (PostgreSQL 14+).
+        assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()[0]
+    store.append("r", "s", turn(2))  # finds the drop, reconnects, writes
+    assert store._db.info.backend_pid != pid
+    assert [t["user_text"] for t in store.turns("r")] == ["question 1", "question 2"]
+    store.close()
