@@ -106,15 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("config", choices=CONFIGS)
     p.add_argument("--agent-name", default=AGENT_NAME)
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--max-jobs", type=int, default=4,
+                   help="rooms the worker takes at once (voxroom loadtest sets its ladder's top)")
     args = p.parse_args(argv)
+    if args.max_jobs < 1:
+        p.error("--max-jobs must be at least 1")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ["VOXROOM_BENCH_AGENTSESSION"] = args.config  # read by the job processes
     passive_openmp()
-    return asyncio.run(_serve(args.agent_name))
+    return asyncio.run(_serve(args.agent_name, args.max_jobs))
 
 
-async def _serve(agent_name: str) -> int:
+async def _serve(agent_name: str, max_jobs: int) -> int:
     import signal
 
     from livekit.agents import AgentServer, JobExecutorType
@@ -126,7 +130,7 @@ async def _serve(agent_name: str) -> int:
         ws_url=lk.url, api_key=lk.api_key, api_secret=lk.api_secret,
         job_executor_type=JobExecutorType.PROCESS, num_idle_processes=0,
         # As voxroom's worker: load is session slots, not CPU (two shared cores read as full).
-        load_fnc=lambda srv: len(srv.active_jobs) / 4, load_threshold=0.999,
+        load_fnc=lambda srv: len(srv.active_jobs) / max_jobs, load_threshold=0.999,
         initialize_process_timeout=120.0, port=0, setup_fnc=prewarm,
     )
     server.rtc_session(entrypoint, agent_name=agent_name)

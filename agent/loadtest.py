@@ -21,6 +21,13 @@ the workers' CPU and memory (PSS, summed over their processes) per session, and 
 this process (the simulated users, and the doubles), which shares the machine. The answer:
 the largest N whose p95 voice-to-voice stays within 1.2 s. Everything runs on loopback, and
 every wait is bounded.
+
+With `--compare-agentsession [CONFIG]` the same load then runs, in the same invocation, against
+the anchor of `voxroom bench --compare-agentsession`: a LiveKit Agents worker whose rooms are
+run by AgentSession (agent/bench_agentsession.py, `tuned` by default: voxroom's endpointing)
+with the same local engines and the same LLM double. The workers run one after the other, never
+side by side, and the report puts both ladders side by side: voice-to-voice p50/p95 per N, the
+sessions per worker within the goal, CPU and memory per added session.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
 
 AGENT_NAME = "voxroom-loadtest"
 P95_GOAL_MS = 1200.0
@@ -77,6 +86,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="remote engines: the Deepgram double's delay per result, LOW-HIGH ms")
     p.add_argument("--tts-ttfb-ms", type=_range, default=(150.0, 300.0),
                    help="remote engines: the speech double's time to first byte, LOW-HIGH ms")
+    p.add_argument("--compare-agentsession", nargs="?", const="tuned", metavar="CONFIG",
+                   choices=AGENTSESSION_CONFIGS,
+                   help="then run the same load against LiveKit Agents' AgentSession worker "
+                        "(agent/bench_agentsession.py; CONFIG tuned (default) or defaults); "
+                        "local engines only")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", type=Path, help="also write the JSON report here")
 
@@ -105,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not 1 <= args.duration <= MAX_DURATION_S:
         print(f"voxroom loadtest: --duration must be 1..{MAX_DURATION_S:.0f} s", file=sys.stderr)
+        return 2
+    if args.compare_agentsession and args.engines != "local":
+        # agent/bench_agentsession.py gives AgentSession voxroom's bundled engines only.
+        print("voxroom loadtest: --compare-agentsession needs --engines local", file=sys.stderr)
         return 2
     from agent.config import load_settings
 
@@ -165,6 +183,21 @@ async def make_script(n_items: int = 8) -> tuple[list[Item], list[str]]:
             items.append(Item(text, pcm, *corpus.voiced_span(pcm)))
             replies.append(answer)
     return items, replies
+
+
+# ---- the workers under load ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One kind of worker the load runs against: `--workers` processes of `python ARGV`."""
+
+    name: str  # "voxroom", or "agentsession-CONFIG"
+    agent_name: str  # the name the join tokens dispatch
+    argv: list[str]
+    env: dict[str, str]
+    executor: str
+    store_path: Path | None = None  # voxroom's turns, for the stage latencies
 
 
 # ---- measurements ---------------------------------------------------------------------------
@@ -277,7 +310,6 @@ class LoadTest:
         self.doubles: dict[str, Any] = {}  # the remote engines' test doubles
 
     async def run(self) -> dict[str, Any]:
-        from agent.bench_livekit import worker_process
         from agent.llm_scripted import ScriptedLLM
         from agent.scripted_llm_server import scripted_llm_server
 
@@ -288,28 +320,68 @@ class LoadTest:
         async with contextlib.AsyncExitStack() as stack:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vxload-")))
             url, key, secret = await self._server(stack, tmp)
+            # One LLM double for every contender: it answers by the room's user-turn count,
+            # so it keeps no state between rooms or workers.
             llm = ScriptedLLM(replies, ttft_ms=0, words_per_s=a.words_per_s)
             llm_url = await stack.enter_async_context(
                 scripted_llm_server(llm, extra_ttft_ms=a.ttft_ms))
             env = {"LIVEKIT_URL": url, "LIVEKIT_API_KEY": key, "LIVEKIT_API_SECRET": secret,
-                   "PYTHONUNBUFFERED": "1", "VOXROOM_LLM_PROVIDER": "openai",
-                   "VOXROOM_LLM_BASE_URL": llm_url, "VOXROOM_LLM_MODEL": "scripted-remote-like",
-                   "VOXROOM_STORE_PATH": str(tmp / "turns.sqlite3")}
-            if a.engines == "remote":
-                env |= await self._remote_speech(stack, items, llm)
-            slots = a.max_sessions or max(a.rooms)
-            # CPU is left out of the workers' load here: the test looks for where latency
-            # breaks, so the workers must take every room rather than refuse the busy ones.
-            argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--executor",
-                    a.executor, "--max-sessions", str(slots), "--max-cpu", "0",
-                    "--no-redispatch"]
+                   "PYTHONUNBUFFERED": "1"}
+            speech = (await self._remote_speech(stack, items, llm)
+                      if a.engines == "remote" else {})
+            contenders = [self._voxroom(env | speech, llm_url, tmp)]
+            if a.compare_agentsession:
+                contenders.append(self._agentsession(env, llm_url))
+            series = {}
+            for contender in contenders:
+                series[contender.name] = await self._series(contender, items, url, key, secret,
+                                                            tmp)
+        report = self._report(series.pop("voxroom"), load_before)
+        if series:
+            report["agentsession"] = next(iter(series.values()))
+            report["side_by_side"] = side_by_side(report)
+        report["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        return report
+
+    def _voxroom(self, env: dict[str, str], llm_url: str, tmp: Path) -> Contender:
+        a = self.args
+        store = tmp / "turns.sqlite3"
+        # CPU is left out of the workers' load here: the test looks for where latency
+        # breaks, so the workers must take every room rather than refuse the busy ones.
+        argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--executor",
+                a.executor, "--max-sessions", str(a.max_sessions or max(a.rooms)),
+                "--max-cpu", "0", "--no-redispatch"]
+        return Contender("voxroom", AGENT_NAME, argv, env | {
+            "VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": llm_url,
+            "VOXROOM_LLM_MODEL": "scripted-remote-like", "VOXROOM_STORE_PATH": str(store)},
+            a.executor, store)
+
+    def _agentsession(self, env: dict[str, str], llm_url: str) -> Contender:
+        from agent.bench_agentsession import AGENT_NAME as AGENTSESSION_NAME
+
+        a = self.args
+        # Its own slots as voxroom's: every room of the largest step, none refused.
+        argv = ["-m", "agent.bench_agentsession", a.compare_agentsession, "--max-jobs",
+                str(a.max_sessions or max(a.rooms))]
+        return Contender(f"agentsession-{a.compare_agentsession}", AGENTSESSION_NAME, argv,
+                         env | {"VOXROOM_BENCH_LLM_BASE_URL": llm_url,
+                                "VOXROOM_BENCH_LLM_MODEL": "scripted-remote-like"},
+                         "process (one per job, as bench_agentsession runs it)")
+
+    async def _series(self, c: Contender, items: list[Item], url: str, key: str, secret: str,
+                      tmp: Path) -> dict[str, Any]:
+        """The whole ladder against `--workers` fresh workers of `c`, stopped at the end."""
+        from agent.bench_livekit import worker_process
+
+        a = self.args
+        async with contextlib.AsyncExitStack() as stack:
             pids = []
             for w in range(a.workers):
-                progress(f"starting worker {w + 1}/{a.workers} ({a.executor} executor)")
+                progress(f"starting {c.name} worker {w + 1}/{a.workers} ({c.executor} executor)")
                 # Waited for in a thread: the doubles in this loop answer the worker's
                 # provider checks while it starts.
                 proc = await asyncio.to_thread(stack.enter_context, worker_process(
-                    argv, env, tmp / f"worker-{w}.log", timeout_s=240))
+                    c.argv, c.env, tmp / f"worker-{c.name}-{w}.log", timeout_s=240))
                 pids.append(proc.pid)
             usage = Usage(pids)
             clients = Usage([os.getpid()], children=False)
@@ -319,10 +391,11 @@ class LoadTest:
             idle_mb = usage.sample()[2]
             steps = []
             for n in a.rooms:
-                steps.append(await self._step(n, items, url, key, secret, usage, clients,
+                steps.append(await self._step(c, n, items, url, key, secret, usage, clients,
                                               idle_mb))
-            await asyncio.to_thread(self._attach_stages, steps, tmp / "turns.sqlite3")
-        return self._report(steps, idle_mb, load_before)
+        if c.store_path is not None:
+            await asyncio.to_thread(self._attach_stages, c.name, steps, c.store_path)
+        return series_summary(c.name, c.executor, steps, idle_mb)
 
     async def _remote_speech(self, stack: contextlib.AsyncExitStack, items: list[Item],
                              llm: Any) -> dict[str, str]:
@@ -342,7 +415,7 @@ class LoadTest:
                 "DEEPGRAM_API_KEY": DOUBLE_KEY, "VOXROOM_TTS_PROVIDER": "openai",
                 "VOXROOM_TTS_BASE_URL": tts.url, "OPENAI_API_KEY": DOUBLE_KEY}
 
-    def _attach_stages(self, steps: list[dict[str, Any]], store_path: Path) -> None:
+    def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
         from agent.bench_measure import ENGINE_STAGES
         from agent.transcript_store import TranscriptStore
@@ -355,13 +428,16 @@ class LoadTest:
         finally:
             store.close()
         for step in steps:
-            prefix = f"lt-{self.run_id}-n{step['rooms']}-"
+            prefix = f"{self._room_prefix(name, step['rooms'])}-"
             mine = [t["latency_ms"] for t in turns if t["room"].startswith(prefix)]
             step["stages_ms"] = {
                 stage: {k: v for k, v in percentiles([t.get(stage) for t in mine]).items()
                         if k in ("p50", "p95")}
                 for stage in ENGINE_STAGES
             }
+
+    def _room_prefix(self, name: str, n: int) -> str:
+        return f"lt-{self.run_id}-{name}-n{n}"
 
     async def _server(self, stack: contextlib.AsyncExitStack, tmp: Path) -> tuple[str, str, str]:
         lk = self.settings.livekit
@@ -375,18 +451,20 @@ class LoadTest:
         stack.callback(server.stop)
         return server.url, server.api_key, server.api_secret
 
-    async def _step(self, n: int, items: list[Item], url: str, key: str, secret: str,
-                    usage: Usage, clients: Usage, idle_mb: float) -> dict[str, Any]:
+    async def _step(self, c: Contender, n: int, items: list[Item], url: str, key: str,
+                    secret: str, usage: Usage, clients: Usage,
+                    idle_mb: float) -> dict[str, Any]:
         from agent.config import LiveKitSettings
         from agent.room_client import RoomUser
         from agent.tokens import create_join_token
 
         settings = LiveKitSettings(url=url, api_key=key, api_secret=secret,
-                                   agent_name=AGENT_NAME)
-        progress(f"step N={n}: {n} user(s) joining {n} room(s) at once")
+                                   agent_name=c.agent_name)
+        progress(f"{c.name} step N={n}: {n} user(s) joining {n} room(s) at once")
         stats = [RoomStats() for _ in range(n)]
-        users = [RoomUser(url, create_join_token(settings, f"lt-{self.run_id}-n{n}-{i}",
-                                                 f"user-{i}")) for i in range(n)]
+        prefix = self._room_prefix(c.name, n)
+        users = [RoomUser(url, create_join_token(settings, f"{prefix}-{i}", f"user-{i}"))
+                 for i in range(n)]
         ready = asyncio.Event()
         talk_until: list[float] = []
         joined = 0
@@ -501,29 +579,20 @@ class LoadTest:
             outcome += f", barge-in stop {stats.barge_in_stop_ms[-1]:.0f} ms"
         return outcome
 
-    def _report(self, steps: list[dict[str, Any]], idle_mb: float,
-                load_before: list[float]) -> dict[str, Any]:
+    def _report(self, voxroom: dict[str, Any], load_before: list[float]) -> dict[str, Any]:
         a = self.args
-        within = [s["rooms"] for s in steps
-                  if s["voice_to_voice_ms"]["p95"] is not None
-                  and s["voice_to_voice_ms"]["p95"] <= P95_GOAL_MS and not s["rooms_failed"]]
         return {
             "command": "voxroom loadtest " + " ".join(sys.argv[2:]),
-            "date": time.strftime("%Y-%m-%d"),
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "machine": {"cores": os.cpu_count(), "load_before": load_before},
             "workers": a.workers,
-            "executor": a.executor,
             "duration_s": a.duration,
             "engines": {"llm": f"scripted test double over HTTP, first token "
                                f"{a.ttft_ms[0]:.0f}-{a.ttft_ms[1]:.0f} ms, "
                                f"{a.words_per_s:g} words/s", **self._speech_engines()},
-            "idle_mem_mb": round(idle_mb, 1),
-            "mem_mb_per_added_session": added_session_mb(steps, idle_mb),
-            "steps": steps,
             "p95_goal_ms": P95_GOAL_MS,
-            "max_rooms_within_goal": max(within, default=None),
+            **{k: v for k, v in voxroom.items() if k != "worker"},
         }
-
 
     def _speech_engines(self) -> dict[str, str]:
         a = self.args
@@ -592,6 +661,46 @@ def added_session_mb(steps: list[dict[str, Any]], idle_mb: float) -> float | Non
     return round(float(np.polyfit(x, y, 1)[0]), 1)
 
 
+def series_summary(name: str, executor: str, steps: list[dict[str, Any]],
+                   idle_mb: float) -> dict[str, Any]:
+    """One contender's ladder and what it comes to: the largest N whose p95 voice-to-voice is
+    within the goal with every room served, and the memory each added session costs."""
+    within = [s["rooms"] for s in steps
+              if s["voice_to_voice_ms"]["p95"] is not None
+              and s["voice_to_voice_ms"]["p95"] <= P95_GOAL_MS and not s["rooms_failed"]]
+    return {
+        "worker": name,
+        "executor": executor,
+        "idle_mem_mb": round(idle_mb, 1),
+        "mem_mb_per_added_session": added_session_mb(steps, idle_mb),
+        "steps": steps,
+        "max_rooms_within_goal": max(within, default=None),
+    }
+
+
+def side_by_side(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per contender of `report` (voxroom's series at its top level, AgentSession's
+    under "agentsession"): sessions per worker within the goal, and per N the voice-to-voice
+    p50/p95 and the workers' CPU cores."""
+    rows = []
+    for name, series in (("voxroom", report), (report["agentsession"]["worker"],
+                                               report["agentsession"])):
+        best = series["max_rooms_within_goal"]
+        rows.append({
+            "worker": name,
+            "executor": series["executor"],
+            "sessions_per_worker": None if best is None else round(best / report["workers"], 1),
+            "voice_to_voice_ms": {str(s["rooms"]): [s["voice_to_voice_ms"]["p50"],
+                                                    s["voice_to_voice_ms"]["p95"]]
+                                  for s in series["steps"]},
+            "cpu_cores": {str(s["rooms"]): s["cpu_cores"] for s in series["steps"]},
+            "rooms_failed": {str(s["rooms"]): s["rooms_failed"] for s in series["steps"]},
+            "idle_mem_mb": series["idle_mem_mb"],
+            "mem_mb_per_added_session": series["mem_mb_per_added_session"],
+        })
+    return rows
+
+
 async def _wait_done(user: Any, ears: Any) -> None:
     """Until the agent is listening and has been quiet for a while (bounded)."""
     from agent.bench_livekit import wait_quiet
@@ -605,12 +714,32 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
-
-    lines = [f"voxroom loadtest: {r['workers']} worker(s), {r['executor']} executor, "
+    lines = [f"voxroom loadtest: {r['workers']} worker(s) per contender, "
              f"{r['duration_s']:.0f} s per step",
              *(f"  {k.upper()}: {v}" for k, v in r["engines"].items()),
+             *format_series("voxroom", r, r["workers"], r["p95_goal_ms"])]
+    if "agentsession" in r:
+        s = r["agentsession"]
+        lines += format_series(s["worker"], s, r["workers"], r["p95_goal_ms"])
+        lines.append("side by side (v2v p50/p95 ms per N; sessions per worker within "
+                     f"{r['p95_goal_ms']:.0f} ms p95; MB per added session):")
+        for row in r["side_by_side"]:
+            v2v = ", ".join(f"N={n} {_ms(p50)}/{_ms(p95)}"
+                            for n, (p50, p95) in row["voice_to_voice_ms"].items())
+            best = row["sessions_per_worker"]
+            lines.append(f"  {row['worker']:<20} sessions per worker "
+                         f"{_ms(best) if best else 'none'}, "
+                         f"{row['mem_mb_per_added_session']} MB/session; {v2v}")
+    return "\n".join(lines)
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
+
+
+def format_series(name: str, r: dict[str, Any], workers: int, goal_ms: float) -> list[str]:
+    f = _ms
+    lines = [f"{name} ({r['executor']} executor)",
              f"{'N':>3} {'dispatch p50/p95':>17} {'v2v p50/p95/p99 ms':>20} {'replies':>7} "
              f"{'gaps':>5} {'cores/sess':>10} {'MB/sess':>8} {'clients':>7} failed"]
     for s in r["steps"]:
@@ -627,7 +756,6 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append(f"idle workers {r['idle_mem_mb']} MB; memory per added session "
                  f"{r['mem_mb_per_added_session']} MB")
     best = r["max_rooms_within_goal"]
-    lines.append(f"largest N with p95 voice-to-voice <= {r['p95_goal_ms']:.0f} ms: "
-                 f"{'none' if best is None else best} (of {r['workers']} worker(s))")
-    return "\n".join(lines)
-
+    lines.append(f"largest N with p95 voice-to-voice <= {goal_ms:.0f} ms: "
+                 f"{'none' if best is None else best} (of {workers} worker(s))")
+    return lines
