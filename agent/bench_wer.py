@@ -5,7 +5,7 @@ after `normalize` (case, punctuation, numbers and a few contractions made alike,
 
 Per condition (the item's kind) and overall the word error rate is the corpus-level one: the
 edits of all its items over all their reference words, so a short question weighs less than
-a long one. `first_word_lost` says whether the item's first word did not come through.
+a long one. `first_word_lost` says whether the item's first word was dropped.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def word_errors(said: str, heard: str) -> dict[str, int]:
 
 
 def first_word_lost(said: str, heard: str) -> bool:
-    """The first word of `said` is not in `heard` where it belongs (deleted or replaced in
-    the alignment)."""
+    """The first word of `said` is missing from `heard`: deleted in the alignment (cut off
+    with the start of the audio, as "Who ...?" heard as "... wrote Pride and Prejudice?"). A
+    first word heard as another word is a substitution, not a loss."""
     import jiwer
 
     ref, hyp = normalize(said), normalize(heard)
@@ -95,7 +96,7 @@ def first_word_lost(said: str, heard: str) -> bool:
         return True
     [chunks] = jiwer.process_words(ref, hyp).alignments
     first = next(c for c in chunks if c.ref_start_idx <= 0 < c.ref_end_idx)
-    return first.type != "equal"
+    return first.type == "delete"
 
 
 def wer_summary(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:

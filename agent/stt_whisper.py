@@ -77,6 +77,17 @@ class WhisperOptions:
     # Decoder settings: penalty on repeated tokens; generated tokens allowed per second of audio.
     repetition_penalty: float = 1.1
     max_tokens_per_s: float = 6.0
+    # The final decode (the one that covers all the speech once the audio has gone quiet, or
+    # finalize()'s own) is greedy first; when the decoder is unsure of that text (its mean
+    # log probability per token below `unsure_logprob`), the same encoder output is decoded
+    # again with a beam of `final_beam_size`, the committed prefix kept. On the listening
+    # corpus's tuning half (bench/listen_corpus.py, Opus round trip, streamed in real time),
+    # right transcripts scored -0.39 to -0.60 and wrong ones mostly below -0.65; WER 0.263
+    # greedy, 0.228 with this (final p50 30 -> 50 ms), 0.232 with a beam on every final (p50
+    # 97 ms), 0.241 with the beam dropping the committed prefix.
+    final_beam_size: int = 5
+    final_keeps_prefix: bool = True
+    unsure_logprob: float = -0.6
     # A 20 ms frame is voiced when it is louder than the floor and within `speech_range_db`
     # of the loudest frame of the utterance.
     speech_floor_dbfs: float = -50.0
@@ -154,7 +165,28 @@ class _Decoder:
         self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
     ) -> tuple[int, ...]:
         """Text tokens of `seconds` of encoded audio, starting with `prefix` (forced);
-        `previous` is earlier text given as context."""
+        `previous` is earlier text given as context. Greedy."""
+        return self.generate_scored(encoded, seconds, prefix, previous)[0]
+
+    def generate_final(
+        self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
+    ) -> tuple[int, ...]:
+        """`generate`, and when the decoder is unsure of that text (its mean log probability
+        per token is below `unsure_logprob`), a beam search of `final_beam_size` instead,
+        from the same encoder output (see WhisperOptions)."""
+        o = self._options
+        ids, score = self.generate_scored(encoded, seconds, prefix, previous)
+        if o.final_beam_size <= 1 or score >= o.unsure_logprob:
+            return ids
+        keep = prefix if o.final_keeps_prefix else ()
+        return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
+
+    def generate_scored(
+        self, encoded: Any, seconds: float, prefix: Sequence[int] = (),
+        previous: Sequence[int] = (), beam_size: int = 1,
+    ) -> tuple[tuple[int, ...], float]:
+        """`generate` with `beam_size`, and the decoder's mean log probability per token of
+        its result (before the clean-up below)."""
         o = self._options
         context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
         # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
@@ -164,8 +196,8 @@ class _Decoder:
         # min(max_length / 2, max_length - len(context)).
         max_length = min(448, max(2 * budget, budget + len(context)))
         result = self._whisper.generate(
-            encoded, [prompt], beam_size=1, max_length=max_length,
-            repetition_penalty=o.repetition_penalty,
+            encoded, [prompt], beam_size=beam_size, max_length=max_length,
+            repetition_penalty=o.repetition_penalty, return_scores=True,
         )[0]
         ids = drop_late_segments(
             result.sequences_ids[0], self.timestamp_begin, self.eot, seconds + o.end_pad_s,
@@ -175,7 +207,7 @@ class _Decoder:
         repeat = first_repeated_ngram([self.normalized(ids[a:b]) for a, b in starts])
         if repeat is not None:
             ids = ids[: max(starts[repeat][0], len(prefix))]
-        return ids
+        return ids, float(result.scores[0])
 
     def decode(
         self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
@@ -454,18 +486,20 @@ class WhisperSTTStream:
         prefix = utt.committed if self._options.commit_agreed_prefix else ()
         start, context = utt.window_start, utt.closed
 
-        def encode() -> tuple[Any, int]:
+        def encode() -> tuple[Any, int, bool]:
             stop = utt.length  # all the audio there is now, even if the job waited in the queue
             utt.task_end = stop
-            return self._decoder.encode(utt.audio(start, stop)), stop
+            # Quiet already: this decode holds all the speech and is likely the final.
+            final = stop - utt.voiced_end >= self._margin
+            return self._decoder.encode(utt.audio(start, stop)), stop, final
 
         ids: tuple[int, ...] | None = None
         try:
-            encoded, end = await WHISPER_POOL.run(encode, priority=PRIORITY_PARTIAL)
+            encoded, end, final = await WHISPER_POOL.run(encode, priority=PRIORITY_PARTIAL)
             if end >= self._speech_end(utt) or not self._endpoint_due(utt):
                 seconds = (end - start) / INPUT_RATE
                 ids = await WHISPER_POOL.run(
-                    lambda: self._decoder.generate(encoded, seconds, prefix, context),
+                    lambda: self._generate(encoded, seconds, prefix, context, final=final),
                     priority=PRIORITY_PARTIAL,
                 )
         finally:
@@ -540,7 +574,8 @@ class WhisperSTTStream:
         encoded = await WHISPER_POOL.run(
             lambda: self._decoder.encode(utt.audio(start, stop)), priority=PRIORITY_FINAL)
         ids = await WHISPER_POOL.run(
-            lambda: self._decoder.generate(encoded, (stop - start) / INPUT_RATE, prefix, context),
+            lambda: self._generate(encoded, (stop - start) / INPUT_RATE, prefix, context,
+                                   final=True),
             priority=PRIORITY_FINAL,
         )
         # Quiet since the decode began: it holds all the speech, so no endpoint decode is due.
@@ -548,6 +583,12 @@ class WhisperSTTStream:
         if utt.last is None or utt.last.end < covered:
             utt.last = _Hypothesis(ids, covered)
         return utt.closed + ids
+
+    def _generate(self, encoded: Any, seconds: float, prefix: tuple[int, ...],
+                  context: tuple[int, ...], *, final: bool) -> tuple[int, ...]:
+        """A partial's generation, or a final's (`_Decoder.generate_final`)."""
+        generate = self._decoder.generate_final if final else self._decoder.generate
+        return generate(encoded, seconds, prefix, context)
 
     def _publish(self, item: Transcript | None) -> None:
         if self._partials.full():  # nobody is reading: keep the newest

@@ -166,6 +166,64 @@ async def test_partials_while_speaking_then_final(
     assert stream.stable_text == ""  # finalize() started the next utterance
 
 
+class BeamSpy:
+    """Records the beam size of every generation of `decoder` (a test double around the real
+    decoder's `generate_scored`, which it still calls)."""
+
+    def __init__(self, decoder: object) -> None:
+        self.beams: list[int] = []
+        real = decoder.generate_scored  # type: ignore[attr-defined]
+
+        def spy(*args: object) -> tuple[tuple[int, ...], float]:
+            self.beams.append(int(args[4]) if len(args) > 4 else 1)
+            return real(*args)
+
+        decoder.generate_scored = spy  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("unsure_logprob", "beams"), [(-99.0, [1]), (0.0, [1, 5])])
+async def test_a_final_is_searched_again_only_when_the_decoder_is_unsure(
+    unsure_logprob: float, beams: list[int]
+) -> None:
+    """The final's greedy text stands when its mean log probability reaches
+    `unsure_logprob`; below it the same encoder output is decoded again with a beam (every
+    real score is below 0, none below -99)."""
+    engine = WhisperSTT(options=WhisperOptions(final_beam_size=5, unsure_logprob=unsure_logprob))
+    engine.load()
+    decoder = engine._loaded()
+    sentence = "Where is the nearest train station?"
+    pcm = with_silence(espeak(sentence), 0.2, 0.3)
+    encoded = decoder.encode(pcm)
+    ids, score = decoder.generate_scored(encoded, len(pcm) / INPUT_RATE)
+    assert -3.0 < score < 0.0
+    spy = BeamSpy(decoder)
+    final = decoder.generate_final(encoded, len(pcm) / INPUT_RATE)
+    assert spy.beams == beams
+    assert wer(sentence, decoder.text(final)) <= 0.25, decoder.text(final)
+    if beams == [1]:
+        assert final == ids
+
+
+@pytest.mark.slow
+async def test_the_stream_final_takes_the_final_decode_and_partials_stay_greedy() -> None:
+    """Partials while the user speaks are greedy; the decode that becomes the final (here
+    always unsure) gets the beam."""
+    engine = WhisperSTT(options=WhisperOptions(final_beam_size=4, unsure_logprob=0.0))
+    engine.load()
+    spy = BeamSpy(engine._loaded())
+    stream = engine.stream()
+    try:
+        sentence = "Can you walk me through the steps to reset my password?"
+        await push_frames(stream, with_silence(espeak(sentence), 0.2, 0.3), realtime=True)
+        final = await stream.finalize()
+    finally:
+        await stream.aclose()
+    assert wer(sentence, final) <= 0.25, final
+    assert 4 in spy.beams  # the final's search
+    assert spy.beams.count(1) > spy.beams.count(4)  # the partials and each final's first try
+
+
 @pytest.mark.slow
 async def test_paused_stream_decodes_no_partials(
     stream: WhisperSTTStream, beckett: np.ndarray
