@@ -89,7 +89,8 @@ class WhisperOptions:
     # corpus's tuning half (bench/listen_corpus.py, Opus round trip, streamed in real time),
     # right transcripts scored -0.39 to -0.60 and wrong ones mostly below -0.65; WER 0.263
     # greedy, 0.228 with this (final p50 30 -> 50 ms), 0.232 with a beam on every final (p50
-    # 97 ms), 0.241 with the beam dropping the committed prefix.
+    # 97 ms), 0.241 with the beam dropping the committed prefix. Held-out half through
+    # livekit-server: 0.355 -> 0.273, part of it run-to-run spread (docs/benchmarks.md).
     final_beam_size: int = 5
     final_keeps_prefix: bool = True
     unsure_logprob: float = -0.6
