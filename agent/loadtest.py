@@ -263,7 +263,9 @@ class Usage:
                     m = _memory_bytes(p) if self._memory else 0
                 except psutil.Error:
                     continue
-                cpu += t.user + t.system
+                # children_*: the job processes that ended and were reaped, whose CPU would
+                # otherwise drop out of the sum mid-step.
+                cpu += t.user + t.system + t.children_user + t.children_system
                 mem += m / 2**20
         s = (time.monotonic(), cpu, mem)
         self.samples.append(s)
@@ -360,13 +362,14 @@ class LoadTest:
         from agent.bench_agentsession import AGENT_NAME as AGENTSESSION_NAME
 
         a = self.args
-        # Its own slots as voxroom's: every room of the largest step, none refused.
+        # Slots for every room of the ladder: its jobs outlive their rooms by seconds (their
+        # processes shut down), and leftovers of one step must not refuse the next's rooms.
         argv = ["-m", "agent.bench_agentsession", a.compare_agentsession, "--max-jobs",
-                str(a.max_sessions or max(a.rooms))]
+                str(a.max_sessions or sum(a.rooms))]
         return Contender(f"agentsession-{a.compare_agentsession}", AGENTSESSION_NAME, argv,
                          env | {"VOXROOM_BENCH_LLM_BASE_URL": llm_url,
                                 "VOXROOM_BENCH_LLM_MODEL": "scripted-remote-like"},
-                         "process (one per job, as bench_agentsession runs it)")
+                         "process")
 
     async def _series(self, c: Contender, items: list[Item], url: str, key: str, secret: str,
                       tmp: Path) -> dict[str, Any]:
