@@ -17,7 +17,7 @@ import numpy as np
 from livekit import rtc
 
 from agent.ffi_router import bind_audio_stream
-from agent.room_session import ATTR_FINAL, TOPIC_TRANSCRIPTION, LiveKitAudioSink
+from agent.room_session import ATTR_FINAL, ATTR_SEGMENT_ID, TOPIC_TRANSCRIPTION, LiveKitAudioSink
 from agent.timeouts import finish_within
 
 RATE = 16_000
@@ -142,7 +142,14 @@ class RoomUser:
         return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
 
     def final_texts(self, sender: str) -> list[str]:
-        return [t.text for t in self.transcripts if t.final and t.sender == sender]
+        """`sender`'s final transcripts, one per segment in the order the segments began: a
+        later stream for a segment replaces its text, as LiveKit's clients show it (a turn
+        the speaker went on with is published again, whole, under the same segment)."""
+        by_segment: dict[str, str] = {}
+        for i, t in enumerate(self.transcripts):
+            if t.final and t.sender == sender:
+                by_segment[t.attributes.get(ATTR_SEGMENT_ID) or f"stream-{i}"] = t.text
+        return list(by_segment.values())
 
     async def wait_for_finals(self, sender: str, count: int, *, timeout_s: float) -> list[str]:
         """`sender`'s final transcripts once there are `count` of them (the last text stream

@@ -131,6 +131,9 @@ class RoomPublisher:
             if data["final"]:
                 self._user_segment += 1
             await self._send(data["text"], seg, data["final"], self.user_track_id, self._user)
+        elif kind == "turn_retracted" and self._user_segment > 0:
+            # The user went on: the merged turn's transcript replaces the retracted one's.
+            self._user_segment -= 1
         elif kind == "tts_chunk":
             rid = data["reply_id"]
             self._agent_chunks.setdefault(rid, []).append(data["text"])

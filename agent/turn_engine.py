@@ -222,6 +222,7 @@ class TurnEngine:
             case A.RetractUserTurn(text=text):
                 self.history.remove_last_user(text)
                 self._turn = None
+                self._emit("turn_retracted", {})
             case A.PausePlayback():
                 self._playout.pause()
             case A.ResumePlayback():

@@ -199,6 +199,25 @@ async def test_publisher_speaks_livekit_shapes_over_the_data_channel() -> None:
     assert json.loads(channel.sent[-1]["text"])["type"] == "turn"
 
 
+async def test_a_turn_the_user_went_on_with_is_published_again_under_its_segment() -> None:
+    participant = DataChannelParticipant("agent")
+    publisher = RoomPublisher(DataChannelRoom(participant), "you")  # type: ignore[arg-type]
+    publisher.start()
+    channel = FakeChannel()
+    participant.attach(channel)
+    channel.open()
+    publisher.on_event("transcript", {"text": "Please remember my number.", "final": True})
+    publisher.on_event("turn_retracted", {})
+    publisher.on_event("transcript", {"text": "four two seven", "final": False})
+    publisher.on_event("transcript", {"text": "Please remember my number, four two seven.",
+                                      "final": True})
+    publisher.on_event("transcript", {"text": "And my name?", "final": True})
+    await publisher.aclose()
+    segments = [(m["attributes"]["lk.segment_id"], m["text"]) for m in channel.sent
+                if m.get("topic") == "lk.transcription"]
+    assert [seg for seg, _ in segments] == ["user-0", "user-0", "user-0", "user-1"]
+
+
 def test_messages_after_the_channel_closed_are_dropped() -> None:
     participant = DataChannelParticipant("agent")
     channel = FakeChannel()

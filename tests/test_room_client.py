@@ -66,3 +66,19 @@ async def test_a_failing_disconnect_is_logged_and_the_readers_still_stop(
         await user.close()
     assert all(t.cancelled() for t in user._tasks)
     assert "leaving room failing: RuntimeError: engine is closed" in caplog.text
+
+
+async def test_final_texts_keep_the_latest_stream_of_each_segment() -> None:
+    user = RoomUser("ws://127.0.0.1:1", "token")
+
+    def said(text: str, segment: str, final: bool = True) -> room_client.Transcription:
+        attributes = {"lk.segment_id": segment, "lk.transcription_final": str(final).lower()}
+        return room_client.Transcription(time.monotonic(), "user-1", text, attributes)
+
+    user.transcripts += [said("Please remember my number.", "user-0"),
+                         said("four two", "user-0", final=False),
+                         said("Please remember my number, four two seven.", "user-0"),
+                         said("And my name?", "user-1")]
+    assert user.final_texts("user-1") == ["Please remember my number, four two seven.",
+                                          "And my name?"]
+    assert user.final_texts("agent") == []
