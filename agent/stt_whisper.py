@@ -417,6 +417,8 @@ class WhisperSTTStream:
         self._closed = True
         utt = self._utt
         utt.cancel()
+        while not self._partials.empty():  # "until aclose()": none still queued comes out
+            self._partials.get_nowait()
         self._publish(None)
         if utt.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
@@ -597,6 +599,8 @@ class WhisperSTTStream:
         return generate(encoded, seconds, prefix, context)
 
     def _publish(self, item: Transcript | None) -> None:
+        if self._closed and item is not None:
+            return
         if self._partials.full():  # nobody is reading: keep the newest
             self._partials.get_nowait()
         self._partials.put_nowait(item)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.bench_measure import wait_until
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
 from agent.stt_whisper import (
@@ -305,10 +306,10 @@ async def test_aclose_stops_decoding_and_partials(stt: WhisperSTT, beckett: np.n
     stream = stt.stream()
     partials = stream.partials()
     await push_frames(stream, beckett[: 2 * INPUT_RATE], realtime=False)  # a partial is due
-    await asyncio.sleep(0.05)
+    assert await wait_until(lambda: not stream._partials.empty(), 30)  # queued, unread
     await stream.aclose()
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
-    assert [p async for p in partials] == []
+    assert [p async for p in partials] == []  # nothing comes out after aclose()
     stream.push(beckett[:FRAME_SAMPLES])  # ignored after close
 
 
