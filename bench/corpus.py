@@ -19,6 +19,7 @@ import importlib.util
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -343,3 +344,25 @@ def scripted_replies(items: Sequence[Utterance | BargeIn]) -> list[str]:
         else:
             replies.append(item.answer)
     return replies
+
+
+class _Kinded(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+
+K = TypeVar("K", bound=_Kinded)
+
+
+def first_of_kinds(items: Sequence[K], kinds: Sequence[str] | None = None,
+                   per_kind: int | None = None) -> list[K]:
+    """The items of `kinds` (all for None), at most the first `per_kind` of each, in order."""
+    taken: dict[str, int] = {}
+    chosen = []
+    for item in items:
+        if kinds is not None and item.kind not in kinds:
+            continue
+        taken[item.kind] = taken.get(item.kind, 0) + 1
+        if per_kind is None or taken[item.kind] <= per_kind:
+            chosen.append(item)
+    return chosen

@@ -43,6 +43,7 @@ from bench.corpus import (
     cached_speech,
     espeak_name,
     espeak_speech,
+    first_of_kinds,
     recording_cuts,
     spoken,
     voiced_span,
@@ -140,15 +141,7 @@ def select(
 ) -> list[ListenUtterance]:
     """The items of `conditions` (all for None), at most the first `per_condition` of each."""
     check_conditions(conditions)
-    taken: dict[str, int] = {}
-    chosen = []
-    for item in items:
-        if conditions is not None and item.kind not in conditions:
-            continue
-        taken[item.kind] = taken.get(item.kind, 0) + 1
-        if per_condition is None or taken[item.kind] <= per_condition:
-            chosen.append(item)
-    return chosen
+    return first_of_kinds(items, conditions, per_condition)
 
 
 async def listen_speech(text: str, voice: str, cache_dir: Path = CACHE_DIR) -> np.ndarray:

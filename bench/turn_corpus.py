@@ -45,6 +45,7 @@ from bench.corpus import (
     cached_speech,
     espeak_name,
     espeak_speech,
+    first_of_kinds,
     over_long_answer,
     quiet_gaps,
     spoken,
@@ -131,15 +132,7 @@ def select(
 ) -> list[Utterance | BargeIn]:
     """The items of `kinds` (all for None), at most the first `per_kind` of each."""
     check_kinds(kinds)
-    taken: dict[str, int] = {}
-    chosen = []
-    for item in items:
-        if kinds is not None and item.kind not in kinds:
-            continue
-        taken[item.kind] = taken.get(item.kind, 0) + 1
-        if per_kind is None or taken[item.kind] <= per_kind:
-            chosen.append(item)
-    return chosen
+    return first_of_kinds(items, kinds, per_kind)
 
 
 def check_kinds(kinds: Sequence[str] | None) -> None:
