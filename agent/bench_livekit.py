@@ -211,7 +211,7 @@ class LiveKitBench:
 def user_finals(user: Any, transcripts: list[Any]) -> list[str]:
     """The final `lk.transcription` texts among `transcripts` that transcribe `user`'s own
     microphone track (voxroom and AgentSession both name it in lk.transcribed_track_id)."""
-    from agent.room_session import ATTR_TRACK_ID
+    from agent.protocol import ATTR_TRACK_ID
 
     mine = set(user.room.local_participant.track_publications)
     return [t.text for t in transcripts if t.final and t.attributes.get(ATTR_TRACK_ID) in mine]

@@ -48,15 +48,35 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.client_topics import TOPIC_COPILOT
-from agent.copilot_voice import (
-    MAX_CONTROL_CHARS,
-    TOPIC_COPILOT_CONTROL,
-    SpokenAnswerSink,
-    parse_control,
-)
+from agent.copilot_voice import MAX_CONTROL_CHARS, SpokenAnswerSink, parse_control
 from agent.engines import INPUT_RATE
-from agent.room_session import TOPIC_TRANSCRIPTION, transcription_attributes
+from agent.protocol import (
+    ATTR_AGENT_STATE,
+    ATTR_ANSWER_FINAL,
+    ATTR_ANSWER_ID,
+    ATTR_ANSWER_STATUS,
+    ATTR_BRIDGE_CANDIDATE,
+    ATTR_CONTEXT_NAME,
+    ATTR_DOCUMENTS_FIT,
+    ATTR_QUESTION,
+    ATTR_SPEAK,
+    ATTR_SPEAKER,
+    ATTR_WARM_PIECES,
+    BRIDGE_IDENTITY_PREFIX,
+    COPILOT_VOICE_TRACK,
+    DOCUMENT_KEYS,
+    KEY_CANDIDATE,
+    KEY_MODE,
+    MEETING_TRACK,
+    MODES,
+    SPEAKER_INTERVIEWER,
+    TOPIC_CONTEXT,
+    TOPIC_CONTEXT_STATUS,
+    TOPIC_COPILOT,
+    TOPIC_COPILOT_CONTROL,
+    TOPIC_TRANSCRIPTION,
+    transcription_attributes,
+)
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -67,34 +87,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MEETING_TRACK = "meeting-audio"  # room_bridge.bridge.MEETING_TRACK
-BRIDGE_IDENTITY_PREFIX = "meeting-bridge-"  # room_bridge.cli's default identity
-# On a bridge's token: the identity of the candidate it serves (agent.tokens.create_bridge_token).
-ATTR_BRIDGE_CANDIDATE = "voxroom.bridge.candidate"
-KEY_MODE = "voxroom.mode"
-MODES = ("voice", "copilot")
-KEY_CANDIDATE = "voxroom.candidate"
-DOCUMENT_KEYS = {"voxroom.resume": "resume", "voxroom.job_description": "job_description"}
 CONTEXT_DIR_ENV = "VOXROOM_CONTEXT_DIR"
-TOPIC_CONTEXT = "voxroom.context"
-TOPIC_CONTEXT_STATUS = "voxroom.context.status"
-ATTR_CONTEXT_NAME = "voxroom.context.name"
-ATTR_ANSWER_ID = "voxroom.copilot.answer_id"
-ATTR_QUESTION = "voxroom.copilot.question"
-ATTR_FINAL = "voxroom.copilot.final"
-ATTR_STATUS = "voxroom.copilot.status"
-ATTR_AGENT_STATE = "lk.agent.state"
-ATTR_SPEAK = "voxroom.copilot.speak"  # "true" | "false" | "unavailable" (no TTS)
-# How many document pieces the LLM's prompt cache holds as the shared prefix ("0" at first):
-# answers are fastest once it counts every piece the documents were indexed into.
-ATTR_WARM_PIECES = "voxroom.copilot.warm_pieces"
-# "false" when the documents are too long to be that prefix: every answer then carries the
-# pieces nearest to its question, and warm_pieces stays "0".
-ATTR_DOCUMENTS_FIT = "voxroom.copilot.documents_fit"
-# On the `lk.transcription` streams of what the copilot heard of the meeting: "interviewer".
-ATTR_SPEAKER = "voxroom.speaker"
-SPEAKER_INTERVIEWER = "interviewer"
-VOICE_TRACK = "copilot-voice"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
@@ -202,7 +195,7 @@ class LiveKitAnswerSink:
             destination_identities=[self._candidate],
             topic=TOPIC_COPILOT,
             attributes={ATTR_ANSWER_ID: str(answer_id), ATTR_QUESTION: question,
-                        ATTR_FINAL: "false"},
+                        ATTR_ANSWER_FINAL: "false"},
         )
 
     async def write(self, answer_id: int, text: str) -> None:
@@ -211,7 +204,7 @@ class LiveKitAnswerSink:
     async def close(self, answer_id: int, status: str) -> None:
         writer = self._writers.pop(answer_id, None)
         if writer is not None:
-            await writer.aclose(attributes={ATTR_FINAL: "true", ATTR_STATUS: status})
+            await writer.aclose(attributes={ATTR_ANSWER_FINAL: "true", ATTR_ANSWER_STATUS: status})
 
 
 class CopilotSession:
@@ -548,7 +541,7 @@ class CopilotSession:
                 rtc.ParticipantTrackPermission(participant_identity=self.candidate,
                                                allow_all=True)])
         source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
-        track = rtc.LocalAudioTrack.create_audio_track(VOICE_TRACK, source)
+        track = rtc.LocalAudioTrack.create_audio_track(COPILOT_VOICE_TRACK, source)
         await lp.publish_track(
             track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
         playout = Playout(LiveKitAudioSink(source))

@@ -24,7 +24,6 @@ from tts.chunker import make_chunker
 
 log = logging.getLogger(__name__)
 
-TOPIC_COPILOT_CONTROL = "voxroom.copilot.control"
 MAX_CONTROL_CHARS = 1000
 
 

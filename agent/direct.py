@@ -37,6 +37,7 @@ from aiohttp import web
 
 from agent.engines import INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.frame_guard import FrameRechunker
+from agent.protocol import DIRECT_CHANNEL_LABEL
 from agent.room_session import OUTPUT_RATE, RoomPublisher
 from agent.web_server import (
     WebSettings,
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 
 USER_IDENTITY = "you"
 AGENT_IDENTITY = "agent"
-CHANNEL_LABEL = "voxroom"
 OUTPUT_FRAME_MS = 20
 MAX_SDP_CHARS = 64_000
 
@@ -286,7 +286,7 @@ class DirectSession:
 
         @pc.on("datachannel")
         def on_datachannel(channel: Any) -> None:
-            if channel.label == CHANNEL_LABEL:
+            if channel.label == DIRECT_CHANNEL_LABEL:
                 participant.attach(channel)
 
         @pc.on("track")

@@ -17,7 +17,17 @@ import numpy as np
 from livekit import rtc
 
 from agent.ffi_router import bind_audio_stream
-from agent.room_session import ATTR_FINAL, ATTR_SEGMENT_ID, TOPIC_TRANSCRIPTION, LiveKitAudioSink
+from agent.protocol import (
+    ATTR_AGENT_STATE,
+    ATTR_CONTEXT_NAME,
+    ATTR_SEGMENT_ID,
+    ATTR_TRANSCRIPTION_FINAL,
+    TOPIC_CONTEXT,
+    TOPIC_CONTEXT_STATUS,
+    TOPIC_COPILOT,
+    TOPIC_TRANSCRIPTION,
+)
+from agent.room_session import LiveKitAudioSink
 from agent.timeouts import finish_within
 
 RATE = 16_000
@@ -38,7 +48,7 @@ class Transcription:
 
     @property
     def final(self) -> bool:
-        return self.attributes.get(ATTR_FINAL) == "true"
+        return self.attributes.get(ATTR_TRANSCRIPTION_FINAL) == "true"
 
 
 async def _read_transcription(
@@ -105,12 +115,12 @@ class RoomUser:
     def _on_participant(self, p: rtc.RemoteParticipant) -> None:
         if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
             self.agent_identity = p.identity
-            if state := p.attributes.get("lk.agent.state"):
+            if state := p.attributes.get(ATTR_AGENT_STATE):
                 self.states.append((time.monotonic(), state))
 
     def _on_attributes(self, changed: dict[str, str], p: rtc.Participant) -> None:
-        if "lk.agent.state" in changed:
-            self.states.append((time.monotonic(), changed["lk.agent.state"]))
+        if ATTR_AGENT_STATE in changed:
+            self.states.append((time.monotonic(), changed[ATTR_AGENT_STATE]))
 
     def _on_track(self, track: rtc.Track, _pub: rtc.RemoteTrackPublication,
                   p: rtc.RemoteParticipant) -> None:
@@ -227,8 +237,6 @@ class CopilotClient:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def join(self, url: str, token: str) -> None:
-        from agent.client_topics import TOPIC_COPILOT
-        from agent.copilot import TOPIC_CONTEXT_STATUS
 
         self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
         self.room.register_text_stream_handler(TOPIC_CONTEXT_STATUS, self._on_receipt)
@@ -240,7 +248,6 @@ class CopilotClient:
                      if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT), None)
 
     async def send_document(self, to: str, name: str, text: str) -> None:
-        from agent.copilot import ATTR_CONTEXT_NAME, TOPIC_CONTEXT
 
         await self.room.local_participant.send_text(
             text, topic=TOPIC_CONTEXT, destination_identities=[to],

@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.client_topics import TOPIC_METRICS, turn_metrics_message
 from agent.engines import INPUT_RATE
+from agent.protocol import (
+    AGENT_VOICE_TRACK,
+    ATTR_AGENT_STATE,
+    TOPIC_METRICS,
+    TOPIC_TRANSCRIPTION,
+    transcription_attributes,
+    turn_metrics_message,
+)
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -24,21 +31,8 @@ log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 48_000
 SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
-ATTR_AGENT_STATE = "lk.agent.state"
-TOPIC_TRANSCRIPTION = "lk.transcription"
-ATTR_SEGMENT_ID = "lk.segment_id"
-ATTR_TRACK_ID = "lk.transcribed_track_id"
-ATTR_FINAL = "lk.transcription_final"
 PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-dispatch
 
-
-def transcription_attributes(segment: str, *, final: bool, track_id: str = "") -> dict[str, str]:
-    """The attributes of an `lk.transcription` stream: its segment, whether it is final, and
-    the track it transcribes (when known)."""
-    attributes = {ATTR_SEGMENT_ID: segment, ATTR_FINAL: "true" if final else "false"}
-    if track_id:
-        attributes[ATTR_TRACK_ID] = track_id
-    return attributes
 
 
 class LiveKitAudioSink:
@@ -198,7 +192,7 @@ async def run_room_session(
     from agent.turn_engine import TurnEngine
 
     source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
-    track = rtc.LocalAudioTrack.create_audio_track("agent-voice", source)
+    track = rtc.LocalAudioTrack.create_audio_track(AGENT_VOICE_TRACK, source)
     options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
     publication = await room.local_participant.publish_track(track, options)
 

@@ -25,9 +25,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 
 from agent.config import LiveKitSettings, load_settings
-from agent.copilot import ATTR_BRIDGE_CANDIDATE, DOCUMENT_KEYS, KEY_CANDIDATE, KEY_MODE
-
-KEY_USER = "voxroom.user"  # dispatch or room metadata: the identity the agent serves
+from agent.protocol import ATTR_BRIDGE_CANDIDATE, DOCUMENT_KEYS, KEY_CANDIDATE, KEY_MODE, KEY_USER
 
 # The secret of `livekit-server --dev`, the default in agent/config.py.
 _DEV_SECRET = LiveKitSettings().api_secret

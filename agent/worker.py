@@ -323,7 +323,7 @@ def served_identity(job_metadata: str, room_metadata: str) -> str | None:
     """The user the agent serves, when the dispatch's (or else the room's) metadata names one
     under `voxroom.user`; None: the first participant to join."""
     from agent.copilot import read_metadata
-    from agent.tokens import KEY_USER
+    from agent.protocol import KEY_USER
 
     for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
         named = read_metadata(text, where, warn=False).get(KEY_USER)

@@ -42,16 +42,16 @@ import numpy as np
 
 from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
 from agent.bench_measure import require
-from agent.copilot import (
+from agent.livekit_server import LiveKitServer
+from agent.loadtest import Usage
+from agent.protocol import (
+    ATTR_ANSWER_STATUS,
     ATTR_QUESTION,
-    ATTR_STATUS,
     ATTR_WARM_PIECES,
     KEY_CANDIDATE,
     KEY_MODE,
     MEETING_TRACK,
 )
-from agent.livekit_server import LiveKitServer
-from agent.loadtest import Usage
 from agent.room_client import CopilotAnswer, CopilotClient, RoomUser
 from agent.tokens import create_join_token
 from bench.copilot_bench import (
@@ -217,7 +217,7 @@ def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> d
     return {"question": question, "answered": True,
             "heard": answer.attributes.get(ATTR_QUESTION, ""),
             "first_words_ms": ms(answer.first_words_at), "whole_answer_ms": ms(answer.done_at),
-            "status": answer.attributes.get(ATTR_STATUS, ""), "answer": text,
+            "status": answer.attributes.get(ATTR_ANSWER_STATUS, ""), "answer": text,
             "answer_words": word_count(text)}
 
 

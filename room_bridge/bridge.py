@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.protocol import BRIDGE_MIC_TRACK, MEETING_TRACK
 from room_bridge.capture import LoopbackCapture
 from room_bridge.echo_gate import EchoGate
 from room_bridge.frames import now_ms
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MEETING_TRACK = "meeting-audio"
-MIC_TRACK = "user-mic"
 # The AudioSource's own queue, and the most queued audio a frame may find: a frame that
 # would wait longer is dropped, so a stall never turns into lasting delay.
 SOURCE_QUEUE_MS = 100
@@ -100,7 +99,7 @@ class RoomBridge:
         self._token_source = token_source
         self._captures = {MEETING_TRACK: meeting}
         if mic is not None:
-            self._captures[MIC_TRACK] = mic
+            self._captures[BRIDGE_MIC_TRACK] = mic
         self.gate = gate
         self._player = player
         self.stats = {name: TrackStats() for name in self._captures}

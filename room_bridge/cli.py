@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from agent.protocol import BRIDGE_IDENTITY_PREFIX
+
 SUMMARY_PREFIX = "voxroom bridge summary: "
 
 
@@ -30,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     room.add_argument("--token", help="join token; without it one is made from the API key")
     room.add_argument("--room", help="room to join (with the API key and secret of the settings)")
     room.add_argument(
-        "--identity", default=f"meeting-bridge-{socket.gethostname()}",
+        "--identity", default=f"{BRIDGE_IDENTITY_PREFIX}{socket.gethostname()}",
         help="participant identity (default: meeting-bridge-<hostname>)",
     )
     room.add_argument("--name", default="Meeting audio", help="display name")

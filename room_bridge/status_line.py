@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import sys
 
-from room_bridge.bridge import MEETING_TRACK, MIC_TRACK, BridgeStatus
+from agent.protocol import BRIDGE_MIC_TRACK, MEETING_TRACK
+from room_bridge.bridge import BridgeStatus
 from room_bridge.levels import meter_bar
 
-_SHORT = {MEETING_TRACK: "meeting", MIC_TRACK: "mic"}
+_SHORT = {MEETING_TRACK: "meeting", BRIDGE_MIC_TRACK: "mic"}
 CLEAR_LINE = "\r\x1b[2K"
 
 

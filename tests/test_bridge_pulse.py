@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from livekit import api, rtc
 
-from agent.copilot import ATTR_BRIDGE_CANDIDATE
 from agent.livekit_server import LiveKitServer
+from agent.protocol import ATTR_BRIDGE_CANDIDATE
 from agent.tokens import create_join_token
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 from tests.speech import RATE, espeak

@@ -15,8 +15,9 @@ from livekit import api, rtc
 from agent.config import LiveKitSettings
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from agent.livekit_server import LiveKitServer
+from agent.protocol import MEETING_TRACK
 from agent.tokens import create_join_token
-from room_bridge.bridge import MEETING_TRACK, BridgeError, RoomBridge
+from room_bridge.bridge import BridgeError, RoomBridge
 from room_bridge.frames import CapturedFrame, FrameQueue, now_ms
 
 pytestmark = [

@@ -21,17 +21,17 @@ import soundfile as sf
 from livekit import api
 
 from agent.bench_measure import require
-from agent.copilot import (
-    ATTR_FINAL,
-    ATTR_QUESTION,
-    ATTR_SPEAKER,
-    ATTR_STATUS,
-    ATTR_WARM_PIECES,
-    SPEAKER_INTERVIEWER,
-)
 from agent.engines import ChatMessage
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
+from agent.protocol import (
+    ATTR_ANSWER_FINAL,
+    ATTR_ANSWER_STATUS,
+    ATTR_QUESTION,
+    ATTR_SPEAKER,
+    ATTR_WARM_PIECES,
+    SPEAKER_INTERVIEWER,
+)
 from agent.room_client import CopilotAnswer, CopilotClient
 from agent.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
@@ -146,8 +146,8 @@ async def test_the_candidate_gets_a_written_answer_that_uses_the_resume(
                 assert len(candidate.answers) == 1
                 heard = answer.attributes[ATTR_QUESTION].lower()
                 assert "university" in heard and "study" in heard, heard
-                assert answer.attributes[ATTR_FINAL] == "true"
-                assert answer.attributes[ATTR_STATUS] == "complete"
+                assert answer.attributes[ATTR_ANSWER_FINAL] == "true"
+                assert answer.attributes[ATTR_ANSWER_STATUS] == "complete"
                 assert answer.text == REPLY
                 assert len(answer.chunks) > 3  # streamed, not sent whole
                 # What the agent heard, for the candidate's transcript: the interviewer's.
@@ -187,7 +187,7 @@ async def test_the_bundled_llm_answers_about_the_resume(
         candidate, intruder, answer, first_ms = await interview(
             livekit_server, pulse, wav, speech_end_s, "copilot-bundled")
         try:
-            assert answer.attributes[ATTR_STATUS] == "complete"
+            assert answer.attributes[ATTR_ANSWER_STATUS] == "complete"
             text = answer.text.lower()
             keywords = ("munich", "technical university", "computer science", "master")
             assert any(k in text for k in keywords), answer.text

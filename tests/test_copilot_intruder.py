@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from agent.bench_measure import require
-from agent.copilot import (
+from agent.livekit_server import LiveKitServer
+from agent.protocol import (
     ATTR_AGENT_STATE,
+    ATTR_ANSWER_STATUS,
     ATTR_BRIDGE_CANDIDATE,
     ATTR_QUESTION,
-    ATTR_STATUS,
     MEETING_TRACK,
 )
-from agent.livekit_server import LiveKitServer
 from agent.room_client import CopilotClient, RoomUser
 from agent.tokens import copilot_metadata, create_bridge_token, create_join_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
@@ -113,7 +113,7 @@ async def test_only_the_candidates_bridge_is_heard(
             # Anything of the intruders' (asked seconds before) would have reached the
             # candidate before this answer was complete.
             [answer] = candidate.answers
-            assert answer.attributes[ATTR_STATUS] == "complete"
+            assert answer.attributes[ATTR_ANSWER_STATUS] == "complete"
             heard = answer.attributes[ATTR_QUESTION].lower()
             assert "university" in heard, heard
             assert answer.text.strip() == REPLY.strip()

@@ -11,13 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.client_topics import TOPIC_COPILOT
 from agent.copilot import (
-    ATTR_BRIDGE_CANDIDATE,
-    ATTR_FINAL,
-    ATTR_QUESTION,
-    ATTR_STATUS,
-    MEETING_TRACK,
     LiveKitAnswerSink,
     bridges_for,
     context_file,
@@ -25,6 +19,14 @@ from agent.copilot import (
     parse_metadata,
     read_metadata,
     requested_mode,
+)
+from agent.protocol import (
+    ATTR_ANSWER_FINAL,
+    ATTR_ANSWER_STATUS,
+    ATTR_BRIDGE_CANDIDATE,
+    ATTR_QUESTION,
+    MEETING_TRACK,
+    TOPIC_COPILOT,
 )
 
 COPILOT = json.dumps({"voxroom.mode": "copilot"})
@@ -149,4 +151,4 @@ async def test_answers_are_streamed_to_the_candidate_alone() -> None:
     assert stream["topic"] == TOPIC_COPILOT
     assert stream["attributes"][ATTR_QUESTION] == "Why us?"
     assert stream["written"] == ["- Because"]
-    assert stream["closed"] == {ATTR_FINAL: "true", ATTR_STATUS: "complete"}
+    assert stream["closed"] == {ATTR_ANSWER_FINAL: "true", ATTR_ANSWER_STATUS: "complete"}

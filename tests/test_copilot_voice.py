@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from agent.audio_sink import TimelineSink
-from agent.copilot import ATTR_SPEAK, CopilotSession
+from agent.copilot import CopilotSession
 from agent.copilot_voice import SpokenAnswerSink, parse_control
 from agent.playout import Playout
+from agent.protocol import ATTR_SPEAK
 from tests.virtual_time import run_virtual
 
 RATE = 48_000

@@ -15,12 +15,17 @@ import pytest
 from livekit import api, rtc
 
 from agent.bench_measure import require
-from agent.client_topics import TOPIC_COPILOT
-from agent.copilot import ATTR_SPEAK, MEETING_TRACK, VOICE_TRACK, CopilotSession
-from agent.copilot_voice import TOPIC_COPILOT_CONTROL
+from agent.copilot import CopilotSession
 from agent.engines import Transcript
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
+from agent.protocol import (
+    ATTR_SPEAK,
+    COPILOT_VOICE_TRACK,
+    MEETING_TRACK,
+    TOPIC_COPILOT,
+    TOPIC_COPILOT_CONTROL,
+)
 from agent.tokens import create_bridge_token, create_join_token
 from tests.speech import RATE, espeak, with_silence
 
@@ -98,7 +103,7 @@ class Listener:
 
     def _on_track(self, track: rtc.Track, pub: rtc.RemoteTrackPublication,
                   _p: rtc.RemoteParticipant) -> None:
-        if pub.name == VOICE_TRACK:
+        if pub.name == COPILOT_VOICE_TRACK:
             self.voice_subscribed = True
             self._spawn(self._record(track))
 
@@ -184,7 +189,7 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         assert intruder.answers == []
         assert not intruder.voice_subscribed and intruder.voiced_frames == 0
         publication = next(p for p in intruder.room.remote_participants["copilot-agent"]
-                           .track_publications.values() if p.name == VOICE_TRACK)
+                           .track_publications.values() if p.name == COPILOT_VOICE_TRACK)
         assert not publication.subscribed  # visible to everyone, hearable by the candidate only
         assert session.engine.answers[0].status == "complete"
     finally:

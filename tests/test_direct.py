@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.client_topics import TOPIC_METRICS
 from agent.direct import (
     DataChannelParticipant,
     DataChannelRoom,
@@ -31,6 +30,7 @@ from agent.direct import (
 )
 from agent.engines import FRAME_SAMPLES
 from agent.llm_scripted import ScriptedLLM
+from agent.protocol import TOPIC_METRICS
 from agent.room_session import RoomPublisher
 from agent.web_server import WebSettings
 from tests.agent_process import scripted_llm_env

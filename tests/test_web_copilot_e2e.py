@@ -15,9 +15,9 @@ import pytest
 
 from agent.config import Settings
 from agent.context_index import chunk_document, document_text
-from agent.copilot import MEETING_TRACK, VOICE_TRACK
 from agent.livekit_server import LiveKitServer
 from agent.llm_scripted import ScriptedLLM
+from agent.protocol import COPILOT_VOICE_TRACK, MEETING_TRACK
 from agent.room_client import RoomUser
 from agent.tokens import create_bridge_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
@@ -113,7 +113,8 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
                 f"window.__levels.some(([, level]) => level > {AUDIBLE_RMS})", timeout=30_000)
             # It receives the agent's voice and nothing else: not the meeting-audio it does not
             # play (the room is joined with autoSubscribe off).
-            assert await page.evaluate("window.__voxroom.subscribedAudio()") == [VOICE_TRACK]
+            subscribed = await page.evaluate("window.__voxroom.subscribedAudio()")
+            assert subscribed == [COPILOT_VOICE_TRACK]
             question = await answer.locator(".question").text_content() or ""
             text = await answer.locator(".text").text_content() or ""
             # The transcript panel shows what the copilot heard, as the interviewer's words.
