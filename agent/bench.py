@@ -224,8 +224,8 @@ async def _simulate(
     items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any
 ) -> list[ItemResult]:
     from agent.bench_simulate import run_simulate
-    from agent.engine_loader import open_llm
     from agent.llm_scripted import ScriptedLLM
+    from agent.providers import open_llm
     from bench.corpus import scripted_answers, scripted_replies
 
     script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)

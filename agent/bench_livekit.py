@@ -85,8 +85,8 @@ class LiveKitBench:
         await self._stack.aclose()
 
     async def _start_llm(self) -> None:
-        from agent.llm_factory import parse_llm_spec
         from agent.llm_scripted import ScriptedLLM
+        from agent.providers import parse_llm_spec
         from agent.scripted_llm_server import scripted_llm_server
         from bench.corpus import scripted_answers, scripted_replies
 

@@ -153,7 +153,7 @@ async def run_simulate(
 ) -> list[ItemResult]:
     """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
     from agent.config import load_settings
-    from agent.engine_loader import load_speech_engines
+    from agent.providers import load_speech_engines
     from agent.turn_detector import load_detector
 
     settings = load_settings()

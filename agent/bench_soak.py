@@ -106,8 +106,8 @@ async def run_soak(
     """Say `items` (bench.corpus questions and barge-ins) over and over to one conversation
     for `minutes`."""
     from agent.audio_sink import TimelineSink
-    from agent.engine_loader import load_speech_engines
     from agent.history import ChatHistory
+    from agent.providers import load_speech_engines
     from agent.simulate import OUTPUT_RATE
     from agent.turn_engine import TurnEngine
 

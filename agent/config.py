@@ -26,6 +26,12 @@ class LiveKitSettings:
     agent_name: str = "voxroom"
 
 
+# The providers of each engine (agent.providers has a factory for each name).
+LLM_PROVIDERS = ("local", "openai")
+STT_PROVIDERS = ("whisper", "deepgram")
+TTS_PROVIDERS = ("piper", "openai")
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     # "local": the bundled Qwen served by llama.cpp inside the worker;
@@ -58,9 +64,6 @@ class STTSettings:
     # speaks, so local decoding leaves the CPU to the LLM and TTS), "always", or "off" (only
     # the candidate transcript at each pause).
     partials: str = "listening"
-
-
-TTS_PROVIDERS = ("piper", "openai")
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def validate(s: Settings) -> None:
         )
     if not s.livekit.api_key or not s.livekit.api_secret:
         raise ConfigError("LIVEKIT_API_KEY and LIVEKIT_API_SECRET must both be set")
-    if s.llm.provider not in ("local", "openai"):
+    if s.llm.provider not in LLM_PROVIDERS:
         raise ConfigError(f"llm.provider must be 'local' or 'openai', got {s.llm.provider!r}")
     if s.llm.provider == "openai":
         if s.llm.base_url and urlparse(s.llm.base_url).scheme not in ("http", "https"):
@@ -213,7 +216,7 @@ def validate(s: Settings) -> None:
         raise ConfigError("llm.first_token_budget_s must be positive")
     if s.llm.max_tokens <= 0:
         raise ConfigError("llm.max_tokens must be positive")
-    if s.stt.provider not in ("whisper", "deepgram"):
+    if s.stt.provider not in STT_PROVIDERS:
         raise ConfigError(f"stt.provider must be 'whisper' or 'deepgram', got {s.stt.provider!r}")
     if s.stt.partials not in STT_PARTIALS:
         raise ConfigError(

@@ -256,7 +256,7 @@ async def _serve_direct(
     args: argparse.Namespace, settings: Settings, web_settings: WebSettings, static_dir: Path
 ) -> int:
     from agent.direct import DirectAgent, create_direct_web_app
-    from agent.engine_loader import load_speech_engines, open_llm
+    from agent.providers import load_speech_engines, open_llm
     from agent.room_session import OUTPUT_RATE
     from agent.turn_detector import load_detector
 

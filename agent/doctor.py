@@ -279,8 +279,8 @@ class Doctor:
     # ---- LLM ------------------------------------------------------------------------------
 
     async def _openai_llm(self) -> Outcome:
-        from agent.llm_factory import make_llm
         from agent.provider_checks import check_openai_llm
+        from agent.providers import make_llm
 
         verified = await check_openai_llm(self.settings.llm, timeout_s=self.timeout_s)
         llm = make_llm(self.settings.llm)
@@ -293,8 +293,8 @@ class Doctor:
     async def _local_llm(self) -> Outcome:
         from dataclasses import replace
 
-        from agent.llm_factory import make_llm
         from agent.llm_local import LocalLLMServer
+        from agent.providers import make_llm
 
         server = LocalLLMServer(n_parallel=1)
         start = time.monotonic()

@@ -76,8 +76,8 @@ async def simulate(
     pcm: np.ndarray, args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], np.ndarray, list[dict[str, Any]]]:
     from agent.config import load_settings
-    from agent.engine_loader import load_speech_engines, open_llm
     from agent.history import ChatHistory
+    from agent.providers import load_speech_engines, open_llm
     from agent.turn_engine import TurnEngine
 
     settings = load_settings(getattr(args, "config", None))

@@ -124,7 +124,7 @@ def process_engines() -> ProcessEngines:
     global _engines
     with _engines_lock:
         if _engines is None:
-            from agent.engine_loader import load_speech_engines
+            from agent.providers import load_speech_engines
             from agent.room_session import OUTPUT_RATE
             from agent.transcript_store import open_turn_store
             from agent.turn_detector import load_detector
@@ -334,7 +334,7 @@ def served_identity(job_metadata: str, room_metadata: str) -> str | None:
 
 def _process_llm(settings: Settings) -> object:
     """The LLM client of this job process, with the local fallback when configured."""
-    from agent.llm_factory import make_llm
+    from agent.providers import make_llm
 
     local_url = os.environ.get(LOCAL_LLM_URL_ENV)
     llm = make_llm(settings.llm, local_base_url=local_url)

@@ -114,8 +114,8 @@ async def run(args: argparse.Namespace) -> list[dict]:
     from agent.context_index import ContextIndex
     from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
     from agent.copilot_prefill import llama_client_for
-    from agent.engine_loader import open_llm
     from agent.models import offline_env
+    from agent.providers import open_llm
     from agent.stt_whisper import WhisperSTT
     from agent.text_embedder import MiniLMEmbedder
     from tests.speech import last_voiced_sample

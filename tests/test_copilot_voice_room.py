@@ -145,7 +145,7 @@ async def _play_question(room: rtc.Room) -> None:
 async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
     livekit_server: LiveKitServer,
 ) -> None:
-    from agent.engine_loader import load_tts
+    from agent.providers import load_tts
     from agent.room_session import OUTPUT_RATE
 
     tts = await asyncio.to_thread(load_tts, OUTPUT_RATE)

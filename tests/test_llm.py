@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import ConfigError, LLMSettings
-from agent.llm_factory import make_llm, make_llm_from_spec, parse_llm_spec
 from agent.llm_openai import LLMError, OpenAIChatLLM
 from agent.llm_scripted import ScriptedLLM
+from agent.providers import make_llm, make_llm_from_spec, parse_llm_spec
 from tests.fake_openai_server import fake_openai_server
 
 SYSTEM = {"role": "system", "content": "You are terse."}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agent.config import ConfigError, TTSSettings, load_settings
-from agent.engine_loader import load_tts
+from agent.providers import load_tts
 from agent.remote_doubles import PCM_RATE, TTSServerDouble
 from tts.openai_tts import OpenAITTS, TTSError
 

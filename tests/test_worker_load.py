@@ -76,7 +76,7 @@ def test_stock_estimate_would_refuse_the_second_of_two_simultaneous_rooms() -> N
 
 
 def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent.engine_loader
+    import agent.providers
     import agent.transcript_store
 
     calls = []
@@ -85,7 +85,7 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
         calls.append(rate)
         return object(), object()
 
-    monkeypatch.setattr(agent.engine_loader, "load_speech_engines", load)
+    monkeypatch.setattr(agent.providers, "load_speech_engines", load)
     monkeypatch.setattr(agent.transcript_store, "open_turn_store", lambda _settings: "store")
     monkeypatch.setattr(worker, "_engines", None)
     procs = [SimpleNamespace(userdata={}) for _ in range(8)]

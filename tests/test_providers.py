@@ -1,5 +1,5 @@
-"""The STT is chosen by `stt.provider`: Deepgram when configured (against the fake Deepgram
-server), the bundled Whisper by default."""
+"""The engines are chosen by provider name. The STT by `stt.provider`: Deepgram when configured
+(against the fake Deepgram server), the bundled Whisper by default."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from agent.config import STTSettings
-from agent.engine_loader import load_speech_engines, load_stt
+from agent.providers import load_speech_engines, load_stt
 from agent.stt_deepgram import DeepgramSTT
 from tests.fake_deepgram import FakeDeepgram, silence, speech
 
@@ -31,3 +31,12 @@ def test_whisper_stays_the_default() -> None:
     assert isinstance(stt, WhisperSTT)
     assert isinstance(tts, PiperTTS) and tts.sample_rate == 16_000
     assert isinstance(load_stt(STTSettings()), WhisperSTT)
+
+
+def test_every_configurable_provider_has_a_factory() -> None:
+    """agent.config validates the names; agent.providers builds the engines they name."""
+    from agent import config, providers
+
+    assert set(providers.STT_PROVIDERS) == set(config.STT_PROVIDERS)
+    assert set(providers.TTS_PROVIDERS) == set(config.TTS_PROVIDERS)
+    assert set(providers.LLM_PROVIDERS) == set(config.LLM_PROVIDERS)
