@@ -65,7 +65,7 @@ sysdeps:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
 
 livekit-server: venv
-	$(VENV)/bin/python -m agent.livekit_server --ensure
+	$(VENV)/bin/python -m agent.ops.livekit_server --ensure
 
 models: venv
 	$(VENV)/bin/voxroom models

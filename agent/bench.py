@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 def _soak(items: list[Any], args: argparse.Namespace) -> int:
     from agent.bench_soak import format_soak, run_soak
     from agent.config import load_settings
-    from agent.llm_scripted import ScriptedLLM
+    from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
 
     settings = load_settings(getattr(args, "config", None))
@@ -224,8 +224,8 @@ async def _simulate(
     items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any
 ) -> list[ItemResult]:
     from agent.bench_simulate import run_simulate
-    from agent.llm_scripted import ScriptedLLM
     from agent.providers import open_llm
+    from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
 
     script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)

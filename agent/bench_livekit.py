@@ -67,7 +67,7 @@ class LiveKitBench:
         self.llm_model = ""
 
     async def __aenter__(self) -> LiveKitBench:
-        from agent.livekit_server import LiveKitServer
+        from agent.ops.livekit_server import LiveKitServer
 
         if self.args.log_dir is not None:
             self.dir = self.args.log_dir
@@ -85,9 +85,9 @@ class LiveKitBench:
         await self._stack.aclose()
 
     async def _start_llm(self) -> None:
-        from agent.llm_scripted import ScriptedLLM
         from agent.providers import parse_llm_spec
-        from agent.scripted_llm_server import scripted_llm_server
+        from agent.testing.scripted_llm import ScriptedLLM
+        from agent.testing.scripted_llm_server import scripted_llm_server
         from bench.corpus import scripted_answers, scripted_replies
 
         a = self.args
@@ -101,7 +101,7 @@ class LiveKitBench:
             self.llm_url = await self._stack.enter_async_context(scripted_llm_server(llm))
             self.llm_model = "scripted"
         elif kind == "local":
-            from agent.llm_local import DEFAULT_MODEL_NAME, LocalLLMServer
+            from agent.llm.llama_server import DEFAULT_MODEL_NAME, LocalLLMServer
 
             local = LocalLLMServer()
             self.llm_url = await asyncio.to_thread(local.start)
@@ -116,7 +116,7 @@ class LiveKitBench:
                   agentsession: str | None = None) -> None:
         """All items through one worker: voxroom's, or AgentSession in `agentsession` config."""
         from agent.room_client import RoomUser
-        from agent.tokens import create_join_token
+        from agent.transports.tokens import create_join_token
 
         tag = agentsession or "voxroom"
         log = self.dir / f"worker-{tag}.log"
@@ -369,7 +369,7 @@ def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, f
                            store_path: Path) -> None:
     """The stored turns' latencies, to the item during which each turn ended: a question's
     last turn, a barge-in's or backchannel's first (the answer spoken over)."""
-    from agent.transcript_store import TranscriptStore
+    from agent.store.transcripts import TranscriptStore
 
     if not store_path.exists():
         return

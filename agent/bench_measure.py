@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from agent.bench_wer import wer_by_kind
-from agent.turn_metrics import percentiles
+from agent.voice.turn_metrics import percentiles
 
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
 BLOCK_S = 0.010

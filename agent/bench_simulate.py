@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.apps.simulate import OUTPUT_RATE
 from agent.bench_measure import (
     HeardAudio,
     ItemClock,
@@ -26,7 +27,6 @@ from agent.bench_measure import (
 )
 from agent.bench_wer import final_transcript
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
-from agent.simulate import OUTPUT_RATE
 
 LEAD_S = 0.5  # silence before the user speaks
 IDLE_S = 0.3  # the agent is done once it has been idle this long
@@ -46,9 +46,9 @@ async def run_item(
 ) -> ItemResult:
     """Say one corpus item (bench.corpus.Utterance or BargeIn, of any kind) to a fresh turn
     engine."""
-    from agent.audio_sink import TimelineSink
-    from agent.history import ChatHistory
-    from agent.turn_engine import TurnEngine
+    from agent.audio.sinks import TimelineSink
+    from agent.llm.history import ChatHistory
+    from agent.voice.engine import TurnEngine
 
     barge_in = hasattr(item, "interruption")
     question = item.question if barge_in else item
@@ -154,7 +154,7 @@ async def run_simulate(
     """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
     from agent.config import load_settings
     from agent.providers import load_speech_engines
-    from agent.turn_detector import load_detector
+    from agent.voice.turn_detector import load_detector
 
     settings = load_settings()
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt)

@@ -105,11 +105,11 @@ async def run_soak(
 ) -> SoakResult:
     """Say `items` (bench.corpus questions and barge-ins) over and over to one conversation
     for `minutes`."""
-    from agent.audio_sink import TimelineSink
-    from agent.history import ChatHistory
+    from agent.apps.simulate import OUTPUT_RATE
+    from agent.audio.sinks import TimelineSink
+    from agent.llm.history import ChatHistory
     from agent.providers import load_speech_engines
-    from agent.simulate import OUTPUT_RATE
-    from agent.turn_engine import TurnEngine
+    from agent.voice.engine import TurnEngine
 
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
     clock = time.monotonic

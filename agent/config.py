@@ -77,12 +77,12 @@ class TTSSettings:
     api_key: str = field(default="", repr=False)
 
 
-TURN_DETECTORS = ("text", "smart-turn", "livekit", "off")  # agent.turn_detector.DETECTORS
+TURN_DETECTORS = ("text", "smart-turn", "livekit", "off")  # agent.voice.turn_detector.DETECTORS
 
 
 @dataclass(frozen=True)
 class TurnSettings:
-    # The end-of-turn model whose score sets the endpoint silence (agent.turn_detector):
+    # The end-of-turn model whose score sets the endpoint silence (agent.voice.turn_detector):
     # "text" (SmolLM2-135M on the transcript, the default), "smart-turn" or "livekit" (audio),
     # or "off" (silence and the punctuation cue alone).
     detector: str = "text"

@@ -4,12 +4,12 @@ For each step of `--rooms` (e.g. 1,2,4,8) N simulated users join N rooms at once
 WebRTC client (agent.room_client.RoomUser) that speaks scripted questions (espeak-ng speech,
 made once and cached) in real time, every fourth one cut short by a barge-in, for
 `--duration` seconds. The agents are `--workers` real `voxroom agent` processes; their LLM is
-the scripted test double served over HTTP (agent/scripted_llm_server.py) with a remote-like
+the scripted test double served over HTTP (agent/testing/scripted_llm_server.py) with a remote-like
 first token: a random 300-600 ms. With `--engines local` STT and TTS are the bundled local
 models (Whisper tiny.en, Piper), running in the workers, so the figures are those of a
 self-contained worker. With `--engines remote` the workers use their cloud adapters
-(agent/stt_deepgram.py, tts/openai_tts.py) against test doubles of those services in this
-process (agent/remote_doubles.py): a Deepgram double that recognises the users' questions
+(agent/stt/deepgram.py, tts/openai_tts.py) against test doubles of those services in this
+process (agent/testing/remote_doubles.py): a Deepgram double that recognises the users' questions
 and answers after a remote-like delay, and an OpenAI-compatible speech double that streams
 Piper speech after a remote-like time to first byte. The figures are then those of a worker
 whose engines all run elsewhere.
@@ -296,7 +296,7 @@ class Usage:
 
 
 def percentiles(values: list[float | None]) -> dict[str, Any]:
-    from agent.turn_metrics import percentiles as pct
+    from agent.voice.turn_metrics import percentiles as pct
 
     return pct(values)
 
@@ -312,8 +312,8 @@ class LoadTest:
         self.doubles: dict[str, Any] = {}  # the remote engines' test doubles
 
     async def run(self) -> dict[str, Any]:
-        from agent.llm_scripted import ScriptedLLM
-        from agent.scripted_llm_server import scripted_llm_server
+        from agent.testing.scripted_llm import ScriptedLLM
+        from agent.testing.scripted_llm_server import scripted_llm_server
 
         a = self.args
         progress("making the users' speech (cached after the first run)")
@@ -404,7 +404,7 @@ class LoadTest:
                              llm: Any) -> dict[str, str]:
         """The test doubles of Deepgram and of OpenAI speech, and the workers' settings for
         them (agent/config.py)."""
-        from agent.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
+        from agent.testing.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
 
         a = self.args
         said = [Utterance(text, pcm) for item in items for text, pcm in item.utterances()]
@@ -421,7 +421,7 @@ class LoadTest:
     def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
         from agent.bench_measure import ENGINE_STAGES
-        from agent.transcript_store import TranscriptStore
+        from agent.store.transcripts import TranscriptStore
 
         if not store_path.exists():
             return
@@ -446,7 +446,7 @@ class LoadTest:
         lk = self.settings.livekit
         if self.args.url:
             return self.args.url, lk.api_key, lk.api_secret
-        from agent.livekit_server import LiveKitServer
+        from agent.ops.livekit_server import LiveKitServer
 
         progress("starting livekit-server on loopback")
         server = LiveKitServer(log_path=tmp / "livekit-server.log")
@@ -459,7 +459,7 @@ class LoadTest:
                     idle_mb: float) -> dict[str, Any]:
         from agent.config import LiveKitSettings
         from agent.room_client import RoomUser
-        from agent.tokens import create_join_token
+        from agent.transports.tokens import create_join_token
 
         settings = LiveKitSettings(url=url, api_key=key, api_secret=secret,
                                    agent_name=c.agent_name)
@@ -614,7 +614,7 @@ class LoadTest:
 async def reply_chunks(replies: list[str]) -> list[str]:
     """The chunks the workers send to TTS for the scripted LLM's replies: the chunking depends
     only on the words, so the same script streamed without pauses gives them."""
-    from agent.llm_scripted import ScriptedLLM
+    from agent.testing.scripted_llm import ScriptedLLM
     from tts.chunker import make_chunker
 
     async def no_pause(_: float) -> None:

@@ -10,7 +10,7 @@ them); web/README.md documents them.
   `TurnRecord.latency_ms()` (endpoint, stt, llm_first_token, first_chunk, tts_first_audio,
   voice_to_voice).
 - `voxroom.copilot`: one text stream per answer; its chunks are deltas of the answer's text.
-- `voxroom.context.status` (agent.copilot writes it): one JSON receipt per document the
+- `voxroom.context.status` (agent.copilot.room writes it): one JSON receipt per document the
   candidate sent, `{"name", "status": "indexed" | "refused", "pieces", "error"?}`.
 """
 
@@ -32,7 +32,7 @@ MEETING_TRACK = "meeting-audio"  # a bridge's capture of the computer's output (
 BRIDGE_MIC_TRACK = "user-mic"  # a bridge's microphone, with `voxroom bridge --mic`
 COPILOT_VOICE_TRACK = "copilot-voice"  # spoken answers, subscribed by the candidate only
 BRIDGE_IDENTITY_PREFIX = "meeting-bridge-"  # `voxroom bridge`'s default identity
-DIRECT_CHANNEL_LABEL = "voxroom"  # direct mode's data channel (agent.direct)
+DIRECT_CHANNEL_LABEL = "voxroom"  # direct mode's data channel (agent.transports.direct)
 
 # --- dispatch and room metadata keys -------------------------------------------------------------
 KEY_USER = "voxroom.user"  # the identity the agent serves
@@ -42,7 +42,8 @@ KEY_CANDIDATE = "voxroom.candidate"
 DOCUMENT_KEYS = {"voxroom.resume": "resume", "voxroom.job_description": "job_description"}
 
 # --- participant and stream attributes ---------------------------------------------------------
-# On a bridge's token: the identity of the candidate it serves (agent.tokens.create_bridge_token).
+# On a bridge's token: the identity of the candidate it serves
+# (agent.transports.tokens.create_bridge_token).
 ATTR_BRIDGE_CANDIDATE = "voxroom.bridge.candidate"
 # On the `lk.transcription` streams of what the copilot heard of the meeting: "interviewer".
 ATTR_SPEAKER = "voxroom.speaker"

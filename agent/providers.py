@@ -24,7 +24,7 @@ SPEC_HELP = "local | openai:MODEL | script:PATH"
 
 
 def _whisper(_settings: STTSettings) -> SpeechToText:
-    from agent.stt_whisper import WhisperSTT
+    from agent.stt.whisper import WhisperSTT
 
     stt = WhisperSTT()
     stt.load()
@@ -33,8 +33,8 @@ def _whisper(_settings: STTSettings) -> SpeechToText:
 
 
 def _deepgram(settings: STTSettings) -> SpeechToText:
-    # Nothing to load: its reachability is checked at worker start (agent.provider_checks).
-    from agent.stt_deepgram import DeepgramSTT
+    # Nothing to load: its reachability is checked at worker start (agent.worker.provider_checks).
+    from agent.stt.deepgram import DeepgramSTT
 
     return DeepgramSTT.from_settings(settings)
 
@@ -76,14 +76,14 @@ TTS_PROVIDERS: dict[str, Callable[[TTSSettings, int], TextToSpeech]] = {
 
 
 def _chat_client(settings: LLMSettings, base_url: str | None, model: str) -> LanguageModel:
-    from agent.llm_openai import OpenAIChatLLM
+    from agent.llm.openai_chat import OpenAIChatLLM
 
     return OpenAIChatLLM(model=model, base_url=base_url, api_key=settings.api_key,
                          max_tokens=settings.max_tokens, temperature=settings.temperature)
 
 
 def _local_chat(settings: LLMSettings, local_base_url: str | None) -> LanguageModel:
-    from agent.llm_local import DEFAULT_MODEL_NAME
+    from agent.llm.llama_server import DEFAULT_MODEL_NAME
 
     if not local_base_url:
         raise ConfigError("llm.provider = 'local' needs the local LLM server to be running")
@@ -95,7 +95,7 @@ def _openai_chat(settings: LLMSettings, _local_base_url: str | None) -> Language
 
 
 # llm.provider -> an OpenAI-compatible client; "local" needs the base URL of the running local
-# server (agent.llm_local).
+# server (agent.llm.llama_server).
 LLM_PROVIDERS: dict[str, Callable[[LLMSettings, str | None], LanguageModel]] = {
     "local": _local_chat,
     "openai": _openai_chat,
@@ -143,11 +143,12 @@ def make_llm_from_spec(
     script_words_per_s: float = 15.0,
 ) -> LanguageModel:
     """The model named by a simulate spec; `settings` supply the rest (key, base URL, limits).
-    A "local" spec needs `local_base_url` (start agent.llm_local.LocalLLMServer first); a
-    "script" one is the scripted test double (agent.llm_scripted), for repeatable benchmarks."""
+    A "local" spec needs `local_base_url` (start agent.llm.llama_server.LocalLLMServer first); a
+    "script" one is the scripted test double (agent.testing.scripted_llm), for repeatable
+    benchmarks."""
     kind, arg = parse_llm_spec(spec)
     if kind == "script":
-        from agent.llm_scripted import ScriptedLLM
+        from agent.testing.scripted_llm import ScriptedLLM
 
         try:
             return ScriptedLLM.from_file(
@@ -177,7 +178,7 @@ async def open_llm(
     server = None
     local_url = None
     if parse_llm_spec(spec)[0] == "local":
-        from agent.llm_local import LocalLLMServer
+        from agent.llm.llama_server import LocalLLMServer
 
         server = LocalLLMServer()
         local_url = await asyncio.to_thread(server.start)

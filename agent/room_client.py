@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from livekit import rtc
 
-from agent.ffi_router import bind_audio_stream
 from agent.protocol import (
     ATTR_AGENT_STATE,
     ATTR_CONTEXT_NAME,
@@ -27,8 +26,9 @@ from agent.protocol import (
     TOPIC_COPILOT,
     TOPIC_TRANSCRIPTION,
 )
-from agent.room_session import LiveKitAudioSink
 from agent.timeouts import finish_within
+from agent.transports.ffi_router import bind_audio_stream
+from agent.transports.room_session import LiveKitAudioSink
 
 RATE = 16_000
 FRAME = RATE // 50  # 20 ms
@@ -202,7 +202,8 @@ async def _within(step: Awaitable[object], what: str) -> None:
 
 @dataclass
 class CopilotAnswer:
-    """One copilot answer as its client receives it (agent.copilot: a text stream per answer)."""
+    """One copilot answer as its client receives it (agent.copilot.room: a text stream per
+    answer)."""
 
     attributes: dict[str, str]
     chunks: list[tuple[float, str]] = field(default_factory=list)  # (arrival, delta)

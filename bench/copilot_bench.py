@@ -6,7 +6,7 @@ Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into
 a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
 by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`; the question read ahead from
 the STT's partials while it is spoken, and answers written through `/completion` in a layout
-with a short end after the question, agent.copilot_prefill). A recording sink
+with a short end after the question, agent.copilot.prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.copilot_engine import CopilotOptions
+from agent.copilot.engine import CopilotOptions
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from agent.models import passive_openmp
 
@@ -111,13 +111,13 @@ def speak(text: str) -> np.ndarray:
 
 
 async def run(args: argparse.Namespace) -> list[dict]:
-    from agent.context_index import ContextIndex
-    from agent.copilot_engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
-    from agent.copilot_prefill import llama_client_for
+    from agent.copilot.context.embedder import MiniLMEmbedder
+    from agent.copilot.context.index import ContextIndex
+    from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
+    from agent.copilot.prefill import llama_client_for
     from agent.models import offline_env
     from agent.providers import open_llm
-    from agent.stt_whisper import WhisperSTT
-    from agent.text_embedder import MiniLMEmbedder
+    from agent.stt.whisper import WhisperSTT
     from tests.speech import last_voiced_sample
 
     offline_env()
@@ -140,7 +140,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
         sink = TimedSink()
         options = CopilotOptions(context_pieces=args.pieces,
                                  stable_prefix_max_chars=args.stable_prefix_chars)
-        # The bundled server answers through its own client (agent.copilot_prefill).
+        # The bundled server answers through its own client (agent.copilot.prefill).
         client = llama_client_for(llm)
         prefill = None if args.no_prefill else client
         events: list[tuple[str, dict]] = []

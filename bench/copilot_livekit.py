@@ -42,8 +42,8 @@ import numpy as np
 
 from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
 from agent.bench_measure import require
-from agent.livekit_server import LiveKitServer
 from agent.loadtest import Usage
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_ANSWER_STATUS,
     ATTR_QUESTION,
@@ -53,7 +53,7 @@ from agent.protocol import (
     MEETING_TRACK,
 )
 from agent.room_client import CopilotAnswer, CopilotClient, RoomUser
-from agent.tokens import create_join_token
+from agent.transports.tokens import create_join_token
 from bench.copilot_bench import (
     DATA,
     QUESTIONS,

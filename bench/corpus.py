@@ -280,7 +280,7 @@ def recording_cuts(
 ) -> list[Utterance]:
     """The real recordings cut at pauses into utterances of at most `max_len_s` (a single
     piece of speech longer than that stays whole); scraps under `min_len_s` are left out."""
-    from agent.simulate import read_input
+    from agent.apps.simulate import read_input
 
     cuts = []
     for path in recording_paths():

@@ -171,7 +171,7 @@ async def main() -> None:
     parser.add_argument("--end-pad-s", type=float, help="WhisperOptions.end_pad_s, to tune it")
     args = parser.parse_args()
 
-    from agent.stt_whisper import WhisperOptions, WhisperSTT
+    from agent.stt.whisper import WhisperOptions, WhisperSTT
 
     options = WhisperOptions()
     if args.end_pad_s is not None:

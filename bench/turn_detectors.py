@@ -141,7 +141,7 @@ def transcribed(all_cases: list[Case]) -> list[Case]:
     import asyncio
     from dataclasses import replace
 
-    from agent.stt_whisper import WhisperSTT
+    from agent.stt.whisper import WhisperSTT
 
     stt = WhisperSTT()
     stt.load()
@@ -167,7 +167,7 @@ def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
 
 def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
              ) -> dict[str, object]:
-    from agent.turn_detector import make_detector
+    from agent.voice.turn_detector import make_detector
 
     det = make_detector(name)
     assert det is not None

@@ -63,7 +63,7 @@ class AgentPlayer:
         """Play `track` until it ends or the task is cancelled."""
         from livekit import rtc
 
-        from agent.ffi_router import bind_audio_stream
+        from agent.transports.ffi_router import bind_audio_stream
 
         stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
         bind_audio_stream(stream)

@@ -2,8 +2,8 @@
 
 Tracks: "meeting-audio" (the computer's output) and, with `--mic`, "user-mic". Both are
 published with the MICROPHONE source: voxroom's join tokens grant only that source
-(agent/tokens.py), and the copilot tells the meeting apart from the user by track name; it
-listens to the meeting of a bridge whose token names its candidate (create_bridge_token).
+(agent/transports/tokens.py), and the copilot tells the meeting apart from the user by track name;
+it listens to the meeting of a bridge whose token names its candidate (create_bridge_token).
 
 Connection: `rtc.Room` resumes by itself after transient failures ("reconnecting" /
 "reconnected"). After a full disconnect (the server restarted, the participant was removed,

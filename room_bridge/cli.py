@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         def token_source() -> str:
             return token
     else:
-        from agent.tokens import create_bridge_token
+        from agent.transports.tokens import create_bridge_token
 
         def token_source() -> str:
             # A fresh token for every join: a rejoin may come long after the first one.

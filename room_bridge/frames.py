@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.audio.frames import FrameRechunker
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.frame_guard import FrameRechunker
 
 # soxr's low-quality preset looks ~6 ms ahead when going from 48 kHz to 16 kHz (HQ: ~21 ms)
 # and still keeps the whole speech band clean. That lookahead makes each frame wait for the

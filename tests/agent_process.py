@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.bench_livekit import worker_process
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 
 
 def scripted_llm_env(base_url: str) -> dict[str, str]:

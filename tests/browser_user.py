@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from agent.config import Settings
-from agent.web_server import WebSettings
+from agent.transports.web_server import WebSettings
 from tests.local_http import serve_app
 from tests.speech import espeak
 
@@ -84,8 +84,8 @@ async def serve_page(
     settings: Settings, web_settings: WebSettings | None = None
 ) -> AsyncIterator[str]:
     """The voxroom web app (the built page and /api/token) on a free loopback port."""
-    from agent.demo import WEB_DIR, ensure_web_build
-    from agent.web_server import create_web_app
+    from agent.apps.demo import WEB_DIR, ensure_web_build
+    from agent.transports.web_server import create_web_app
 
     static_dir = ensure_web_build(WEB_DIR)
     if static_dir is None:

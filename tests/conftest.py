@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.livekit_server import LiveKitServer, LiveKitServerMissing, find_livekit_server
+from agent.ops.livekit_server import LiveKitServer, LiveKitServerMissing, find_livekit_server
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from agent.engines import FRAME_SAMPLES
-from agent.remote_doubles import deepgram_results
+from agent.testing.remote_doubles import deepgram_results
 from tests.local_http import serve_app
 
 FRAME_BYTES = FRAME_SAMPLES * 2

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 from room_bridge.cli import SUMMARY_PREFIX
 
 SINK = "voxroom_test"

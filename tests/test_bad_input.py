@@ -1,4 +1,4 @@
-"""Bad input never takes the session down: malformed audio frames (agent/frame_guard.py),
+"""Bad input never takes the session down: malformed audio frames (agent/audio/frames.py),
 noise, music, silence for an hour, malformed LLM output, an STT or a TTS that raises.
 
 The session-level cases run the real turn engine in virtual time with test doubles (the
@@ -19,8 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage
-from agent.frame_guard import (
+from agent.audio.frames import (
     CHANNELS,
     CLIPPED,
     DTYPE,
@@ -31,9 +30,10 @@ from agent.frame_guard import (
     RATE,
     FrameGuard,
 )
-from agent.llm_scripted import ScriptedLLM
-from agent.turn_engine import TurnEngine
-from agent.vad import VoiceActivityDetector
+from agent.audio.vad import VoiceActivityDetector
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.voice.engine import TurnEngine
 from state_machine.machine import CANNED_APOLOGY
 from tests.test_turn_engine_faults import (
     FRAME_S,

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from livekit import api, rtc
 
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import ATTR_BRIDGE_CANDIDATE
-from agent.tokens import create_join_token
+from agent.transports.tokens import create_join_token
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 from tests.speech import RATE, espeak
 

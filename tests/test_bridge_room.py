@@ -14,9 +14,9 @@ from livekit import api, rtc
 
 from agent.config import LiveKitSettings
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import MEETING_TRACK
-from agent.tokens import create_join_token
+from agent.transports.tokens import create_join_token
 from room_bridge.bridge import BridgeError, RoomBridge
 from room_bridge.frames import CapturedFrame, FrameQueue, now_ms
 

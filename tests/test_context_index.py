@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.context_index import (
+from agent.copilot.context.index import (
     MAX_DOCUMENT_BYTES,
     ContextError,
     ContextIndex,
@@ -22,7 +22,7 @@ DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
 
 @pytest.fixture(scope="module")
 def embedder():
-    from agent.text_embedder import MiniLMEmbedder
+    from agent.copilot.context.embedder import MiniLMEmbedder
 
     model = MiniLMEmbedder()
     model.load()

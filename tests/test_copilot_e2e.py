@@ -22,8 +22,7 @@ from livekit import api
 
 from agent.bench_measure import require
 from agent.engines import ChatMessage
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_ANSWER_FINAL,
     ATTR_ANSWER_STATUS,
@@ -33,7 +32,8 @@ from agent.protocol import (
     SPEAKER_INTERVIEWER,
 )
 from agent.room_client import CopilotAnswer, CopilotClient
-from agent.tokens import create_join_token
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from agent.copilot_engine import (
+from agent.copilot.engine import (
     COPILOT_SYSTEM_PROMPT,
     FAILED_ANSWER,
     CopilotEngine,
@@ -23,9 +23,9 @@ from agent.copilot_engine import (
     copilot_messages,
     prefix_steps,
 )
-from agent.copilot_prefill import PrefillResult
+from agent.copilot.prefill import PrefillResult
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
-from agent.llm_scripted import ScriptedLLM
+from agent.testing.scripted_llm import ScriptedLLM
 from state_machine import actions as A
 from state_machine.endpointing import EndpointOptions
 from tests.virtual_time import run_virtual
@@ -214,7 +214,7 @@ class RecordingSink:
 
 
 class RecordingPrefill:
-    """TEST DOUBLE for the read-ahead of agent.copilot_prefill.CopilotLlamaClient: each request
+    """TEST DOUBLE for the read-ahead of agent.copilot.prefill.CopilotLlamaClient: each request
     takes `seconds`; records (opened, closed, question, messages, finished) per request, in
     loop time."""
 
@@ -682,7 +682,7 @@ def test_a_dead_stt_asks_nothing_and_is_logged_once_per_utterance(
     run = run_copilot([("speech", 1.0), ("silence", 1.0), ("speech", 1.0)], stt, llm)
 
     # Two utterances, their frames pushed and discarded: each logs its first failure only.
-    failures = [r.getMessage() for r in caplog.records if r.name == "agent.stt_guard"]
+    failures = [r.getMessage() for r in caplog.records if r.name == "agent.stt.guard"]
     assert failures == ["STT discard failed: RuntimeError: decoder died"] * 2
     assert llm.requests == [] and run.engine.idle
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent.bench_measure import require
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_AGENT_STATE,
     ATTR_ANSWER_STATUS,
@@ -29,7 +29,7 @@ from agent.protocol import (
     MEETING_TRACK,
 )
 from agent.room_client import CopilotClient, RoomUser
-from agent.tokens import copilot_metadata, create_bridge_token, create_join_token
+from agent.transports.tokens import copilot_metadata, create_bridge_token, create_join_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.test_copilot_e2e import RecordingLLM

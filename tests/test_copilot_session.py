@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.copilot import (
+from agent.copilot.room import (
     LiveKitAnswerSink,
     bridges_for,
     context_file,
@@ -99,7 +99,7 @@ def test_metadata_files_are_read_only_inside_the_context_directory(tmp_path: Pat
 def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
     dispatch: str, logged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="agent.copilot"):
+    with caplog.at_level(logging.WARNING, logger="agent.copilot.room"):
         assert requested_mode(dispatch, _room("", _participant("candidate"))) == "voice"
     assert logged in caplog.text
     assert "the voice assistant runs" in caplog.text
@@ -108,7 +108,7 @@ def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
 def test_metadata_keys_of_the_wrong_type_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
     text = json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": ["a"],
                        "voxroom.resume": "", "voxroom.job_description": "job.md"})
-    with caplog.at_level(logging.WARNING, logger="agent.copilot"):
+    with caplog.at_level(logging.WARNING, logger="agent.copilot.room"):
         assert read_metadata(text, "room") == {"voxroom.mode": "copilot",
                                                "voxroom.job_description": "job.md"}
     assert "voxroom.candidate must be a non-empty string" in caplog.text

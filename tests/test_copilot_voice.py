@@ -1,4 +1,4 @@
-"""Spoken copilot answers (agent.copilot_voice) in virtual time: the control message, speech off
+"""Spoken copilot answers (agent.copilot.voice) in virtual time: the control message, speech off
 by default, an answer spoken as it is written through the reply pipeline and the playout, and
 silence at once when an answer is superseded or speech is turned off. The session's side:
 only the candidate may turn speech on, and a worker without TTS says so."""
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agent.audio_sink import TimelineSink
-from agent.copilot import CopilotSession
-from agent.copilot_voice import SpokenAnswerSink, parse_control
-from agent.playout import Playout
+from agent.audio.sinks import TimelineSink
+from agent.copilot.room import CopilotSession
+from agent.copilot.voice import SpokenAnswerSink, parse_control
 from agent.protocol import ATTR_SPEAK
+from agent.voice.playout import Playout
 from tests.virtual_time import run_virtual
 
 RATE = 48_000

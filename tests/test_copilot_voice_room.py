@@ -15,10 +15,9 @@ import pytest
 from livekit import api, rtc
 
 from agent.bench_measure import require
-from agent.copilot import CopilotSession
+from agent.copilot.room import CopilotSession
 from agent.engines import Transcript
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_SPEAK,
     COPILOT_VOICE_TRACK,
@@ -26,7 +25,8 @@ from agent.protocol import (
     TOPIC_COPILOT,
     TOPIC_COPILOT_CONTROL,
 )
-from agent.tokens import create_bridge_token, create_join_token
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_bridge_token, create_join_token
 from tests.speech import RATE, espeak, with_silence
 
 pytestmark = [
@@ -146,7 +146,7 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
     livekit_server: LiveKitServer,
 ) -> None:
     from agent.providers import load_tts
-    from agent.room_session import OUTPUT_RATE
+    from agent.transports.room_session import OUTPUT_RATE
 
     tts = await asyncio.to_thread(load_tts, OUTPUT_RATE)
     room_name = "copilot-voice"

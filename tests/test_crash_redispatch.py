@@ -2,7 +2,7 @@
 re-dispatches the room within 3 s, and the new agent continues the conversation from the
 stored history.
 
-livekit-server itself never re-dispatches such a room (agent/redispatch.py says why); the
+livekit-server itself never re-dispatches such a room (agent/worker/redispatch.py says why); the
 workers' room leases do. Two workers share one SQLite transcript store (leases and turns:
 the single-host default); the one that got the room is killed (SIGKILL, no chance to leave
 the room), the other must bring a new agent, and that agent's LLM request must carry the first
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from agent.bench_livekit import worker_process
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.room_client import RoomUser
-from agent.scripted_llm_server import scripted_llm_server
-from agent.tokens import create_join_token
-from agent.transcript_store import TranscriptStore
+from agent.store.transcripts import TranscriptStore
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
+from agent.transports.tokens import create_join_token
 from tests.agent_process import scripted_llm_env
 from tests.speech import espeak, with_silence
 

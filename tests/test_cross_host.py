@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.room_client import RoomUser
-from agent.scripted_llm_server import scripted_llm_server
-from agent.shared_state import connect_redis
-from agent.tokens import create_join_token
-from agent.transcript_store_postgres import PostgresTurnStore
+from agent.store.shared_state import connect_redis
+from agent.store.transcripts_postgres import PostgresTurnStore
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
+from agent.transports.tokens import create_join_token
 from tests.agent_process import scripted_llm_env
 from tests.pod_home import pod_worker, sandbox_available
 from tests.speech import espeak, with_silence

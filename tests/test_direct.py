@@ -1,5 +1,5 @@
-"""Direct mode (agent/direct.py, `voxroom demo --direct`): the sink and tracks between the
-turn engine and aiortc, the data channel that stands in for a LiveKit room, the offer
+"""Direct mode (agent/transports/direct.py, `voxroom demo --direct`): the sink and tracks between
+the turn engine and aiortc, the data channel that stands in for a LiveKit room, the offer
 endpoint, and a whole conversation from headless Chromium with no LiveKit server."""
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.direct import (
+from agent.engines import FRAME_SAMPLES
+from agent.protocol import TOPIC_METRICS
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.direct import (
     DataChannelParticipant,
     DataChannelRoom,
     DirectAgent,
@@ -28,11 +31,8 @@ from agent.direct import (
     agent_voice_track,
     create_direct_web_app,
 )
-from agent.engines import FRAME_SAMPLES
-from agent.llm_scripted import ScriptedLLM
-from agent.protocol import TOPIC_METRICS
-from agent.room_session import RoomPublisher
-from agent.web_server import WebSettings
+from agent.transports.room_session import RoomPublisher
+from agent.transports.web_server import WebSettings
 from tests.agent_process import scripted_llm_env
 from tests.browser_user import (
     AUDIBLE_RMS,
@@ -360,8 +360,8 @@ async def test_browser_talks_to_the_agent_directly(tmp_path: Path) -> None:
 def test_demo_falls_back_to_direct_mode_without_livekit_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from agent.apps.demo import _livekit
     from agent.config import LiveKitSettings
-    from agent.demo import _livekit
 
     # No livekit-server on PATH or in the cache, and no Go to build one.
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
@@ -374,7 +374,7 @@ def test_demo_falls_back_to_direct_mode_without_livekit_server(
 
 
 def test_demo_makes_up_an_access_code_only_beyond_loopback() -> None:
-    from agent.demo import _page_url, _with_access_code
+    from agent.apps.demo import _page_url, _with_access_code
 
     none = WebSettings()
     assert _with_access_code(none, "127.0.0.1") is none

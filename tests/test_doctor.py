@@ -11,11 +11,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from agent.apps.doctor import FAIL, OK, SKIP, Doctor, Speech, format_table
 from agent.cli import main
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings, TurnSettings
-from agent.doctor import FAIL, OK, SKIP, Doctor, Speech, format_table
-from agent.llm_scripted import ScriptedLLM
-from agent.scripted_llm_server import scripted_llm_server
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
 from tests.fake_deepgram import FakeDeepgram, silence, speech
 
 
@@ -96,7 +96,7 @@ async def test_deepgram_hears_the_test_speech() -> None:
 
 
 def test_table_has_a_row_per_check() -> None:
-    from agent.doctor import CheckResult
+    from agent.apps.doctor import CheckResult
 
     table = format_table([CheckResult("piper", OK, 95.4, "3.4 s of speech"),
                           CheckResult("deepgram", SKIP, None, "stt.provider = whisper")])

@@ -8,8 +8,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from agent.apps.doctor import FAIL, OK, SKIP, Doctor
 from agent.config import Settings, StoreSettings
-from agent.doctor import FAIL, OK, SKIP, Doctor
 
 
 def _dead_port() -> int:

@@ -14,10 +14,10 @@ from pathlib import Path
 import jiwer
 import pytest
 
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.room_client import RoomUser
-from agent.tokens import create_join_token
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
 from tests.speech import RATE, espeak, last_voiced_sample, with_silence
@@ -30,7 +30,7 @@ QUESTION = "What is the capital of France?"
 
 @pytest.fixture(scope="module")
 def whisper():
-    from agent.stt_whisper import WhisperSTT
+    from agent.stt.whisper import WhisperSTT
 
     stt = WhisperSTT()
     stt.load()

@@ -17,10 +17,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.ops.livekit_server import LiveKitServer
 from agent.room_client import RoomUser
-from agent.tokens import create_join_token
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_join_token
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
 from tests.fault_proxy import FaultProxy

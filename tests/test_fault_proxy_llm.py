@@ -2,7 +2,7 @@
 proxy (tests/fault_proxy.py) in front of the scripted LLM server (a test double): a stall
 before the first token, a stream cut mid-reply, a refused connection, added latency.
 
-First the client alone (agent/llm_openai.py, agent/llm_fallback.py), then a whole turn in
+First the client alone (agent/llm/openai_chat.py, agent/llm/fallback.py), then a whole turn in
 real time (the turn engine with STT/TTS doubles, tests/test_turn_engine_faults.py) to measure
 what the user hears: the silence after their question and what the agent said.
 """
@@ -16,10 +16,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from agent.llm_fallback import FallbackLLM
-from agent.llm_openai import LLMError, OpenAIChatLLM
-from agent.llm_scripted import ScriptedLLM
-from agent.scripted_llm_server import scripted_llm_server
+from agent.llm.fallback import FallbackLLM
+from agent.llm.openai_chat import LLMError, OpenAIChatLLM
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
 from state_machine.machine import CANNED_APOLOGY
 from tests.fault_proxy import FaultProxy
 from tests.test_turn_engine_faults import Said, ToneTTS, converse

@@ -1,5 +1,5 @@
-"""agent.ffi_router on livekit-rtc's own FfiQueue and event messages: a bound stream gets its
-own frame events and nobody else's; nobody else gets its events; everything else is unchanged.
+"""agent.transports.ffi_router on livekit-rtc's own FfiQueue and event messages: a bound stream gets
+its own frame events and nobody else's; nobody else gets its events; everything else is unchanged.
 On a livekit-rtc of another shape it keeps the library's way, with one warning; the versions
 pinned for it are the installed ones."""
 
@@ -20,8 +20,13 @@ from livekit.rtc._ffi_client import FfiQueue
 from livekit.rtc._proto import audio_frame_pb2
 from livekit.rtc._proto import ffi_pb2 as proto_ffi
 
-from agent import ffi_router
-from agent.ffi_router import FfiEventRouter, RtcInternals, library_internals, shape_problem
+from agent.transports import ffi_router
+from agent.transports.ffi_router import (
+    FfiEventRouter,
+    RtcInternals,
+    library_internals,
+    shape_problem,
+)
 
 
 def frame_event(handle: int) -> proto_ffi.FfiEvent:
@@ -297,11 +302,11 @@ def test_a_changed_shape_keeps_the_library_way_with_one_warning(monkeypatch, cap
             assert not ffi_router.bind_audio_stream(StreamWithoutQueue())
         return source
 
-    with caplog.at_level(logging.WARNING, logger="agent.ffi_router"):
+    with caplog.at_level(logging.WARNING, logger="agent.transports.ffi_router"):
         source = asyncio.run(main())
     assert ffi_router.install() is None
     assert source.captured == ["frame-1", "frame-2"]  # the library's capture, every time
     assert "put" not in vars(queue)  # nothing of the library was replaced
-    [warning] = [r for r in caplog.records if r.name == "agent.ffi_router"]
+    [warning] = [r for r in caplog.records if r.name == "agent.transports.ffi_router"]
     message = warning.getMessage()
     assert "the library's way" in message and "FfiQueue.put(item)" in message, message

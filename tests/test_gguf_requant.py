@@ -1,4 +1,4 @@
-"""The one-time requantization of the bundled GGUF to Q4_0 blocks (agent.gguf_requant)."""
+"""The one-time requantization of the bundled GGUF to Q4_0 blocks (agent.models.gguf_requant)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from gguf import GGMLQuantizationType as QType
 from gguf import GGUFReader, quants
 
-from agent.gguf_requant import requantize_q4_0
+from agent.models.gguf_requant import requantize_q4_0
 from tests.small_gguf import write_small_gguf
 
 

@@ -29,8 +29,8 @@ import yaml
 
 from agent.cli import SUBCOMMANDS
 from agent.config import Settings, env_name
-from agent.livekit_server import LIVEKIT_VERSION, LiveKitServerMissing, find_livekit_server
 from agent.models import prepare_joined
+from agent.ops.livekit_server import LIVEKIT_VERSION, LiveKitServerMissing, find_livekit_server
 
 REPO = Path(__file__).resolve().parent.parent
 INFRA = REPO / "infra"

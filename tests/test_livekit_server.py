@@ -1,4 +1,4 @@
-"""agent/livekit_server.py: finding/building the binary, and real livekit-server nodes carrying
+"""agent/ops/livekit_server.py: finding/building the binary, and real livekit-server nodes carrying
 audio between two participants over UDP on loopback (one node, and two nodes sharing Redis)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.livekit_server import (
+from agent.ops.livekit_server import (
     GO_PACKAGE,
     LiveKitServer,
     LiveKitServerError,
@@ -19,7 +19,7 @@ from agent.livekit_server import (
     _redis_config,
     find_livekit_server,
 )
-from agent.tokens import create_join_token
+from agent.transports.tokens import create_join_token
 
 SAMPLE_RATE = 48000
 FRAME = SAMPLE_RATE // 100  # 10 ms

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from agent.llm_fallback import FallbackLLM
-from agent.llm_scripted import ScriptedLLM
+from agent.llm.fallback import FallbackLLM
+from agent.testing.scripted_llm import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -103,7 +103,7 @@ async def test_closing_the_stream_cancels_both_models() -> None:
 
 @pytest.fixture(scope="module")
 def bundled_llm_url() -> Iterator[str]:
-    from agent.llm_local import LocalLLMServer
+    from agent.llm.llama_server import LocalLLMServer
 
     server = LocalLLMServer(n_parallel=1)
     url = server.start()
@@ -114,9 +114,9 @@ def bundled_llm_url() -> Iterator[str]:
 
 @pytest.mark.slow
 async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_url) -> None:
-    from agent.llm_local import DEFAULT_MODEL_NAME
-    from agent.llm_openai import OpenAIChatLLM
-    from agent.scripted_llm_server import scripted_llm_server
+    from agent.llm.llama_server import DEFAULT_MODEL_NAME
+    from agent.llm.openai_chat import OpenAIChatLLM
+    from agent.testing.scripted_llm_server import scripted_llm_server
 
     reasons: list[str] = []
     # The primary is the scripted test double behind a real OpenAI-compatible HTTP endpoint;

@@ -1,8 +1,8 @@
-"""agent.memory_trim: at most one trim per interval, on its own thread, never raising."""
+"""agent.ops.memory_trim: at most one trim per interval, on its own thread, never raising."""
 
 from __future__ import annotations
 
-from agent.memory_trim import PROCESS_TRIMMER, MemoryTrimmer
+from agent.ops.memory_trim import PROCESS_TRIMMER, MemoryTrimmer
 
 
 def test_trims_at_most_once_per_interval() -> None:

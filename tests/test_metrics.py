@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agent.metrics import Metrics, MetricsRecorder
+from agent.ops.metrics import Metrics, MetricsRecorder
 
 LATENCY = {"endpoint": 310.0, "stt": 250.0, "llm_first_token": 120.0, "first_chunk": 260.0,
            "tts_first_audio": 40.0, "voice_to_voice": 580.0}
@@ -145,7 +145,7 @@ def test_a_broken_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -
 
 JOB = """
 import asyncio
-from agent.metrics import MetricsRecorder
+from agent.ops.metrics import MetricsRecorder
 
 async def main():
     rec = MetricsRecorder("job")

@@ -186,7 +186,7 @@ def served(tmp_path: Path, gguf_parts, monkeypatch) -> Path:
 
 
 def test_the_served_file_is_reused_and_rebuilt_for_a_new_recipe(served: Path, monkeypatch) -> None:
-    from agent import gguf_requant
+    from agent.models import gguf_requant
 
     mtime = served.stat().st_mtime_ns
 
@@ -239,7 +239,7 @@ def test_a_served_file_with_a_new_mtime_is_hashed_not_requantized(
     served: Path, monkeypatch
 ) -> None:
     """As in the Docker image, whose layers round modification times to the second."""
-    from agent import gguf_requant
+    from agent.models import gguf_requant
 
     os.utime(served, ns=(0, served.stat().st_mtime_ns - 123_456_789))
     monkeypatch.setattr(gguf_requant, "requantize_q4_0", _no_hashing)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
-from agent.scripted_llm_server import scripted_llm_server
+from agent.ops.livekit_server import LiveKitServer
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
 from tests.agent_process import scripted_llm_env
 from tests.pod_home import host_env, pod_worker, sandbox_available
 from tests.test_infra import agent_container, k8s_docs

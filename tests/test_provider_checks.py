@@ -10,15 +10,15 @@ import pytest
 from aiohttp import web
 
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings
-from agent.llm_scripted import ScriptedLLM
-from agent.provider_checks import (
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm_server import scripted_llm_server
+from agent.worker.provider_checks import (
     ProviderError,
     check_deepgram,
     check_livekit,
     check_openai_llm,
     check_providers,
 )
-from agent.scripted_llm_server import scripted_llm_server
 from tests.fake_deepgram import FakeDeepgram
 from tests.local_http import free_port, serve_app
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent.config import STTSettings
 from agent.providers import load_speech_engines, load_stt
-from agent.stt_deepgram import DeepgramSTT
+from agent.stt.deepgram import DeepgramSTT
 from tests.fake_deepgram import FakeDeepgram, silence, speech
 
 
@@ -24,7 +24,7 @@ async def test_deepgram_provider_is_chosen_and_transcribes() -> None:
 
 @pytest.mark.slow
 def test_whisper_stays_the_default() -> None:
-    from agent.stt_whisper import WhisperSTT
+    from agent.stt.whisper import WhisperSTT
     from tts.piper_tts import PiperTTS
 
     stt, tts = load_speech_engines(16_000)

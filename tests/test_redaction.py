@@ -19,10 +19,10 @@ import pytest
 from livekit import api, rtc
 
 from agent.bench_measure import require
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
 from agent.log_redaction import MASK, redact
-from agent.tokens import create_join_token
+from agent.ops.livekit_server import LiveKitServer
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_join_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 
@@ -90,9 +90,9 @@ SCRIPT = textwrap.dedent(
 
     from aiohttp import web
     from agent.config import load_settings
-    from agent.llm_openai import OpenAIChatLLM
-    from agent.provider_checks import check_deepgram, check_openai_llm
-    from agent.tokens import create_join_token
+    from agent.llm.openai_chat import OpenAIChatLLM
+    from agent.worker.provider_checks import check_deepgram, check_openai_llm
+    from agent.transports.tokens import create_join_token
 
     async def echo(request):
         # A hostile server: every credential it gets comes back in the error body.
@@ -179,7 +179,7 @@ async def test_a_job_process_logs_secrets_masked(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
     """`voxroom agent --executor process`: each job runs in a child process of livekit-agents,
-    whose records reach the worker's log already formatted (agent.worker.prewarm installs the
+    whose records reach the worker's log already formatted (agent.worker.worker.prewarm installs the
     redaction there); the worker's own factory never sees them."""
     log_path = tmp_path / "worker.log"
     room_name = "redaction-job"

@@ -1,5 +1,5 @@
-"""The remote speech TEST DOUBLES of agent/remote_doubles.py: the Deepgram double recognises
-real (espeak) speech it was given, through the real adapter (agent/stt_deepgram.py), also
+"""The remote speech TEST DOUBLES of agent/testing/remote_doubles.py: the Deepgram double recognises
+real (espeak) speech it was given, through the real adapter (agent/stt/deepgram.py), also
 after the level and resampling changes of a WebRTC path; the speech double speaks each text
 once."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from agent.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
-from agent.stt_deepgram import DeepgramSTT
+from agent.stt.deepgram import DeepgramSTT
+from agent.testing.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
 from tests.speech import espeak, with_silence
 
 SENTENCES = (
@@ -54,7 +54,7 @@ async def test_the_deepgram_double_recognises_the_speech_it_was_given() -> None:
 
 
 async def test_the_deepgram_double_answers_only_with_the_right_key() -> None:
-    from agent.stt_deepgram import DeepgramAuthError
+    from agent.stt.deepgram import DeepgramAuthError
 
     async with DeepgramServerDouble([Utterance(SENTENCES[0], espeak(SENTENCES[0]))]) as double:
         stt = DeepgramSTT("wrong-key", base_url=double.url)

@@ -1,7 +1,7 @@
 """The shared state of workers on several hosts, in a real redis-server (the fixture's): room
 leases taken and renewed atomically and claimed by one worker once expired; each room's
 capped history; the reply being spoken recovered once by the room's next agent
-(agent/conversation_log.py), heard as far as it was sent, with Redis or, on one host, the
+(agent/store/conversation_log.py), heard as far as it was sent, with Redis or, on one host, the
 SQLite store's file."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.conversation_log import ConversationLog
-from agent.history import ChatHistory
-from agent.redispatch import Lease
-from agent.room_memory_sqlite import SqliteRoomMemory
-from agent.shared_state import RedisLeases, RedisRoomMemory, connect_redis
-from agent.transcript_store import TranscriptStore
+from agent.llm.history import ChatHistory
+from agent.store.conversation_log import ConversationLog
+from agent.store.room_memory_sqlite import SqliteRoomMemory
+from agent.store.shared_state import RedisLeases, RedisRoomMemory, connect_redis
+from agent.store.transcripts import TranscriptStore
+from agent.worker.redispatch import Lease
 
 
 def lease(job: str = "AJ_1", at: float = 10.0) -> Lease:

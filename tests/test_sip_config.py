@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from livekit.protocol import sip
 
 from agent.config import LiveKitSettings
-from agent.livekit_server import LiveKitServer
+from agent.ops.livekit_server import LiveKitServer
 
 SIP_DIR = Path(__file__).resolve().parent.parent / "infra" / "sip"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "sip.md"

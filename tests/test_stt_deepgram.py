@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from agent.engines import FRAME_SAMPLES, Transcript
-from agent.stt_deepgram import (
+from agent.stt.deepgram import (
     DeepgramAuthError,
     DeepgramConnectionError,
     DeepgramEvent,

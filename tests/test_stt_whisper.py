@@ -16,7 +16,7 @@ import pytest
 from agent.bench_measure import wait_until
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
-from agent.stt_whisper import (
+from agent.stt.whisper import (
     WhisperOptions,
     WhisperSTT,
     WhisperSTTStream,

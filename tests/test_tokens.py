@@ -1,5 +1,5 @@
-"""agent/tokens.py: the join token's claims, the `voxroom token` command, and the grants as
-livekit-server enforces them."""
+"""agent/transports/tokens.py: the join token's claims, the `voxroom token` command, and the grants
+as livekit-server enforces them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from agent import cli
 from agent.config import LiveKitSettings
-from agent.livekit_server import LiveKitServer
-from agent.tokens import create_join_token
+from agent.ops.livekit_server import LiveKitServer
+from agent.transports.tokens import create_join_token
 
 SETTINGS = LiveKitSettings(
     url="ws://127.0.0.1:7880",
@@ -139,7 +139,8 @@ def test_dev_secret_token_is_quiet(recwarn: pytest.WarningsRecorder) -> None:
 
 def test_token_module_imports_no_livekit(repo_root: Path) -> None:
     # `voxroom token` must start fast: livekit is imported only when a token is made.
-    code = "import sys, agent.tokens; assert 'livekit' not in sys.modules, sorted(sys.modules)"
+    code = ("import sys, agent.transports.tokens; "
+            "assert 'livekit' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], cwd=repo_root, check=True)
 
 
@@ -181,7 +182,7 @@ async def test_server_sees_the_grants_and_accepts_a_microphone(
 
 
 def test_copilot_token_dispatches_the_agent_as_this_participants_copilot() -> None:
-    from agent.tokens import copilot_metadata
+    from agent.transports.tokens import copilot_metadata
 
     metadata = copilot_metadata("cand", resume="cv.pdf", job_description="jobs/acme.md")
     claims = _claims(create_join_token(SETTINGS, "room-a", "cand", dispatch_metadata=metadata))
@@ -196,7 +197,7 @@ def test_copilot_token_dispatches_the_agent_as_this_participants_copilot() -> No
 
 @pytest.mark.parametrize("name", ["", "/etc/passwd", "../secret.md", "docs/../../x.md"])
 def test_copilot_documents_must_be_names_inside_the_context_directory(name: str) -> None:
-    from agent.tokens import copilot_metadata
+    from agent.transports.tokens import copilot_metadata
 
     with pytest.raises(ValueError):
         copilot_metadata("cand", resume=name)
@@ -213,7 +214,7 @@ def test_cli_copilot_token(token_cli, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_bridge_token_names_the_candidate_and_dispatches_nothing() -> None:
-    from agent.tokens import create_bridge_token
+    from agent.transports.tokens import create_bridge_token
 
     claims = _claims(create_bridge_token(SETTINGS, "room-a", "meeting-bridge-x", "cand",
                                          copilot_mode=True))
@@ -228,7 +229,7 @@ def test_a_bridge_token_names_the_candidate_and_dispatches_nothing() -> None:
 
 
 def test_no_other_token_names_a_candidate() -> None:
-    from agent.tokens import copilot_metadata
+    from agent.transports.tokens import copilot_metadata
 
     for token in (create_join_token(SETTINGS, "room-a", "u"),
                   create_join_token(SETTINGS, "room-a", "u",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import StoreSettings
-from agent.transcript_store import TranscriptStore, TurnStore, open_turn_store
+from agent.store.transcripts import TranscriptStore, TurnStore, open_turn_store
 
 
 def turn(i: int, *, interrupted: bool = False) -> dict:
@@ -58,7 +58,7 @@ def test_the_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
 def test_workers_starting_together_create_the_postgres_schema_once(postgres_url: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from agent.transcript_store_postgres import PostgresTurnStore
+    from agent.store.transcripts_postgres import PostgresTurnStore
 
     with ThreadPoolExecutor(4) as pool:
         stores = list(pool.map(lambda _: PostgresTurnStore(postgres_url), range(4)))
@@ -92,7 +92,7 @@ def test_a_killed_writer_loses_no_completed_turn(tmp_path: Path) -> None:
     script = f"""
 import os, signal, sys
 sys.path.insert(0, {str(Path.cwd())!r})
-from agent.transcript_store import TranscriptStore
+from agent.store.transcripts import TranscriptStore
 from tests.test_transcript_store import turn
 store = TranscriptStore(__import__("pathlib").Path({str(path)!r}))
 for i in range(25):
@@ -168,7 +168,7 @@ def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path) -> None:
 def test_postgres_store_survives_the_server_dropping_its_connection(postgres_url: str) -> None:
     import psycopg
 
-    from agent.transcript_store_postgres import PostgresTurnStore
+    from agent.store.transcripts_postgres import PostgresTurnStore
 
     store = PostgresTurnStore(postgres_url)
     store.append("r", "s", turn(1))

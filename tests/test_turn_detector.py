@@ -1,4 +1,4 @@
-"""The end-of-turn models behind agent.turn_detector, loaded from their packages (slow)."""
+"""The end-of-turn models behind agent.voice.turn_detector, loaded from their packages (slow)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from agent.turn_detector import (
+from agent.voice.turn_detector import (
     LiveKitTurnDetector,
     SmartTurnDetector,
     TextTurnDetector,

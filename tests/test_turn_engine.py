@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.audio_sink import TimelineSink
+from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
-from agent.history import ChatHistory
-from agent.llm_scripted import ScriptedLLM
-from agent.turn_engine import TurnEngine
+from agent.llm.history import ChatHistory
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.voice.engine import TurnEngine
 from state_machine.machine import CANNED_APOLOGY
 from state_machine.options import TurnOptions
 from tests.speech import espeak, last_voiced_sample
@@ -116,7 +116,7 @@ def question_pcm() -> tuple[np.ndarray, float]:
 
 
 class ScriptedTurnDetector:
-    """TEST DOUBLE of agent.turn_detector.TurnDetector: a fixed score after `delay_s` (or an
+    """TEST DOUBLE of agent.voice.turn_detector.TurnDetector: a fixed score after `delay_s` (or an
     error), recording what it was asked."""
 
     name = "scripted"
@@ -220,7 +220,7 @@ def test_a_failing_turn_detector_falls_back_to_the_text_cue(
 ) -> None:
     pcm, speech_end = question_pcm
     detector = ScriptedTurnDetector(0.9, error=RuntimeError("model gone"))
-    with caplog.at_level(logging.WARNING, logger="agent.turn_detector"):
+    with caplog.at_level(logging.WARNING, logger="agent.voice.turn_detector"):
         events = converse(pcm, FakeSTT(), detector=detector)
     assert "turn detector failed: RuntimeError: model gone" in caplog.text
     thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
@@ -252,7 +252,7 @@ def test_a_failing_stt_is_logged_and_apologized_for(
     stt = FakeSTT()
     stt.flush_error = ConnectionError("STT went away")
     stt.push_error = ConnectionError("STT went away")
-    with caplog.at_level(logging.WARNING, logger="agent.turn_engine"):
+    with caplog.at_level(logging.WARNING, logger="agent.voice.engine"):
         events = converse(pcm, stt)
     assert not of(events, "reply_started")  # nothing understood, nothing answered...
     assert [e["text"] for e in of(events, "tts_chunk")] == [CANNED_APOLOGY]  # ...but not mute

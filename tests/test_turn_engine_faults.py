@@ -1,4 +1,4 @@
-"""The turn engine (agent/turn_engine.py) in virtual time with test doubles, under faults.
+"""The turn engine (agent/voice/engine.py) in virtual time with test doubles, under faults.
 
 The real TurnEngine, Playout, ReplyPipeline, chunker, webrtcvad and state machine run on a
 VirtualTimeLoop (tests/virtual_time.py); the user is a timeline of buzzing "speech" (webrtcvad
@@ -24,11 +24,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.audio_sink import TimelineSink
+from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage, Transcript
-from agent.history import ChatHistory
-from agent.llm_scripted import ScriptedLLM
-from agent.turn_engine import TurnEngine
+from agent.llm.history import ChatHistory
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.voice.engine import TurnEngine
 from state_machine.options import TurnOptions
 from tests.virtual_time import VirtualTimeLoop
 

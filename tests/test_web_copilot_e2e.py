@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.context_index import chunk_document, document_text
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
+from agent.copilot.context.index import chunk_document, document_text
+from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import COPILOT_VOICE_TRACK, MEETING_TRACK
 from agent.room_client import RoomUser
-from agent.tokens import create_bridge_token
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.tokens import create_bridge_token
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.browser_user import (
     AUDIBLE_RMS,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import LiveKitSettings, Settings
-from agent.livekit_server import LiveKitServer
-from agent.llm_scripted import ScriptedLLM
-from agent.web_server import WebSettings
+from agent.ops.livekit_server import LiveKitServer
+from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports.web_server import WebSettings
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.browser_user import (
     AUDIBLE_RMS,

@@ -1,5 +1,5 @@
-"""agent/web_server.py: the page, /api/config and the token service: what a token grants, who
-may ask for one (loopback, shared secret, trusted proxy), the rate limit, and tokens that
+"""agent/transports/web_server.py: the page, /api/config and the token service: what a token grants,
+who may ask for one (loopback, shared secret, trusted proxy), the rate limit, and tokens that
 livekit-server refuses (expired, forged, over-granted)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.config import ConfigError, LiveKitSettings, Settings
-from agent.livekit_server import LiveKitServer
-from agent.tokens import copilot_metadata
-from agent.web_server import (
+from agent.ops.livekit_server import LiveKitServer
+from agent.transports.tokens import copilot_metadata
+from agent.transports.web_server import (
     RateLimiter,
     WebSettings,
     access_of,
@@ -210,7 +210,7 @@ async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
 
 def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     """web/src has its own copies of the copilot's topics, attributes and upload limit."""
-    from agent.context_index import MAX_DOCUMENT_BYTES
+    from agent.copilot.context.index import MAX_DOCUMENT_BYTES
     from agent.protocol import (
         ATTR_ANSWER_STATUS,
         ATTR_BRIDGE_CANDIDATE,

@@ -1,5 +1,5 @@
-"""The worker's load accounting, shared engines and room leases (agent/worker.py,
-agent/redispatch.py), without a LiveKit server."""
+"""The worker's load accounting, shared engines and room leases (agent/worker/worker.py,
+agent/worker/redispatch.py), without a LiveKit server."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent import worker
-from agent.redispatch import Lease, LeaseTable, Redispatcher
-from agent.worker import LOAD_THRESHOLD, SessionLoad
+from agent.worker import worker
+from agent.worker.redispatch import Lease, LeaseTable, Redispatcher
+from agent.worker.worker import LOAD_THRESHOLD, SessionLoad
 
 
 def _server(capacity: int, idle_processes: int = 1):
@@ -77,7 +77,7 @@ def test_stock_estimate_would_refuse_the_second_of_two_simultaneous_rooms() -> N
 
 def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
     import agent.providers
-    import agent.transcript_store
+    import agent.store.transcripts
 
     calls = []
 
@@ -86,7 +86,7 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
         return object(), object()
 
     monkeypatch.setattr(agent.providers, "load_speech_engines", load)
-    monkeypatch.setattr(agent.transcript_store, "open_turn_store", lambda _settings: "store")
+    monkeypatch.setattr(agent.store.transcripts, "open_turn_store", lambda _settings: "store")
     monkeypatch.setattr(worker, "_engines", None)
     procs = [SimpleNamespace(userdata={}) for _ in range(8)]
     threads = [threading.Thread(target=worker.prewarm, args=(p,)) for p in procs]

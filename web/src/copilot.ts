@@ -1,7 +1,7 @@
-// The copilot panel's answers, from text streams on the `voxroom.copilot` topic (agent/copilot.py
+// The copilot panel's answers, from text streams on the `voxroom.copilot` topic (agent/copilot/room.py
 // writes them): one stream per answer, its chunks deltas of the answer's text; the attributes
 // carry the question it answers, and the close its status. And its "Read answers aloud" switch
-// (agent/copilot_voice.py). No DOM here.
+// (agent/copilot/voice.py). No DOM here.
 
 import type { Attributes } from './transcript';
 

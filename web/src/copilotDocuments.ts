@@ -1,4 +1,4 @@
-// The candidate's documents for the interview copilot (agent/copilot.py reads them): which files
+// The candidate's documents for the interview copilot (agent/copilot/room.py reads them): which files
 // the page takes, the agent's receipts on `voxroom.context.status`, and how much of them the
 // model has read (the agent's attribute `voxroom.copilot.warm_pieces`). No DOM here: main.ts
 // sends the files and renders the sentences this module words.
@@ -14,7 +14,7 @@ export const ATTR_WARM_PIECES = 'voxroom.copilot.warm_pieces';
 /** "false": the documents are too long to be read once into the model's cache; each answer
  *  then reads the pieces nearest to its question, and warm_pieces stays 0. */
 export const ATTR_DOCUMENTS_FIT = 'voxroom.copilot.documents_fit';
-/** agent/context_index.py MAX_DOCUMENT_BYTES: the agent refuses anything larger. */
+/** agent/copilot/context/index.py MAX_DOCUMENT_BYTES: the agent refuses anything larger. */
 export const MAX_DOCUMENT_BYTES = 200_000;
 export const DOCUMENT_SUFFIXES = ['.txt', '.md', '.pdf'] as const;
 /** The agent acknowledges a document within seconds; silence this long means it never will. */
@@ -28,7 +28,7 @@ export interface FileLike {
   readonly size: number;
 }
 
-/** The agent's receipt for one document (agent/copilot.py `_acknowledge`). */
+/** The agent's receipt for one document (agent/copilot/room.py `_acknowledge`). */
 export interface Receipt {
   readonly name: string;
   readonly status: 'indexed' | 'refused';

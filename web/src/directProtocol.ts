@@ -1,4 +1,4 @@
-// The messages of direct mode's data channel (agent/direct.py sends them): the agent's
+// The messages of direct mode's data channel (agent/transports/direct.py sends them): the agent's
 // attribute changes and whole text streams, as a LiveKit room would carry them. No DOM here.
 
 import { parseJsonObject } from './json';

@@ -14,7 +14,7 @@ export const TRANSCRIPTION_TOPIC = 'lk.transcription';
 export const ATTR_SEGMENT_ID = 'lk.segment_id';
 export const ATTR_TRACK_ID = 'lk.transcribed_track_id';
 export const ATTR_FINAL = 'lk.transcription_final';
-/** Set by the copilot (agent/copilot.py) on what it heard of the meeting. */
+/** Set by the copilot (agent/copilot/room.py) on what it heard of the meeting. */
 export const ATTR_SPEAKER = 'voxroom.speaker';
 export const SPEAKER_INTERVIEWER = 'interviewer';
 

@@ -14,7 +14,7 @@ import {
 
 const resume: FileLike = { name: 'resume.md', size: 1307 };
 const job: FileLike = { name: 'Job.PDF', size: 40_000 };
-// What the copilot agent's attributes are once its session runs (agent/copilot.py).
+// What the copilot agent's attributes are once its session runs (agent/copilot/room.py).
 const copilot = (warm: string) => ({
   'lk.agent.state': 'listening',
   'voxroom.copilot.speak': 'false',

@@ -1,0 +1,2 @@
+"""The subcommands that run the pipeline on this machine: `voxroom demo`, `voxroom doctor`,
+`voxroom simulate`."""

@@ -1,0 +1,2 @@
+"""The candidate's documents as context: the MiniLM embedder (embedder) and the index of their
+pieces (index)."""

@@ -1,0 +1,874 @@
+"""The interview copilot's engine: the interviewer's audio in, short written answers out.
+
+LiveKit-independent (agent.copilot.room connects it to a room): 20 ms frames of the meeting audio
+go in through `push_frame`; answers come out through an `AnswerSink`, one stream per answer,
+written delta by delta.
+
+Two parts:
+- `QuestionEndpointer`, pure: decides where a question ends from the VAD decisions and the
+  candidate transcripts (as the voice turn engine's state machine does), with the question
+  check of agent.copilot.question_detector as the text cue. It starts an answer speculatively on a
+  stable candidate that asks something, keeps it when the final text is nearly the same, and
+  drops utterances that ask nothing (kept briefly as the next question's preamble: "I see you
+  were at Northwind. What did you do there?").
+- `CopilotEngine`: runs it against real engines: VAD, streaming STT, the context index, the
+  LLM. A speculative answer generates into a buffer; nothing reaches the sink before the
+  endpoint confirms it, then the buffer goes out at once and the rest as it streams. With a
+  `Prefiller` (agent.copilot.prefill), the question is read into the LLM's prompt cache from
+  the STT's partials while it is being asked.
+
+Unlike the voice agent, answering never blocks listening: the interviewer may go on while an
+answer streams, and a newer confirmed answer supersedes an unfinished older one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
+from agent.copilot.question_detector import check_question
+from agent.engines import (
+    FRAME_SAMPLES,
+    INPUT_RATE,
+    ChatMessage,
+    LanguageModel,
+    SpeechToText,
+    STTStream,
+)
+from agent.stt.guard import GuardedSTTStream
+from agent.voice.turn_detector import TurnDetector, TurnScorer
+from state_machine import actions as A
+from state_machine.endpointing import (
+    EPS,
+    Candidate,
+    EndpointOptions,
+    SpeechVote,
+    Utterance,
+    candidate_due,
+    endpoint_due,
+    score_due,
+    speculation_due,
+)
+from state_machine.similarity import spoken_words, text_similarity
+
+log = logging.getLogger(__name__)
+
+COPILOT_SYSTEM_PROMPT = (
+    "You are an interview copilot. The candidate you help is in a job interview, and you get "
+    "the interviewer's words as text. Write what the candidate could say, in the first "
+    "person: two or three short lines, each starting with '- '. The first line is the direct "
+    "answer in at most eight words; each other line adds one fact in at most twelve words. "
+    "Use facts from the candidate's documents when they fit; never invent employers, numbers "
+    "or dates. No greeting, no heading, no closing remark."
+)
+FAILED_ANSWER = "(no answer: the language model did not respond)"
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class CopilotOptions:
+    """Durations in seconds; frames are the 20 ms VAD frames."""
+
+    frame_s: float = 0.020
+    vad_window_s: float = 0.300
+    """Sliding window for the speech-start vote."""
+    vad_start_ratio: float = 0.5
+    """Speech starts when more than this share of the window's frames are voiced."""
+    pre_roll_s: float = 0.300
+    """Audio kept from before the speech-start decision."""
+    resume_frames: int = 3
+    """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
+    dropped)."""
+    speculative_start: bool = True
+    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(silence_s=0.700))
+    """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
+    interviewer's numbers: without an end-of-turn model, 0.7 s of silence ends anything that
+    is not a complete question (agent.copilot.question_detector) and 0.3 s a complete one:
+    interviewers pause inside long questions, and 0.7 s lets most "Tell me about a time
+    when... you" pauses pass. A statement that ends is dropped (kept as the next question's
+    preamble). With a model, its score sets the silence, as for the voice agent."""
+    similarity_keep: float = 0.92
+    """A speculative answer is kept when its question is this similar to the final one."""
+    preamble_keep_s: float = 20.0
+    """A statement this recent is put before the next question as its context."""
+    preamble_max_chars: int = 300
+    llm_release_s: float = 0.25
+    """After an LLM request is closed before its end (a cancelled answer, a warm-up step),
+    the next waits this long: the server frees its slot only then (see `_llm_slot_free`)."""
+    stable_prefix_max_chars: int = 6000
+    """Documents up to this size (every chunk together) go whole into every prompt, in
+    document order: the same prompt prefix for every question, which `warm()` puts into the
+    LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
+    model reads ~20-35 prompt tokens a second on 2 shared cores: the sample resume and job
+    description (~700 tokens) cost ~21-39 s once, a question ~0.2-0.5 s each; the nearest two
+    chunks instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
+    `context_pieces` nearest chunks."""
+    warm_step_chars: int = 300
+    """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
+    prefill with the bundled model, inside the client's limits on a reply)."""
+    context_pieces: int = 2
+    """Chunks in a prompt when the documents are not a (warm) stable prefix: the nearest to
+    the question, in document order."""
+    max_answer_lines: int = 3
+    """Generation stops after this many lines: the answer stays short and its end comes
+    early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
+    max_answer_words: int = 30
+    """Past this many words generation stops at the next sentence or line end: for a model
+    that ignores the line format."""
+    answer_word_limit: int = 60
+    """Generation stops here even inside a sentence: a model caught in a loop may never end
+    one. A loop is also stopped as soon as a phrase comes a third time in a row."""
+
+    def frames(self, seconds: float) -> int:
+        return max(1, round(seconds / self.frame_s))
+
+
+# ---- the pure part ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    id: int
+    text: str
+
+
+class QuestionEndpointer:
+    """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
+    and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
+    ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
+    ConfirmReply + CommitUserTurn, Notify. Its endpointing is the voice agent's core
+    (`state_machine.endpointing`), with the question check as the text cue."""
+
+    def __init__(self, options: CopilotOptions | None = None) -> None:
+        self.options = o = options or CopilotOptions()
+        self._vote = SpeechVote(o.frames(o.vad_window_s), o.vad_start_ratio, o.frame_s)
+        self._utt: Utterance | None = None
+        self._pending: _Pending | None = None  # a speculative answer, not yet confirmed
+        self._next_id = 0
+        self._preamble = ""
+        self._preamble_at = -1e9
+
+    def on_frame(self, voiced: bool, now: float) -> list[A.Action]:
+        o = self.options
+        out: list[A.Action] = []
+        vote = self._vote.push(voiced, now)
+        utt = self._utt
+        if utt is None:
+            if vote:
+                self._next_id += 1
+                onset = self._vote.run_start
+                self._utt = Utterance(self._next_id, onset, now)
+                out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
+                out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
+                                                     "onset": onset}))
+        elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
+            utt.last_voiced = now
+            if self._vote.run == o.resume_frames:
+                utt.endpoint_reached = False
+                self._cancel_pending("the interviewer went on", out)
+                if utt.candidate_in_flight:  # asked at a pause: it would end before the words
+                    utt.candidate_in_flight = False
+                    out.append(A.DropCandidate(utt.id))
+        return out + self.tick(now)
+
+    def on_candidate(
+        self, utterance_id: int, text: str, covered_until: float, now: float
+    ) -> list[A.Action]:
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.candidate_in_flight = False
+        utt.candidate = Candidate(text, covered_until)
+        return [A.Notify("transcript", {"text": text, "final": False}), *self.tick(now)]
+
+    def on_turn_score(
+        self, utterance_id: int, text: str, score: float | None, now: float
+    ) -> list[A.Action]:
+        """The end-of-turn model's P(complete) of the candidate `text` (None: it failed)."""
+        utt = self._utt
+        if utt is None or utt.id != utterance_id:
+            return []
+        utt.score_in_flight = False
+        utt.scored_text, utt.score = text, score
+        return self.tick(now)
+
+    def tick(self, now: float) -> list[A.Action]:
+        o = self.options.endpoint
+        out: list[A.Action] = []
+        utt = self._utt
+        if utt is None:
+            return out
+        if candidate_due(o, utt, now):
+            utt.candidate_in_flight = True
+            out.append(A.RequestCandidate(utt.id))
+        if score_due(o, utt):
+            assert utt.candidate is not None
+            utt.score_in_flight = True
+            out.append(A.ScoreTurn(utt.id, utt.candidate.text))
+        fresh = utt.fresh()
+        if utt.endpoint_reached:
+            if fresh:
+                self._end(utt, now, out)
+            return out
+        complete = False
+        if fresh:
+            assert utt.candidate is not None
+            check = check_question(utt.candidate.text)
+            complete = check.complete
+            if not check.is_question:
+                self._cancel_pending("the text asks nothing", out)
+            elif speculation_due(o, utt, now, complete):
+                self._maybe_speculate(utt, now, out)
+        if endpoint_due(o, utt, now, complete):
+            utt.endpoint_reached = True
+            out.append(A.Notify("speech_end", {"utterance_id": utt.id,
+                                               "last_voiced": utt.last_voiced}))
+            if fresh:
+                self._end(utt, now, out)
+        return out
+
+    def _maybe_speculate(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+        if not self.options.speculative_start:
+            return
+        assert utt.candidate is not None
+        text = self._with_preamble(utt.candidate.text, now)
+        p = self._pending
+        if p is not None:
+            if text_similarity(p.text, text) >= self.options.similarity_keep:
+                return
+            self._cancel_pending("the question changed", out)
+        self._start(text, speculative=True, out=out)
+
+    def _end(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+        assert utt.candidate is not None
+        self._utt = None
+        text = spoken_words(utt.candidate.text)
+        if not check_question(text).is_question:
+            out.append(A.DiscardUtterance(utt.id))
+            self._cancel_pending("no question", out)
+            if text:
+                fresh = now - self._preamble_at <= self.options.preamble_keep_s
+                joined = f"{self._preamble} {text}" if fresh else text
+                self._preamble = joined[-self.options.preamble_max_chars :].strip()
+                self._preamble_at = now
+            out.append(A.Notify("not_a_question", {"utterance_id": utt.id, "text": text}))
+            return
+        question = self._with_preamble(text, now)
+        self._preamble = ""
+        p = self._pending
+        kept = False
+        if p is not None:
+            similarity = text_similarity(p.text, question)
+            kept = similarity >= self.options.similarity_keep
+            out.append(A.Notify("speculative", {"kept": kept, "similarity": round(similarity, 3)}))
+            if not kept:
+                self._cancel_pending("the final question differs", out)
+        if not kept:
+            self._start(question, speculative=False, out=out)
+        assert self._pending is not None
+        reply_id, self._pending = self._pending.id, None
+        out.append(A.Notify("transcript", {"text": question, "final": True,
+                                           "utterance_id": utt.id, "heard": text}))
+        out.append(A.CommitUserTurn(question, utt.id))
+        out.append(A.ConfirmReply(reply_id))
+
+    def question_text(self, transcript: str, now: float) -> str:
+        """The question an answer prompt would carry for `transcript` heard now: what an
+        answer started now would ask (the preamble included)."""
+        return self._with_preamble(transcript, now)
+
+    def _with_preamble(self, text: str, now: float) -> str:
+        text = spoken_words(text)
+        if self._preamble and now - self._preamble_at <= self.options.preamble_keep_s:
+            return f"{self._preamble} {text}"
+        return text
+
+    def _start(self, text: str, *, speculative: bool, out: list[A.Action]) -> None:
+        self._next_id += 1
+        self._pending = _Pending(self._next_id, text)
+        out.append(A.StartReply(self._next_id, text, speculative))
+
+    def _cancel_pending(self, reason: str, out: list[A.Action]) -> None:
+        if self._pending is not None:
+            out.append(A.CancelReply(self._pending.id, reason))
+            self._pending = None
+
+
+# ---- prompts --------------------------------------------------------------------------------
+
+
+def _looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
+    """The text ends with the same phrase of 2 to `longest` words `copies` times in a row:
+    the bundled model, once in a loop ("caused by a full disk outage caused by a full disk
+    outage ..."), does not leave it. llama.cpp's DRY sampler breaks such loops too, but costs
+    ~170 ms per request here (~45 ms with one sequence breaker), before the first token."""
+    for n in range(2, longest + 1):
+        if len(words) < n * copies:
+            break
+        tail = words[-n:]
+        if all(words[-n * (k + 1) : len(words) - n * k] == tail for k in range(1, copies)):
+            return True
+    return False
+
+
+def copilot_messages(system_prompt: str, pieces: list[Any], question: str) -> list[ChatMessage]:
+    """Fixed system prompt, then the documents' pieces (in document order, so that questions
+    that retrieve the same pieces share the prompt prefix), then the question."""
+    user = QUESTION_LABEL + question
+    if pieces:
+        lines = "\n".join(f"- ({p.source}) {p.text}" for p in sorted(pieces, key=_chunk_id))
+        user = f"From the candidate's documents:\n{lines}\n\n{user}"
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+
+
+def _chunk_id(piece: Any) -> int:
+    return int(piece.chunk_id)
+
+
+def prefix_steps(pieces: list[Any], step_chars: int) -> list[list[Any]]:
+    """The growing prompt prefixes a warm-up reads one after the other: none of the pieces
+    (the system prompt alone), then about `step_chars` more of them (in document order) at a
+    time, the last one with them all."""
+    ordered = sorted(pieces, key=_chunk_id)
+    steps: list[list[Any]] = [[]]
+    added = 0
+    for i, piece in enumerate(ordered, 1):
+        added += len(piece.text)
+        if added >= step_chars or i == len(ordered):
+            steps.append(ordered[:i])
+            added = 0
+    return steps
+
+
+def _chunk_ids(pieces: list[Any]) -> tuple[int, ...]:
+    return tuple(sorted(_chunk_id(p) for p in pieces))
+
+
+# ---- the engine ---------------------------------------------------------------------------
+
+
+class AnswerSink(Protocol):
+    """Where answers are shown: one stream per answer."""
+
+    async def open(self, answer_id: int, question: str) -> None: ...
+
+    async def write(self, answer_id: int, text: str) -> None: ...
+
+    async def close(self, answer_id: int, status: str) -> None:
+        """`status`: complete | failed | cancelled (superseded by a newer answer, or the
+        session ended)."""
+        ...
+
+
+class ContextSearch(Protocol):
+    async def search_async(self, question: str, k: int = 3) -> list[Any]: ...
+
+    async def pieces_async(self) -> list[Any]: ...
+
+
+class VoiceDetector(Protocol):
+    def is_speech(self, pcm: np.ndarray) -> bool: ...
+
+
+@dataclass
+class AnswerRecord:
+    """One confirmed answer and its timings (engine clock, seconds)."""
+
+    answer_id: int
+    question: str
+    speech_end: float
+    committed_at: float
+    started_at: float
+    speculative: bool
+    first_token_at: float | None = None
+    first_shown_at: float | None = None
+    done_at: float | None = None
+    status: str = ""
+    text: str = ""
+    pieces: list[Any] = field(default_factory=list)
+
+    def latency_ms(self) -> dict[str, float | None]:
+        def ms(t: float | None) -> float | None:
+            return None if t is None else round((t - self.speech_end) * 1000, 1)
+
+        return {"answer_started": ms(self.started_at), "first_token": ms(self.first_token_at),
+                "endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
+                "whole_answer": ms(self.done_at)}
+
+
+@dataclass
+class _Answer:
+    id: int
+    text_in: str
+    speculative: bool
+    started_at: float
+    confirmed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    text: str = ""
+    first_token_at: float | None = None
+    record: AnswerRecord | None = None
+    task: asyncio.Task[None] | None = None
+    pieces: list[Any] = field(default_factory=list)
+
+
+class CopilotEngine:
+    def __init__(
+        self,
+        *,
+        stt: SpeechToText,
+        llm: LanguageModel,
+        sink: AnswerSink,
+        context: ContextSearch | None = None,
+        options: CopilotOptions | None = None,
+        system_prompt: str = COPILOT_SYSTEM_PROMPT,
+        vad: VoiceDetector | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_event: EventSink | None = None,
+        prefill: Prefiller | None = None,
+        turn_detector: TurnDetector | None = None,
+    ) -> None:
+        """`prefill`: reads the question into the LLM's prompt cache while it is being asked
+        (agent.copilot.prefill; only for the server behind `llm`, in the layout of `llm`'s
+        prompts: the bundled server's `CopilotLlamaClient` is both). `turn_detector`: the
+        end-of-turn model whose score sets the question's endpoint silence."""
+        options = options or CopilotOptions()
+        if turn_detector is not None:
+            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+        self.options = options
+        self.endpointer = QuestionEndpointer(self.options)
+        self._scorer = None if turn_detector is None else TurnScorer(
+            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
+        self.answers: list[AnswerRecord] = []
+        self.context = context
+        self._stt, self._llm, self._sink = stt, llm, sink
+        self._system_prompt = system_prompt
+        if vad is None:
+            from agent.audio.vad import VoiceActivityDetector
+
+            vad = VoiceActivityDetector()
+        self._vad = vad
+        self._clock = clock
+        self._emit_event = on_event or (lambda _k, _d: None)
+        self._recent: deque[np.ndarray] = deque(maxlen=self.options.frames(self.options.pre_roll_s))
+        self._stream: STTStream | None = None
+        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard()
+        self._partials: asyncio.Task[None] | None = None
+        self._hearing = False  # an utterance is open: its frames go to the STT stream
+        self._heard_until = 0.0  # when its last frame was pushed
+        self._voiced_at = -1e9  # the last voiced frame
+        self._utt_id = 0
+        self._speech_end = 0.0
+        self._candidate: asyncio.Task[None] | None = None
+        self._live: dict[int, _Answer] = {}
+        self._ticker: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()  # answers cancelled, still closing
+        self._closed_early_at = -1e9  # when an LLM request was last closed before its end
+        self._no_answers = asyncio.Event()  # set while no answer is live: warm-ups may run
+        self._no_answers.set()
+        self._warm_lock = asyncio.Lock()
+        self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
+        self._prefill = None if prefill is None else QuestionPrefill(
+            prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
+            on_flight=self._set_partials)
+
+    async def start(self) -> None:
+        self._stream = self._stt.stream()
+        self._guard = GuardedSTTStream(self._stream)
+        self._set_partials()
+        self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
+        self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
+
+    async def aclose(self) -> None:
+        tasks = [t for t in (self._ticker, self._candidate, self._partials) if t is not None]
+        tasks += [a.task for a in self._live.values() if a.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._prefill is not None:
+            await self._prefill.aclose()
+        if self._scorer is not None:
+            await self._scorer.aclose()
+        if self._stream is not None:
+            await self._stream.aclose()
+        self._live.clear()
+        self._no_answers.set()
+
+    @property
+    def idle(self) -> bool:
+        """No utterance being heard and no answer on its way."""
+        return not self._hearing and not self._live
+
+    async def _tick_forever(self) -> None:
+        while True:  # covers a muted or silent track: frames drive the endpointer otherwise
+            await asyncio.sleep(self.options.frame_s)
+            self._apply(self.endpointer.tick(self._clock()))
+
+    def push_frame(self, pcm: np.ndarray) -> None:
+        """One 20 ms frame of the interviewer (int16, 16 kHz mono, FRAME_SAMPLES long)."""
+        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
+            raise ValueError(f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
+                             f"{pcm.dtype} {pcm.shape}")
+        now = self._clock()
+        self._recent.append(pcm)
+        if self._hearing:
+            self._stt_guard().push(pcm)
+            if self._scorer is not None:
+                self._scorer.push(pcm)
+            self._heard_until = now
+        voiced = self._vad.is_speech(pcm)
+        if voiced:
+            self._voiced_at = now
+            if self._prefill is not None:  # text that came during a pause goes out now
+                self._prefill.send_waiting()
+        self._apply(self.endpointer.on_frame(voiced, now))
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def _apply(self, actions: list[A.Action]) -> None:
+        for action in actions:
+            self._execute(action)
+
+    def _execute(self, a: A.Action) -> None:
+        now = self._clock()
+        match a:
+            case A.OpenUtterance(utterance_id=uid):
+                self._utt_id = uid
+                self._hearing = True
+                self._heard_until = now
+                stt = self._stt_guard()
+                stt.new_utterance()
+                if self._scorer is not None:
+                    self._scorer.new_utterance()
+                for pcm in self._recent:  # the pre-roll, this frame included
+                    stt.push(pcm)
+                    if self._scorer is not None:
+                        self._scorer.push(pcm)
+                if self._prefill is not None:
+                    self._prefill.restart()
+            case A.DiscardUtterance():
+                self._hearing = False
+                self._stt_guard().discard()
+            case A.RequestCandidate(utterance_id=uid):
+                self._request_candidate(uid)
+            case A.ScoreTurn(utterance_id=uid, text=text):
+                if self._scorer is not None and self._hearing and uid == self._utt_id:
+                    self._scorer.request(uid, text)
+            case A.DropCandidate():
+                if self._candidate is not None:
+                    self._candidate.cancel()
+            case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
+                self._start_answer(rid, text, spec, now)
+            case A.CancelReply(reply_id=rid, reason=reason):
+                self._cancel_answer(rid, reason)
+            case A.CommitUserTurn():
+                self._hearing = False
+                self._stt_guard().discard()  # the candidate that ended it was its transcript
+            case A.ConfirmReply(reply_id=rid):
+                self._confirm(rid, now)
+            case A.Notify(type=kind, data=data):
+                if kind == "speech_end":
+                    self._speech_end = data["last_voiced"]
+                self._emit(kind, data)
+
+    # ---- transcription ------------------------------------------------------------------
+
+    def _stt_guard(self) -> GuardedSTTStream:
+        assert self._guard is not None, "start() first"
+        return self._guard
+
+    def _request_candidate(self, uid: int) -> None:
+        """The transcript so far: the stream's flush() (with partials on, it reuses a decode
+        that already covers the speech, and what the partials agreed on)."""
+        if not self._hearing or uid != self._utt_id or self._stream is None:
+            return
+        self._emit("candidate_requested", {"utterance_id": uid})
+        self._candidate = asyncio.get_running_loop().create_task(
+            self._transcribe(uid, self._stream, self._heard_until),
+            name=f"copilot-candidate-{uid}")
+
+    async def _transcribe(self, uid: int, stream: STTStream, covered_until: float) -> None:
+        try:
+            text = await stream.flush()
+        except Exception as e:  # no words rather than a hung question
+            log.warning("transcription failed: %s: %s", type(e).__name__, e)
+            text = ""
+        if uid == self._utt_id:  # at a pause inside a question: read ahead when it goes on
+            self._offer_prefill(text, at_pause=True)
+        self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
+
+    def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
+        self._apply(self.endpointer.on_turn_score(uid, text, score, self._clock()))
+
+    async def _read_partials(self) -> None:
+        assert self._stream is not None
+        try:
+            async for partial in self._stream.partials():
+                self._offer_prefill(partial.text)
+                if self._scorer is not None and self._hearing:
+                    self._scorer.partial(partial.text)
+        except Exception as e:  # the stream died; candidates report it utterance by utterance
+            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
+
+    def _offer_prefill(self, transcript: str, *, at_pause: bool = False) -> None:
+        if self._prefill is not None and self._hearing and transcript.strip():
+            question = self.endpointer.question_text(transcript, self._clock())
+            self._prefill.offer(question, at_pause=at_pause)
+
+    # ---- reading the question ahead -------------------------------------------------------
+
+    def _prefill_ready(self) -> bool:
+        """A prefill request may go out: the interviewer is speaking now, its last frame voiced
+        (from the first quiet frame on, the question's transcript and maybe its answer may come
+        next, and must neither wait behind a read-ahead nor share the cores with one), the
+        prefix is warm, and no other request holds or is about to free the warm slot: a request
+        sent meanwhile would go to the other, cold one."""
+        o = self.options
+        now = self._clock()
+        return (self._hearing and now - self._voiced_at < o.frame_s + EPS
+                and self._warm_ids is not None and self._no_answers.is_set()
+                and not self._warm_lock.locked() and not self._stopping
+                and now >= self._closed_early_at + o.llm_release_s)
+
+    async def _prefill_messages(self, question: str) -> list[ChatMessage] | None:
+        """The answer prompt for `question`, when its documents are the warm prefix (the
+        nearest pieces instead depend on the final question)."""
+        every = await self.context.pieces_async() if self.context is not None else []
+        if _chunk_ids(every) != self._warm_ids:
+            return None
+        return copilot_messages(self._system_prompt, every, question)
+
+    def _prefilled(self, question: str, result: PrefillResult) -> None:
+        self._emit("prefill", {"question": question, "cached": result.cached,
+                               "read": result.read, "ms": round(result.ms, 1)})
+
+    # ---- answers ------------------------------------------------------------------------
+
+    def _start_answer(self, rid: int, text: str, speculative: bool, now: float) -> None:
+        # A new question is the one that matters: older answers stop here, not only once it
+        # is confirmed, so that their LLM requests free the slot whose cache holds the prompt
+        # prefix (a second, concurrent request would land in a cold slot).
+        for other in list(self._live.values()):
+            if other.record is not None:
+                self._stop(other.id, "superseded")
+        answer = _Answer(rid, text, speculative, now)
+        answer.task = asyncio.get_running_loop().create_task(
+            self._run_answer(answer), name=f"copilot-answer-{rid}")
+        self._live[rid] = answer
+        self._no_answers.clear()
+        self._set_partials()
+        self._emit("answer_started", {"answer_id": rid, "speculative": speculative})
+
+    def _cancel_answer(self, rid: int, reason: str) -> None:
+        self._stop(rid, reason)
+
+    def _stop(self, rid: int, reason: str) -> None:
+        answer = self._drop(rid)
+        if answer is not None and answer.task is not None:
+            answer.task.cancel()
+            self._stopping.add(answer.task)
+            answer.task.add_done_callback(self._stopped)
+        self._emit("answer_cancelled", {"answer_id": rid, "reason": reason})
+
+    def _drop(self, rid: int) -> _Answer | None:
+        answer = self._live.pop(rid, None)
+        if not self._live:
+            self._no_answers.set()
+            self._set_partials()
+        return answer
+
+    def _set_partials(self) -> None:
+        """Partials are decoded only to read the question ahead (not once the prefill has
+        stopped for failing), and not while a read-ahead or an answer is on its way: the two
+        would share the cores, and both come late (a read-ahead that ran into the end of the
+        question slowed its final decode and held up its answer). Without them the candidate
+        at a pause is one decode of the utterance; with them, a partial decode still running
+        then (it cannot be stopped) shares the cores with it (scripted LLM bench, 20
+        questions: endpoint p50/p95 424/745 ms with partials, 364/578 ms without)."""
+        if self._stream is not None:
+            reading_ahead = self._prefill is not None and self._prefill.working
+            reading_now = self._prefill is not None and self._prefill.in_flight
+            self._stream.set_paused(not reading_ahead or reading_now or bool(self._live))
+
+    def _stopped(self, task: asyncio.Task[None]) -> None:
+        self._stopping.discard(task)
+        self._closed_early_at = self._clock()
+
+    async def _llm_slot_free(self) -> None:
+        """Wait until requests closed early are over at the LLM server too. llama.cpp notices
+        a closed request only when it writes the next token (~100-200 ms here); until then the
+        slot that holds the cached prompt prefix is busy, and a new request would go to the
+        other, cold one (~25 s to read the documents again). A prefill in flight is short (a
+        few words of the question) and its slot is free once it returns: it is awaited."""
+        if self._prefill is not None:
+            await self._prefill.settled()
+        await asyncio.gather(*self._stopping, return_exceptions=True)
+        wait = self._closed_early_at + self.options.llm_release_s - self._clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def _confirm(self, rid: int, now: float) -> None:
+        answer = self._live.get(rid)
+        if answer is None:
+            return
+        question = check_question(answer.text_in).question or answer.text_in
+        answer.record = AnswerRecord(
+            rid, question, speech_end=self._speech_end, committed_at=now,
+            started_at=answer.started_at, speculative=answer.speculative,
+            first_token_at=answer.first_token_at)
+        self.answers.append(answer.record)
+        answer.confirmed.set()
+
+    async def _run_answer(self, answer: _Answer) -> None:
+        generate = asyncio.create_task(self._generate(answer), name=f"copilot-llm-{answer.id}")
+        opened = False
+        try:
+            await answer.confirmed.wait()
+            record = answer.record
+            assert record is not None
+            await self._sink.open(answer.id, record.question)
+            opened = True
+            status = await self._publish(answer, record, generate)
+            await self._sink.close(answer.id, status)
+            record.done_at = self._clock()
+            record.status = status
+            record.text = answer.text
+            record.pieces = answer.pieces
+            self._emit("answer_done", {"answer_id": answer.id, "status": status,
+                                       "speech_end": record.speech_end,
+                                       "latency_ms": record.latency_ms()})
+        except asyncio.CancelledError:
+            if opened:
+                await self._sink.close(answer.id, "cancelled")
+                assert answer.record is not None
+                answer.record.status = "cancelled"
+                answer.record.text = answer.text
+            raise
+        finally:
+            generate.cancel()
+            await asyncio.gather(generate, return_exceptions=True)
+            self._drop(answer.id)
+
+    async def _publish(
+        self, answer: _Answer, record: AnswerRecord, generate: asyncio.Task[None]
+    ) -> str:
+        """Write the answer's text as it grows (the buffer of a speculative start at once);
+        returns the status to close with."""
+        written = 0
+        while True:
+            answer.changed.clear()
+            if len(answer.text) > written:
+                delta, written = answer.text[written:], len(answer.text)
+                await self._sink.write(answer.id, delta)
+                if record.first_shown_at is None:
+                    record.first_shown_at = self._clock()
+                    record.first_token_at = answer.first_token_at
+                continue
+            if generate.done():
+                break
+            changed = asyncio.ensure_future(answer.changed.wait())
+            try:
+                await asyncio.wait({generate, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+        if generate.exception() is None:
+            return "complete"
+        e = generate.exception()
+        log.warning("answer %d failed: %s: %s", answer.id, type(e).__name__, e)
+        if written == 0:
+            await self._sink.write(answer.id, FAILED_ANSWER)
+        return "failed"
+
+    async def _generate(self, answer: _Answer) -> None:
+        await self._llm_slot_free()  # this request then gets the slot with the cached prefix
+        answer.pieces = await self._pieces(answer.text_in)
+        messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
+        stream = self._llm.stream(messages)
+        try:
+            async for delta in stream:
+                if not delta:
+                    continue
+                if answer.first_token_at is None:
+                    answer.first_token_at = self._clock()
+                answer.text += delta
+                answer.changed.set()
+                lines = [x for x in answer.text.split("\n") if x.strip()]
+                if len(lines) > self.options.max_answer_lines:
+                    cut = answer.text.rstrip().rfind("\n")
+                    answer.text = answer.text[:cut + 1]
+                    break
+                words = answer.text.split()
+                if len(words) >= self.options.answer_word_limit or _looping(words) or (
+                        len(words) >= self.options.max_answer_words
+                        and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))):
+                    break
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if not answer.text.strip():
+            raise RuntimeError("the LLM returned an empty answer")
+
+    async def _pieces(self, question: str) -> list[Any]:
+        """Every chunk when they are the warm prompt prefix, else the nearest few."""
+        if self.context is None:
+            return []
+        every = await self.context.pieces_async()
+        if _chunk_ids(every) == self._warm_ids:
+            return every
+        if not every or self.options.context_pieces <= 0:
+            return []
+        return await self.context.search_async(question, self.options.context_pieces)
+
+    async def warm(self) -> None:
+        """Put the prompt prefix every question shares into the LLM's cache: the system prompt
+        and the documents, when they fit `stable_prefix_max_chars`. Call it at the start and
+        after each new document; until it is done, prompts carry the nearest chunks instead.
+
+        The prefix grows over a few requests, each closed after its first token: each reads
+        only what it adds to the one before (a few seconds of prefill with the bundled model,
+        inside the client's limit on a reply's duration). llama.cpp serves a request from the
+        idle slot whose cache shares the longest prefix with it, so one warm slot serves the
+        session. Warm-ups run one at a time."""
+        async with self._warm_lock:
+            every = await self.context.pieces_async() if self.context is not None else []
+            fit = sum(len(p.text) for p in every) <= self.options.stable_prefix_max_chars
+            if not fit:
+                every = []
+            ids = _chunk_ids(every)
+            if ids != self._warm_ids:
+                if not await self._warm_steps(every):
+                    return  # the answers still work, from a cold cache
+                self._warm_ids = ids
+            # Told every time: a client waits for `pieces` to reach what it sent, or learns
+            # that its documents are too long to ever be the cached prefix.
+            self._emit("warm", {"pieces": len(ids), "documents_fit": fit})
+
+    async def _warm_steps(self, every: list[Any]) -> bool:
+        """Read the prefix with `every` piece into the LLM's cache, a step at a time; False
+        when the LLM failed."""
+        for pieces in prefix_steps(every, self.options.warm_step_chars):
+            # Answers first: two cores cannot read a warm-up step and a question at once in
+            # time. Until the prefix is warm, answers carry the nearest pieces.
+            await self._no_answers.wait()
+            await self._llm_slot_free()  # each step reuses the slot of the one before
+            stream = self._llm.stream(copilot_messages(self._system_prompt, pieces, "Hello."))
+            try:
+                async for _ in stream:
+                    break
+            except Exception as e:
+                log.warning("warming the LLM failed: %s: %s", type(e).__name__, e)
+                return False
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+                self._closed_early_at = self._clock()
+        return True
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        self._emit_event(kind, {"t": self._clock(), **data})

@@ -1,0 +1,89 @@
+"""`agent.engines.LanguageModel` over any OpenAI-compatible chat completions endpoint: OpenAI,
+a self-hosted server, or the bundled llama.cpp server (agent.llm.llama_server).
+
+Latency rules from the design: one long-lived client per process (its keep-alive pool saves
+the TCP/TLS handshake on every turn), no retries on a streaming call (a retry doubles the
+wait; the turn engine degrades instead), a short connect timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from agent.engines import ChatMessage
+
+
+class LLMError(RuntimeError):
+    """The LLM request failed (unreachable, refused, timed out); the turn cannot use it."""
+
+
+class OpenAIChatLLM:
+    """Streams chat completions. Create one per process (before the first turn: importing
+    the openai package takes about a second) and share it between sessions."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str = "",
+        max_tokens: int = 120,
+        temperature: float = 0.3,
+        stop: Sequence[str] = (),
+        connect_timeout_s: float = 2.0,
+        stall_timeout_s: float = 10.0,
+        max_duration_s: float = 30.0,
+    ) -> None:
+        import openai
+
+        self.model = model
+        self.base_url = base_url
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.stop = list(stop)
+        self.max_duration_s = max_duration_s
+        # The connection pool binds to an event loop on its first request, not here.
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            # Servers that need no key (llama.cpp) still get the header the client insists on.
+            api_key=api_key or "no-key",
+            max_retries=0,
+            # read = the longest gap between streamed chunks; the whole reply is capped below.
+            timeout=openai.Timeout(stall_timeout_s, connect=connect_timeout_s),
+        )
+
+    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+        """Text deltas of the reply. `aclose()` on the iterator (or cancelling the task that
+        iterates it) closes the HTTP response, which makes the server stop generating."""
+        import openai
+
+        deadline = time.monotonic() + self.max_duration_s
+        options = {"stop": self.stop} if self.stop else {}
+        try:
+            response = await self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                **options,
+            )
+        except openai.APIError as e:
+            raise LLMError(f"{self._where()}: {e}") from e
+        try:
+            async for chunk in response:
+                if chunk.choices and (delta := chunk.choices[0].delta.content):
+                    yield delta
+                if time.monotonic() > deadline:
+                    raise LLMError(f"{self._where()}: reply took over {self.max_duration_s} s")
+        except openai.APIError as e:
+            raise LLMError(f"{self._where()}: {e}") from e
+        finally:
+            await response.close()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _where(self) -> str:
+        return f"LLM {self.model!r} at {self.base_url or 'the OpenAI API'}"

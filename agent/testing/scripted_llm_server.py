@@ -1,0 +1,78 @@
+"""ScriptedLLM (a TEST DOUBLE, see agent/testing/scripted_llm.py) served as an OpenAI-compatible
+chat endpoint: its replies stream as server-sent events, so that a worker's real OpenAI client
+path, or another framework's OpenAI plugin, can talk to it. Used by `voxroom bench --path
+livekit` (a repeatable LLM with a fixed time to first token), by `voxroom loadtest` (a
+remote-like LLM: a random extra delay before the first token) and by the end-to-end tests
+(which read the requests it received)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from agent.testing.scripted_llm import ScriptedLLM
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def scripted_llm_server(
+    llm: ScriptedLLM,
+    *,
+    requests: list[dict[str, Any]] | None = None,
+    extra_ttft_ms: tuple[float, float] = (0.0, 0.0),
+    seed: int = 0,
+) -> AsyncIterator[str]:
+    """Serves /v1/chat/completions on loopback; yields the base URL (…/v1).
+
+    Every request body is appended to `requests` when given. Before each reply's first
+    token the server waits a uniform random `extra_ttft_ms` (low, high) on top of the
+    script's own `ttft_ms`, as a remote LLM's queueing and prefill vary (seeded: repeatable).
+    """
+    low, high = extra_ttft_ms
+    if not 0 <= low <= high:
+        raise ValueError("extra_ttft_ms must be (low, high) with 0 <= low <= high")
+    jitter = random.Random(seed)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        try:  # the client may leave at any moment, even before its request is read
+            body = await request.json()
+            if requests is not None:
+                requests.append(body)
+            await resp.prepare(request)
+            if high > 0:
+                await asyncio.sleep(jitter.uniform(low, high) / 1000)
+            async for word in llm.stream(body["messages"]):
+                chunk = {"id": "scripted", "object": "chat.completion.chunk", "created": 0,
+                         "model": body.get("model", "scripted"),
+                         "choices": [{"index": 0, "delta": {"content": word},
+                                      "finish_reason": None}]}
+                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+        except ConnectionResetError:
+            pass  # the client cancelled the reply (a barge-in, a speculative start dropped)
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = _free_port()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,279 @@
+"""One conversation in a LiveKit room: the user's microphone into the turn engine, the agent's
+voice out as a published track, its state as the `lk.agent.state` attribute and both sides'
+transcripts on the `lk.transcription` text-stream topic (LiveKit's client conventions)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.engines import INPUT_RATE
+from agent.protocol import (
+    AGENT_VOICE_TRACK,
+    ATTR_AGENT_STATE,
+    TOPIC_METRICS,
+    TOPIC_TRANSCRIPTION,
+    transcription_attributes,
+    turn_metrics_message,
+)
+
+if TYPE_CHECKING:
+    from livekit import rtc
+
+    from agent.store.conversation_log import RoomMemory
+    from agent.store.transcripts import TurnStore
+
+log = logging.getLogger(__name__)
+
+OUTPUT_RATE = 48_000
+SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
+PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-dispatch
+
+
+
+class LiveKitAudioSink:
+    """An `AudioSink` on a LiveKit AudioSource: clearing it silences the listener at once (what
+    is left is the network), however much is queued. Frames go through
+    `agent.transports.ffi_router`, so a worker's sessions do not wake each other up with every
+    frame."""
+
+    # Each write is a round trip through the native runtime (a request, its answer, a wake-up):
+    # 60 ms frames make a third of the 20 ms ones. The source queues up to SOURCE_QUEUE_MS, so
+    # the next frame is written well before the queue runs dry, even on a busy event loop.
+    frame_ms = 60
+
+    def __init__(self, source: rtc.AudioSource) -> None:
+        self._source = source
+        self.sample_rate = source.sample_rate
+        self._queued_s = 0.0  # at `_since`, drained in real time by the source
+        self._since = time.monotonic()
+
+    async def write(self, pcm: np.ndarray) -> None:
+        from livekit import rtc
+
+        from agent.transports.ffi_router import capture_frame
+
+        frame = rtc.AudioFrame(
+            data=pcm.tobytes(),
+            sample_rate=self.sample_rate,
+            num_channels=1,
+            samples_per_channel=len(pcm),
+        )
+        await capture_frame(self._source, frame)
+        self._queued_s = self._queued() + len(pcm) / self.sample_rate
+        self._since = time.monotonic()
+
+    def clear(self) -> int:
+        dropped = self.queued_samples()
+        self._source.clear_queue()
+        self._queued_s = 0.0
+        return dropped
+
+    def queued_samples(self) -> int:
+        return int(self._queued() * self.sample_rate)
+
+    def _queued(self) -> float:
+        return max(0.0, self._queued_s - (time.monotonic() - self._since))
+
+
+class RoomPublisher:
+    """Publishes the engine's events to the room, in order, off the audio path: the engine's
+    callbacks only enqueue."""
+
+    def __init__(self, room: rtc.Room, user_identity: str) -> None:
+        self._room = room
+        self._user = user_identity
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.user_track_id = ""
+        self.agent_track_id = ""
+        self._user_segment = 0
+        self._agent_chunks: dict[int, list[str]] = {}
+        self._audible: int | None = None  # reply whose voice is being heard
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="room-publisher")
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        self._queue.put_nowait((kind, data))
+
+    async def aclose(self) -> None:
+        await self._queue.join()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            kind, data = await self._queue.get()
+            try:
+                await self._publish(kind, data)
+            except Exception as e:  # a failed publish must not stop the conversation
+                log.warning("publishing %s failed: %s", kind, e)
+            finally:
+                self._queue.task_done()
+
+    async def _publish(self, kind: str, data: dict[str, Any]) -> None:
+        lp = self._room.local_participant
+        if kind == "state":
+            await lp.set_attributes({ATTR_AGENT_STATE: data["state"].lower()})
+        elif kind == "transcript":
+            seg = f"user-{self._user_segment}"
+            if data["final"]:
+                self._user_segment += 1
+            await self._send(data["text"], seg, data["final"], self.user_track_id, self._user)
+        elif kind == "turn_retracted" and self._user_segment > 0:
+            # The user went on: the merged turn's transcript replaces the retracted one's.
+            self._user_segment -= 1
+        elif kind == "tts_chunk":
+            rid = data["reply_id"]
+            self._agent_chunks.setdefault(rid, []).append(data["text"])
+            if rid == self._audible:
+                await self._send_agent(rid, final=False)
+        elif kind == "audio_start":
+            self._audible = data["reply_id"]
+            await self._send_agent(data["reply_id"], final=False)
+        elif kind == "turn":
+            if self._audible is not None:
+                rid, self._audible = self._audible, None
+                text = data["heard_text"] if data["interrupted"] else data["agent_text"]
+                self._agent_chunks[rid] = [text]
+                await self._send_agent(rid, final=True)
+                self._agent_chunks.clear()
+            await self._send_metrics(data)
+
+    async def _send_metrics(self, turn: dict[str, Any]) -> None:
+        """The finished turn's latencies, to the user it served only (the page's readout)."""
+        await self._room.local_participant.send_text(
+            turn_metrics_message(turn), topic=TOPIC_METRICS, destination_identities=[self._user]
+        )
+
+    async def _send_agent(self, rid: int, *, final: bool) -> None:
+        text = " ".join(self._agent_chunks.get(rid, []))
+        await self._send(
+            text, f"agent-{rid}", final, self.agent_track_id, self._room.local_participant.identity
+        )
+
+    async def _send(self, text: str, segment: str, final: bool, track_id: str, sender: str) -> None:
+        writer = await self._room.local_participant.stream_text(
+            topic=TOPIC_TRANSCRIPTION,
+            attributes=transcription_attributes(segment, final=final, track_id=track_id),
+            sender_identity=sender,
+        )
+        await writer.write(text)
+        await writer.aclose()
+
+
+async def run_room_session(
+    room: rtc.Room,
+    participant: rtc.RemoteParticipant,
+    *,
+    stt: Any,
+    tts: Any,
+    llm: Any,
+    system_prompt: str,
+    store: TurnStore | None = None,
+    memory: RoomMemory | None = None,
+    stt_partials: str = "listening",
+    turn_detector: Any = None,
+) -> None:
+    """Talk with `participant` until they leave or the room closes. With a `store`, every
+    finished turn is committed durably and the room's earlier turns are the history; a
+    `memory` keeps the history and the reply being spoken for the room's next agent
+    (agent/store/conversation_log.py)."""
+    from livekit import rtc
+
+    from agent.llm.history import ChatHistory
+    from agent.ops.metrics import MetricsRecorder
+    from agent.store.conversation_log import ConversationLog
+    from agent.voice.engine import TurnEngine
+
+    source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
+    track = rtc.LocalAudioTrack.create_audio_track(AGENT_VOICE_TRACK, source)
+    options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+    publication = await room.local_participant.publish_track(track, options)
+
+    publisher = RoomPublisher(room, participant.identity)
+    publisher.agent_track_id = publication.sid
+    publisher.start()
+    history = ChatHistory(system_prompt)
+    session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
+    recorder = MetricsRecorder(session_id)
+    turns = ConversationLog(room.name, session_id, history, store=store, memory=memory)
+    for turn in await turns.start(PERSISTED_HISTORY_TURNS):
+        history.add_user(turn["user_text"])
+        history.add_assistant(turn["heard_text"])
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        publisher.on_event(kind, data)
+        recorder.on_event(kind, data)
+        turns.on_event(kind, data)
+
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=LiveKitAudioSink(source),
+        history=history,
+        on_event=on_event,
+        partials=stt_partials,
+        turn_detector=turn_detector,
+    )
+    await engine.start()
+    recorder.start()
+    left = asyncio.Event()
+
+    def on_disconnected(p: rtc.RemoteParticipant) -> None:
+        if p.identity == participant.identity:
+            left.set()
+
+    room.on("participant_disconnected", on_disconnected)
+    listen = asyncio.create_task(_listen(participant, engine, publisher), name="listen")
+    try:
+        await left.wait()
+    finally:
+        listen.cancel()
+        await asyncio.gather(listen, return_exceptions=True)
+        await engine.aclose()
+        await recorder.aclose()
+        await turns.aclose()  # every finished turn is stored before we go
+        await publisher.aclose()
+        await source.aclose()
+        log.info("session with %s ended after %d turns", participant.identity, len(engine.turns))
+
+
+async def _listen(
+    participant: rtc.RemoteParticipant, engine: Any, publisher: RoomPublisher
+) -> None:
+    """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
+    from livekit import rtc
+
+    from agent.audio.frames import FrameGuard
+    from agent.transports.ffi_router import bind_audio_stream
+
+    guard = FrameGuard()
+    while True:
+        stream = rtc.AudioStream.from_participant(
+            participant=participant,
+            track_source=rtc.TrackSource.SOURCE_MICROPHONE,
+            sample_rate=INPUT_RATE,
+            num_channels=1,
+            frame_size_ms=20,
+        )
+        bind_audio_stream(stream)
+        for pub in participant.track_publications.values():
+            if pub.source == rtc.TrackSource.SOURCE_MICROPHONE:
+                publisher.user_track_id = pub.sid
+        try:
+            async for event in stream:
+                frame = event.frame
+                # Any rate, channel count or frame size, NaN or clipping: fixed and counted.
+                for f in guard.push(frame.data, frame.sample_rate, frame.num_channels):
+                    engine.push_frame(f)
+        finally:
+            await stream.aclose()
+        await asyncio.sleep(0.1)  # the track ended; wait for it to come back

@@ -1,0 +1,400 @@
+"""The turn engine: one conversation's audio in, the agent's voice out.
+
+It runs the pure state machine (`state_machine`) against real engines: webrtcvad on every
+20 ms frame, a streaming STT (Whisper or Deepgram) that hears every frame of an utterance and
+gives partials while the user speaks and a candidate transcript at each pause (`flush()`), the
+streamed LLM, the TTS chunker and Piper, and the playout. Partial decoding is paused while the
+agent thinks or speaks, so it never competes with the LLM and TTS for the CPU. The machine
+decides; this module executes the actions, in order, and reports what happened as events
+(the names `voxroom simulate` writes).
+
+Nothing here blocks the event loop: transcription and synthesis run in the engines' worker
+threads, and `push_frame` only does the VAD (microseconds) and bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from agent.audio.sinks import AudioSink
+from agent.audio.vad import VoiceActivityDetector
+from agent.engines import (
+    FRAME_SAMPLES,
+    INPUT_RATE,
+    LanguageModel,
+    SpeechToText,
+    STTStream,
+    TextToSpeech,
+)
+from agent.llm.history import ChatHistory
+from agent.ops.memory_trim import PROCESS_TRIMMER
+from agent.stt.guard import GuardedSTTStream
+from agent.voice.playout import Playout
+from agent.voice.reply import ReplyPipeline
+from agent.voice.turn_detector import TurnDetector, TurnScorer
+from agent.voice.turn_metrics import TurnRecord
+from state_machine import actions as A
+from state_machine.machine import CANNED_APOLOGY, ConversationStateMachine
+from state_machine.options import TurnOptions
+from state_machine.states import AgentState
+from tts.chunker import make_chunker
+
+log = logging.getLogger(__name__)
+
+FILLER_TEXT = "Let me think."
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class _Utterance:
+    id: int
+    end_time: float = 0.0  # time at the end of the last frame pushed to the STT
+
+
+class TurnEngine:
+    def __init__(
+        self,
+        *,
+        stt: SpeechToText,
+        llm: LanguageModel,
+        tts: TextToSpeech,
+        sink: AudioSink,
+        history: ChatHistory,
+        options: TurnOptions | None = None,
+        on_event: EventSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        vad_aggressiveness: int = 2,
+        chunker_kind: str = "lookahead",
+        partials: str = "listening",
+        turn_detector: TurnDetector | None = None,
+    ) -> None:
+        options = options or TurnOptions()
+        if turn_detector is not None:  # the endpoint silence follows its score
+            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+        self.options = options
+        self.machine = ConversationStateMachine(self.options)
+        self._scorer = None if turn_detector is None else TurnScorer(
+            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
+        self.history = history
+        self.turns: list[TurnRecord] = []
+        self._stt, self._llm, self._tts = stt, llm, tts
+        self._clock = clock
+        self._emit_event = on_event or (lambda _t, _d: None)
+        self._vad = VoiceActivityDetector(vad_aggressiveness)
+        self._chunker_kind = chunker_kind
+        self._playout = Playout(
+            sink,
+            clock=clock,
+            on_reply_started=self._on_reply_started,
+            on_reply_done=self._on_reply_done,
+            on_progress=self._on_progress,
+        )
+        pre_roll = self.options.frames(self.options.pre_roll_s)
+        self._recent: deque[np.ndarray] = deque(maxlen=pre_roll)
+        self._utt: _Utterance | None = None
+        self._candidate_task: asyncio.Task[None] | None = None
+        self._stream: STTStream | None = None
+        self._partials_task: asyncio.Task[None] | None = None
+        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard(), from start()
+        self._partials = partials  # agent.config.STTSettings.partials
+        self._replies: dict[int, ReplyPipeline] = {}
+        self._cancelled: set[asyncio.Task[None]] = set()
+        self._turn: TurnRecord | None = None  # the turn being answered
+        self._speech_end: float | None = None
+        self._filler: np.ndarray | None = None
+        self._canned: dict[str, np.ndarray] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Synthesize the filler ahead of time and start the playout and the timer."""
+        self._filler = await self._tts.synthesize(FILLER_TEXT)
+        try:  # ready before it is needed: the TTS may be what failed when it is
+            self._canned[CANNED_APOLOGY] = await self._tts.synthesize(CANNED_APOLOGY)
+        except Exception as e:
+            log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
+        self._stream = self._stt.stream()
+        self._guard = GuardedSTTStream(self._stream)
+        self._stream.set_paused(self._partials == "off")
+        self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
+        self._playout.start()
+        self._ticker = asyncio.create_task(self._tick_forever(), name="turn-timer")
+        self._emit("state", {"state": self.machine.state.name})
+
+    async def aclose(self) -> None:
+        for task in (self._ticker, self._candidate_task):
+            if task is not None:
+                task.cancel()
+        if self._scorer is not None:
+            await self._scorer.aclose()
+        if self._stream is not None:
+            await self._stream.aclose()
+        if self._partials_task is not None:
+            self._partials_task.cancel()
+            await asyncio.gather(self._partials_task, return_exceptions=True)
+        for rid in list(self._replies):
+            # A reply cut off by the end of the session is recorded as heard so far, as a
+            # barge-in would be: its turn stays in the history and the metrics.
+            self._cancel_reply(rid, "session closed")
+        await asyncio.gather(*self._cancelled, return_exceptions=True)
+        await self._playout.aclose()
+
+    async def _tick_forever(self) -> None:
+        # Frames drive the machine while audio flows; this covers a silent or muted input.
+        while True:
+            await asyncio.sleep(self.options.frame_s)
+            self._apply(self.machine.tick(self._clock()))
+
+    # ---- input ----------------------------------------------------------------------------
+
+    def push_frame(self, pcm: np.ndarray) -> None:
+        """One 20 ms frame of user audio (int16, 16 kHz mono, FRAME_SAMPLES long)."""
+        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
+            raise ValueError(
+                f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
+                f"{pcm.dtype} {pcm.shape}"
+            )
+        now = self._clock()
+        self._recent.append(pcm)
+        if self._utt is not None:
+            self._push_to_stt(pcm)
+            self._utt.end_time = now
+        self._apply(self.machine.on_frame(self._vad.is_speech(pcm), now))
+
+    # ---- actions --------------------------------------------------------------------------
+
+    def _apply(self, actions: list[A.Action]) -> None:
+        for action in actions:
+            self._execute(action)
+
+    def _execute(self, a: A.Action) -> None:
+        now = self._clock()
+        match a:
+            case A.SetState(state=state):
+                self._emit("state", {"state": state.name})
+                if self._stream is not None and self._partials == "listening":
+                    self._stream.set_paused(state is not AgentState.LISTENING)
+                if state is AgentState.LISTENING and self._turn is not None:
+                    self._close_turn(interrupted=False)
+            case A.OpenUtterance(utterance_id=uid):
+                self._utt = _Utterance(uid, end_time=now)
+                if self._scorer is not None:
+                    self._scorer.new_utterance()
+                if self._guard is not None:
+                    self._guard.new_utterance()
+                for pcm in self._recent:  # the pre-roll, this frame included
+                    self._push_to_stt(pcm)
+            case A.DiscardUtterance(utterance_id=uid):
+                if self._utt is not None and self._utt.id == uid:
+                    self._utt = None
+                    self._discard_stt()
+            case A.RequestCandidate(utterance_id=uid):
+                self._request_candidate(uid)
+            case A.ScoreTurn(utterance_id=uid, text=text):
+                if self._scorer is not None and self._utt is not None and self._utt.id == uid:
+                    self._scorer.request(uid, text)
+            case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
+                self._start_reply(rid, text, spec)
+            case A.ConfirmReply(reply_id=rid):
+                self._playout.confirm(rid)
+            case A.CancelReply(reply_id=rid, reason=reason):
+                self._cancel_reply(rid, reason)
+            case A.CommitUserTurn(text=text):
+                self.history.add_user(text)
+                self._utt = None
+                self._discard_stt()  # the candidate that ended the turn was its transcript
+                self._turn = TurnRecord(
+                    user_text=text, speech_end=self._speech_end or now, final_at=now
+                )
+                reply = self._current_reply()
+                if reply is not None:
+                    self._turn.reply = reply
+            case A.RetractUserTurn(text=text):
+                self.history.remove_last_user(text)
+                self._turn = None
+                self._emit("turn_retracted", {})
+            case A.PausePlayback():
+                self._playout.pause()
+            case A.ResumePlayback():
+                self._playout.resume()
+            case A.CommitBargeIn():
+                # CancelReply, just before, closed the turn with the heard text.
+                pass
+            case A.PlayFiller():
+                if self._filler is not None:
+                    self._playout.play_filler(self._filler)
+            case A.PlayCanned(reply_id=rid, text=text):
+                asyncio.get_running_loop().create_task(self._play_canned(rid, text))
+            case A.Notify(type=kind, data=data):
+                self._notify(kind, data, now)
+
+    def _notify(self, kind: str, data: dict[str, Any], now: float) -> None:
+        if kind == "speech_end":
+            self._speech_end = data["last_voiced"]
+            self._emit("speech_end", {}, at=self._speech_end)
+        elif kind == "speech_start":
+            self._emit("speech_start", {}, at=data["onset"])
+        elif kind == "transcript":
+            self._emit("transcript", {"text": data["text"], "final": data["final"]})
+        elif kind == "barge_in":
+            self._emit("barge_in", {"text": data["text"]}, at=data["paused_at"])
+        else:
+            self._emit(kind, data)
+
+    # ---- transcription --------------------------------------------------------------------
+
+    def _push_to_stt(self, pcm: np.ndarray) -> None:
+        if self._scorer is not None:
+            self._scorer.push(pcm)
+        if self._guard is not None:  # frames before start() have nowhere to go
+            self._guard.push(pcm)
+
+    def _discard_stt(self) -> None:
+        if self._guard is not None:
+            self._guard.discard()
+
+    def _request_candidate(self, uid: int) -> None:
+        utt = self._utt
+        if utt is None or utt.id != uid or self._stream is None:
+            return
+        self._candidate_task = asyncio.get_running_loop().create_task(
+            self._transcribe_candidate(uid, self._stream, utt.end_time), name=f"candidate-{uid}"
+        )
+
+    async def _transcribe_candidate(
+        self, uid: int, stream: STTStream, covered_until: float
+    ) -> None:
+        try:
+            text, failed = await stream.flush(), False
+        except Exception as e:  # the STT failed: no words, and an apology if the turn ends so
+            log.warning("transcription failed: %s: %s", type(e).__name__, e)
+            text, failed = "", True
+        self._apply(
+            self.machine.on_candidate(uid, text, covered_until, self._clock(), failed=failed)
+        )
+
+    def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
+        self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
+
+    async def _read_partials(self) -> None:
+        assert self._stream is not None
+        try:
+            async for partial in self._stream.partials():
+                if self._utt is not None and partial.text.strip():
+                    self._emit("transcript", {"text": partial.text, "final": False})
+                    if self._scorer is not None:
+                        self._scorer.partial(partial.text)
+        except Exception as e:  # the stream died; candidates report it turn by turn
+            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
+
+    # ---- replies --------------------------------------------------------------------------
+
+    def _start_reply(self, rid: int, user_text: str, speculative: bool) -> None:
+        reply = ReplyPipeline(
+            rid,
+            self.history.messages(pending_user=user_text),
+            llm=self._llm,
+            tts=self._tts,
+            playout=self._playout,
+            chunker=make_chunker(self._chunker_kind),
+            on_event=self._emit,
+            on_failed=self._on_reply_failed,
+            clock=self._clock,
+        )
+        self._replies[rid] = reply
+        reply.start()
+        self._emit("reply_started", {"reply_id": rid, "speculative": speculative})
+
+    def _current_reply(self) -> ReplyPipeline | None:
+        return max(self._replies.values(), key=lambda r: r.reply_id, default=None)
+
+    def _cancel_reply(self, rid: int, reason: str) -> None:
+        reply = self._replies.pop(rid, None)
+        audio = self._playout.cancel(rid)
+        if reply is not None:
+            task = asyncio.get_running_loop().create_task(reply.cancel())
+            self._cancelled.add(task)
+            task.add_done_callback(self._cancelled.discard)
+        self._emit("reply_cancelled", {"reply_id": rid, "reason": reason})
+        turn = self._turn
+        if turn is not None and turn.reply is reply and reply is not None:
+            heard = audio.heard_text() if audio is not None and audio.started else ""
+            self._emit("playback_stopped", {"heard_text": heard})
+            self._close_turn(interrupted=True, heard_text=heard, agent_text=reply.text)
+
+    def _on_reply_started(self, rid: int, at: float) -> None:
+        if (
+            self._turn is not None
+            and self._turn.reply is not None
+            and self._turn.reply.reply_id == rid
+        ):
+            self._turn.audio_start = at
+        self._emit("audio_start", {"reply_id": rid}, at=at)
+        self._apply(self.machine.on_reply_audio_started(rid, self._clock()))
+
+    def _on_progress(self, rid: int) -> None:
+        self.machine.on_reply_progress(rid, self._clock())
+
+    def _on_reply_done(self, rid: int) -> None:
+        self._replies.pop(rid, None)
+        self._apply(self.machine.on_reply_done(rid, self._clock()))
+
+    def _on_reply_failed(self, rid: int, reason: str) -> None:
+        self._apply(self.machine.on_reply_failed(rid, self._clock(), reason))
+
+    async def _play_canned(self, rid: int, text: str) -> None:
+        pcm = self._canned.get(text)
+        if pcm is None:
+            try:
+                pcm = self._canned[text] = await self._tts.synthesize(text)
+            except Exception as e:  # nothing can be said: back to listening, not stuck
+                log.warning("cannot say %r: %s: %s", text, type(e).__name__, e)
+                self._apply(self.machine.on_reply_done(rid, self._clock()))
+                return
+        self._emit("tts_chunk", {"text": text, "reply_id": rid})
+        self._playout.begin_reply(rid)
+        self._playout.append(rid, text, pcm)
+        self._playout.confirm(rid)
+        self._playout.finish(rid)
+
+    # ---- turn records ---------------------------------------------------------------------
+
+    def _close_turn(
+        self, *, interrupted: bool, heard_text: str | None = None, agent_text: str | None = None
+    ) -> None:
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        reply = turn.reply
+        if agent_text is None:
+            agent_text = reply.text if reply is not None else ""
+        if heard_text is None:  # it played to the end: all of what it said
+            heard_text = " ".join(reply.spoken) if reply is not None else ""
+        turn.finish(agent_text=agent_text.strip(), heard_text=heard_text, interrupted=interrupted)
+        self.history.add_assistant(turn.heard_text)
+        self.turns.append(turn)
+        self._emit("turn", turn.as_event())
+        PROCESS_TRIMMER.trim_soon()  # what the turn freed goes back to the OS
+
+    def _emit(self, kind: str, data: dict[str, Any], *, at: float | None = None) -> None:
+        self._emit_event(kind, {"t": self._clock() if at is None else at, **data})
+
+    @property
+    def state(self) -> AgentState:
+        return self.machine.state
+
+    @property
+    def idle(self) -> bool:
+        """Nobody is talking and nothing is on its way: no utterance, reply or audio."""
+        return (self.machine.state is AgentState.LISTENING and self._utt is None
+                and not self._replies and self._playout.idle)
