@@ -15,10 +15,10 @@ import pytest
 
 from agent.llm.history import ChatHistory
 from agent.store.conversation_log import ConversationLog
+from agent.store.leases import Lease
 from agent.store.room_memory_sqlite import SqliteRoomMemory
 from agent.store.shared_state import RedisLeases, RedisRoomMemory, connect_redis
 from agent.store.transcripts import TranscriptStore
-from agent.worker.redispatch import Lease
 
 
 def lease(job: str = "AJ_1", at: float = 10.0) -> Lease:

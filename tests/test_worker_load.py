@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from agent.store.leases import Lease, LeaseTable
 from agent.worker import worker
-from agent.worker.redispatch import Lease, LeaseTable, Redispatcher
+from agent.worker.redispatch import Redispatcher
 from agent.worker.worker import LOAD_THRESHOLD, SessionLoad
 
 

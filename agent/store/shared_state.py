@@ -24,7 +24,7 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-from agent.worker.redispatch import LEASE_TTL_S, Lease
+from agent.store.leases import LEASE_TTL_S, Lease
 
 log = logging.getLogger("voxroom.shared_state")
 PREFIX = "voxroom:"
@@ -73,8 +73,8 @@ def _encode(lease: Lease) -> str:
 
 
 class RedisLeases:
-    """The lease table of agent/worker/redispatch.py in Redis (the interface of its
-    `LeaseTable`)."""
+    """The leases of agent/worker/redispatch.py in Redis (agent/store/leases.py's `Leases`, as
+    its SQLite `LeaseTable`)."""
 
     def __init__(self, client: Any, ttl_s: float = LEASE_TTL_S) -> None:
         self._client = client

@@ -503,7 +503,7 @@ class _RedispatchTask:
 
 def _open_leases(settings: Settings) -> Any:
     """Redis' leases with store.redis_url, else the SQLite table in the store's file."""
-    from agent.worker.redispatch import LeaseTable
+    from agent.store.leases import LeaseTable
 
     if settings.store.redis_url:
         from agent.store.shared_state import RedisLeases, connect_redis
