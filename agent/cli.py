@@ -8,14 +8,14 @@ import importlib
 import sys
 
 # name -> (module, one-line help). Each module defines `add_arguments(parser)` and
-# `run(args) -> int`.
+# `run(args) -> int`. The product reaches the bench package only here, by name.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("agent.worker.worker", "run an agent worker that LiveKit dispatches to rooms"),
-    "bench": ("agent.bench", "latency per stage over a spoken corpus, simulate or through LiveKit"),
+    "bench": ("bench.cli", "latency per stage over a spoken corpus, simulate or through LiveKit"),
     "bridge": ("room_bridge.cli", "publish this computer's output audio into a room"),
     "demo": ("agent.apps.demo", "start livekit-server, a worker and the web page on localhost"),
     "doctor": ("agent.apps.doctor", "check each configured engine end to end and print what works"),
-    "loadtest": ("agent.loadtest", "simulated users in rooms: dispatch, voice-to-voice, CPU, RAM"),
+    "loadtest": ("bench.loadtest", "simulated users in rooms: dispatch, voice-to-voice, CPU, RAM"),
     "models": ("agent.models", "prepare and check the bundled offline models"),
     "simulate": ("agent.apps.simulate", "run the voice pipeline on a WAV file, no LiveKit"),
     "token": ("agent.transports.tokens", "print a join token for a room"),

@@ -105,7 +105,7 @@ class TimedSink:
 
 
 def speak(text: str) -> np.ndarray:
-    from tests.speech import espeak
+    from bench.speech import espeak
 
     return espeak(text)
 
@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace) -> list[dict]:
     from agent.models import offline_env
     from agent.providers import open_llm
     from agent.stt.whisper import WhisperSTT
-    from tests.speech import last_voiced_sample
+    from bench.speech import last_voiced_sample
 
     offline_env()
     stt = WhisperSTT()

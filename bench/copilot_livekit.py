@@ -40,9 +40,6 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.bench_livekit import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
-from agent.bench_measure import require
-from agent.loadtest import Usage
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_ANSWER_STATUS,
@@ -52,7 +49,6 @@ from agent.protocol import (
     KEY_MODE,
     MEETING_TRACK,
 )
-from agent.room_client import CopilotAnswer, CopilotClient, RoomUser
 from agent.transports.tokens import create_join_token
 from bench.copilot_bench import (
     DATA,
@@ -62,6 +58,10 @@ from bench.copilot_bench import (
     summarize,
     word_count,
 )
+from bench.livekit_path import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
+from bench.loadtest import Usage
+from bench.measure import require
+from bench.room_client import CopilotAnswer, CopilotClient, RoomUser
 
 AGENT_NAME = "voxroom-copilot-bench"
 CANDIDATE = "candidate"
@@ -128,7 +128,7 @@ def cpu_share(usage: Usage, results: list[dict]) -> float:
 
 async def _interview(server: LiveKitServer, questions: list[str], speech: list[np.ndarray],
                      log_path: Path, args: argparse.Namespace) -> list[dict]:
-    from tests.speech import last_voiced_sample
+    from bench.speech import last_voiced_sample
 
     settings = server.livekit_settings(AGENT_NAME)
     room = f"copilot-bench-{int(time.time())}"

@@ -248,7 +248,7 @@ async def cached_speech(
 async def espeak_speech(
     text: str, voice: str, *, ssml: bool = False, words_per_min: int = 160
 ) -> np.ndarray:
-    from tests.speech import espeak
+    from bench.speech import espeak
 
     return await asyncio.to_thread(espeak, text, voice=voice, ssml=ssml,
                                    words_per_min=words_per_min)

@@ -92,7 +92,7 @@ async def speech(voice: str, text: str) -> np.ndarray:
     """Cached 16 kHz int16 speech of `text` by `voice` ("espeak" or "piper")."""
     import soundfile as sf
 
-    from tests.speech import espeak
+    from bench.speech import espeak
 
     key = hashlib.sha256(f"{voice}\n{text}".encode()).hexdigest()[:16]
     path = CACHE_DIR / f"stt-{voice}-{key}.wav"  # bench/corpus.py caches here too

@@ -241,7 +241,7 @@ async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> Senten
     audio["chunked"], chunked_ms = await synthesize_chunks(tts, chunks)
     audio["chunked_left_only"], _ = await synthesize_chunks(tts, chunks, right_context=False)
     if with_espeak:
-        from tests.speech import espeak
+        from bench.speech import espeak
 
         audio["espeak"] = await asyncio.to_thread(espeak, text)
     heard = {variant: await stt.transcribe(pcm) for variant, pcm in audio.items()}

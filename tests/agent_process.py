@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_livekit import worker_process
 from agent.ops.livekit_server import LiveKitServer
+from bench.livekit_path import worker_process
 
 
 def scripted_llm_env(base_url: str) -> dict[str, str]:

@@ -22,8 +22,8 @@ import pytest
 
 from agent.config import Settings
 from agent.transports.web_server import WebSettings
+from bench.speech import espeak
 from tests.local_http import serve_app
-from tests.speech import espeak
 
 CHROMIUM = "/usr/bin/chromium"
 REPO_ROOT = Path(__file__).resolve().parent.parent

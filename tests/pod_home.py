@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent.bench_livekit import worker_process
+from bench.livekit_path import worker_process
 
 # $1 home, $2 cache, then the program. Exits 77 when the mounts cannot be made here.
 _SCRIPT = (

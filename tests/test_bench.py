@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench_measure import HeardAudio, ItemResult, RunResult, comparison
 from bench.corpus import BargeIn, Utterance, scripted_replies, split_at_pauses
+from bench.measure import HeardAudio, ItemResult, RunResult, comparison
 from state_machine.similarity import text_similarity
 
 RATE = 16_000
@@ -78,7 +78,7 @@ def test_saved_results_are_summarized_again(tmp_path: Path,
                                             capsys: pytest.CaptureFixture) -> None:
     """--from-json re-renders a saved run; an item the agent answered before the user had
     finished has no voice-to-voice of its own and is left out of it."""
-    from agent.bench import add_arguments, run
+    from bench.cli import add_arguments, run
 
     def item(v2v: float, premature: bool = False) -> ItemResult:
         return ItemResult("q", "v", "question", {"endpoint": 300.0}, voice_to_voice_ms=v2v,
@@ -106,7 +106,7 @@ def test_saved_results_are_summarized_again(tmp_path: Path,
 
 
 def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
-    from agent.bench import add_arguments
+    from bench.cli import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)
@@ -118,7 +118,7 @@ def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
 def check_run(run: dict, *, anchor: bool = False) -> None:
     """One question and one barge-in, answered, with every figure where it belongs. An anchor
     (AgentSession) reports 0 for an end-of-utterance delay it did not time
-    (agent.bench_livekit.agentsession_ms): one of its two items may lack the endpoint."""
+    (bench.livekit_path.agentsession_ms): one of its two items may lack the endpoint."""
     items = {i["kind"]: i for i in run["items"]}
     assert set(items) == {"question", "barge_in"}
     for item in items.values():
@@ -136,7 +136,7 @@ def check_run(run: dict, *, anchor: bool = False) -> None:
 
 @pytest.mark.slow
 def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from agent.bench import run
+    from bench.cli import run
 
     assert run(bench_args(tmp_path, "--plot", str(tmp_path / "bench.png"))) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
@@ -160,7 +160,7 @@ def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.Capture
 @pytest.mark.slow
 @pytest.mark.integration
 def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
-    from agent.bench import run
+    from bench.cli import run
 
     assert run(bench_args(tmp_path, "--compare-agentsession")) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
@@ -180,7 +180,7 @@ def test_simulate_path_reports_the_turn_corpus_by_kind(
     """--corpus turns: a paused question and a backchannel through the engine, each reported
     under its kind with the listener's facts its verdict needs (what voxroom does with them
     is the turn engine's business, not this test's)."""
-    from agent.bench import add_arguments, run
+    from bench.cli import add_arguments, run
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -1,9 +1,9 @@
-"""The soak run's verdict (agent/bench_soak.py): memory flat over the second half of the run,
+"""The soak run's verdict (bench/soak.py): memory flat over the second half of the run,
 no growth in tasks, threads or open files."""
 
 from __future__ import annotations
 
-from agent.bench_soak import SoakResult, SoakSample
+from bench.soak import SoakResult, SoakSample
 
 
 def run(rss: list[float], tasks: list[int] | None = None) -> SoakResult:

@@ -1,4 +1,4 @@
-"""The word error rate `voxroom bench` reports (agent/bench_wer.py): the normalization, the
+"""The word error rate `voxroom bench` reports (bench/wer.py): the normalization, the
 counts, a lost first word, the item's final transcript from what the agent published, the
 report's per-kind figures; (slow) two listening-corpus items through the simulate path."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_measure import ItemResult, RunResult
-from agent.bench_wer import (
+from bench.measure import ItemResult, RunResult
+from bench.wer import (
     final_transcript,
     first_word_lost,
     normalize,
@@ -91,7 +91,7 @@ def test_the_summary_reports_wer_per_kind_and_overall() -> None:
 def test_saved_listening_results_print_the_wer_table(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from agent.bench import add_arguments, run
+    from bench.cli import add_arguments, run
 
     ours = RunResult("voxroom", "livekit", "script", [
         item("phone", "Why do cats purr?", "Why do cats pour?", 610.0),
@@ -116,7 +116,7 @@ def test_simulate_path_scores_what_the_agent_heard(tmp_path: Path) -> None:
     """--corpus listen: a phone-line and a quiet-start item of the held-out half through the
     engine; each item's transcript is the final the engine published, scored under its
     condition (how well Whisper hears them is the bench's figure, not this test's)."""
-    from agent.bench import add_arguments, run
+    from bench.cli import add_arguments, run
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -24,8 +24,8 @@ from livekit import api, rtc
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import ATTR_BRIDGE_CANDIDATE
 from agent.transports.tokens import create_join_token
+from bench.speech import RATE, espeak
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
-from tests.speech import RATE, espeak
 
 pytestmark = [
     pytest.mark.integration,

@@ -20,7 +20,6 @@ import pytest
 import soundfile as sf
 from livekit import api
 
-from agent.bench_measure import require
 from agent.engines import ChatMessage
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
@@ -31,13 +30,14 @@ from agent.protocol import (
     ATTR_WARM_PIECES,
     SPEAKER_INTERVIEWER,
 )
-from agent.room_client import CopilotAnswer, CopilotClient
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
+from bench.measure import require
+from bench.room_client import CopilotAnswer, CopilotClient
+from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
-from tests.speech import RATE, espeak, last_voiced_sample, with_silence
 
 pytestmark = [
     pytest.mark.integration,

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_measure import require
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_AGENT_STATE,
@@ -28,8 +27,9 @@ from agent.protocol import (
     ATTR_QUESTION,
     MEETING_TRACK,
 )
-from agent.room_client import CopilotClient, RoomUser
 from agent.transports.tokens import copilot_metadata, create_bridge_token, create_join_token
+from bench.measure import require
+from bench.room_client import CopilotClient, RoomUser
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.test_copilot_e2e import RecordingLLM

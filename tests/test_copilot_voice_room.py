@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from livekit import api, rtc
 
-from agent.bench_measure import require
 from agent.copilot.room import CopilotSession
 from agent.engines import Transcript
 from agent.ops.livekit_server import LiveKitServer
@@ -27,7 +26,8 @@ from agent.protocol import (
 )
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_bridge_token, create_join_token
-from tests.speech import RATE, espeak, with_silence
+from bench.measure import require
+from bench.speech import RATE, espeak, with_silence
 
 pytestmark = [
     pytest.mark.integration,

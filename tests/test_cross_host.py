@@ -32,15 +32,15 @@ from pathlib import Path
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
-from agent.room_client import RoomUser
 from agent.store.shared_state import connect_redis
 from agent.store.transcripts_postgres import PostgresTurnStore
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.transports.tokens import create_join_token
+from bench.room_client import RoomUser
+from bench.speech import espeak, with_silence
 from tests.agent_process import scripted_llm_env
 from tests.pod_home import pod_worker, sandbox_available
-from tests.speech import espeak, with_silence
 from tests.test_livekit_server import _DEV_SECRET_WARNING
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,

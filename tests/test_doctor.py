@@ -138,7 +138,7 @@ async def test_piper_speaks_and_whisper_hears_it() -> None:
 
 @pytest.mark.slow
 async def test_the_bundled_turn_detector_scores_a_question_above_an_unfinished_start() -> None:
-    from tests.speech import espeak
+    from bench.speech import espeak
 
     speech = Speech("What time is it in Tokyo?", espeak("What time is it in Tokyo?"))
     [row] = await Doctor(Settings(), only={"turn"}, speech=speech).run()

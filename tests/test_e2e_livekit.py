@@ -15,12 +15,12 @@ import jiwer
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
-from agent.room_client import RoomUser
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
+from bench.room_client import RoomUser
+from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
-from tests.speech import RATE, espeak, last_voiced_sample, with_silence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

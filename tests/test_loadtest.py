@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench_measure import HeardAudio
-from agent.loadtest import (
+from bench.loadtest import (
     Usage,
     _range,
     _room_steps,
@@ -26,6 +25,7 @@ from agent.loadtest import (
     series_summary,
     side_by_side,
 )
+from bench.measure import HeardAudio
 
 RATE = 16_000
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_livekit import worker_process
 from agent.ops.livekit_server import LiveKitServer
-from agent.room_client import RoomUser
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.transports.tokens import create_join_token
+from bench.livekit_path import worker_process
+from bench.room_client import RoomUser
+from bench.speech import espeak, with_silence
 from tests.agent_process import scripted_llm_env
-from tests.speech import espeak, with_silence
 from tests.test_livekit_server import _DEV_SECRET_WARNING, _media_remote_candidates
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from livekit import api, rtc
 
-from agent.bench_measure import require
 from agent.log_redaction import MASK, redact
 from agent.ops.livekit_server import LiveKitServer
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
+from bench.measure import require
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 

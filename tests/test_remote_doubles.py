@@ -10,7 +10,7 @@ import soxr
 
 from agent.stt.deepgram import DeepgramSTT
 from agent.testing.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
-from tests.speech import espeak, with_silence
+from bench.speech import espeak, with_silence
 
 SENTENCES = (
     "What is the capital of Australia?",

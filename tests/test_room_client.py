@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from agent import room_client
-from agent.room_client import RoomUser
+from bench import room_client
+from bench.room_client import RoomUser
 
 
 class StuckRoom:
@@ -47,7 +47,7 @@ async def test_close_goes_on_when_the_disconnect_never_ends(
     user = RoomUser("ws://unused", "token", room=room)  # type: ignore[arg-type]
     user._tasks = {asyncio.create_task(asyncio.sleep(3600))}  # a reader, as connect() starts
     start = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="agent.room_client"):
+    with caplog.at_level(logging.WARNING, logger="bench.room_client"):
         await user.close()
     assert time.monotonic() - start < 1.0
     assert room.cancels == 1  # asked to stop, not waited for
@@ -62,7 +62,7 @@ async def test_a_failing_disconnect_is_logged_and_the_readers_still_stop(
 ) -> None:
     user = RoomUser("ws://unused", "token", room=FailingRoom())  # type: ignore[arg-type]
     user._tasks = {asyncio.create_task(asyncio.sleep(3600))}
-    with caplog.at_level(logging.WARNING, logger="agent.room_client"):
+    with caplog.at_level(logging.WARNING, logger="bench.room_client"):
         await user.close()
     assert all(t.cancelled() for t in user._tasks)
     assert "leaving room failing: RuntimeError: engine is closed" in caplog.text

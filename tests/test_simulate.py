@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.speech import RATE, espeak, last_voiced_sample
+from bench.speech import RATE, espeak, last_voiced_sample
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench_measure import wait_until
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
 from agent.stt.whisper import (
@@ -24,8 +23,9 @@ from agent.stt.whisper import (
     drop_late_segments,
     first_repeated_ngram,
 )
+from bench.measure import wait_until
+from bench.speech import espeak, with_silence
 from bench.stt_bench import normalize
-from tests.speech import espeak, with_silence
 
 BECKETT_TEXT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench_measure import wait_until
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import KEY_USER
-from agent.room_client import RoomUser
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
+from bench.measure import wait_until
+from bench.room_client import RoomUser
+from bench.speech import espeak, with_silence
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.fake_openai_server import fake_openai_server
-from tests.speech import espeak, with_silence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The turn-taking corpus (bench/turn_corpus.py) and its verdicts (agent/bench_measure.py):
+"""The turn-taking corpus (bench/turn_corpus.py) and its verdicts (bench/measure.py):
 cut-offs, backchannels that ended the answer, missed interruptions, decided on hand-made
 listener timelines; (slow) the synthesized corpus itself, its voices and its pauses."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench_measure import (
+from bench.corpus import BargeIn, Utterance, quiet_gaps
+from bench.measure import (
     HeardAudio,
     ItemResult,
     RunResult,
@@ -18,7 +19,6 @@ from agent.bench_measure import (
     measure_overlay,
     missed_interruption,
 )
-from bench.corpus import BargeIn, Utterance, quiet_gaps
 from bench.turn_corpus import (
     FILLERS,
     KINDS,
@@ -95,7 +95,7 @@ def test_a_missed_interruption_is_one_talked_through_or_not_answered(
 
 
 def test_the_summary_and_the_report_have_a_section_per_kind() -> None:
-    from agent.bench import format_kinds
+    from bench.cli import format_kinds
 
     run = RunResult("voxroom", "simulate", "script", [
         ItemResult("q", "v", "question", {}, voice_to_voice_ms=600),

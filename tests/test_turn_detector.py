@@ -15,8 +15,8 @@ from agent.voice.turn_detector import (
     make_detector,
     normalized_words,
 )
+from bench.speech import espeak
 from state_machine.endpointing import EndpointOptions
-from tests.speech import espeak
 
 # (an unfinished start with a thinking pause after it, the whole question)
 PAIRS = [

@@ -17,9 +17,9 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.llm.history import ChatHistory
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
+from bench.speech import espeak, last_voiced_sample
 from state_machine.machine import CANNED_APOLOGY
 from state_machine.options import TurnOptions
-from tests.speech import espeak, last_voiced_sample
 from tests.virtual_time import run_virtual
 
 OUT_RATE = 16_000

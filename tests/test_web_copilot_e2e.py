@@ -17,9 +17,10 @@ from agent.config import Settings
 from agent.copilot.context.index import chunk_document, document_text
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import COPILOT_VOICE_TRACK, MEETING_TRACK
-from agent.room_client import RoomUser
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_bridge_token
+from bench.room_client import RoomUser
+from bench.speech import espeak, with_silence
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.browser_user import (
     AUDIBLE_RMS,
@@ -30,7 +31,6 @@ from tests.browser_user import (
     silent_wav,
 )
 from tests.fake_openai_server import fake_openai_server
-from tests.speech import espeak, with_silence
 
 RESUME = REPO_ROOT / "bench" / "copilot_data" / "resume.md"
 QUESTION = "Where did you go to university, and what did you study?"

@@ -1,6 +1,6 @@
 """The LiveKit path of `voxroom bench`: a real livekit-server, a real worker subprocess
-(`voxroom agent`, or the AgentSession anchor of agent/bench_agentsession.py), and a client
-that talks and listens over WebRTC (agent.room_client.RoomUser).
+(`voxroom agent`, or the AgentSession anchor of bench/agentsession.py), and a client
+that talks and listens over WebRTC (bench.room_client.RoomUser).
 
 Each configuration gets a fresh worker and one conversation: a warm-up question first (not
 counted), then every corpus item in turn, each once the agent has gone quiet. The listener's
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
-from agent.bench_measure import (
+from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
+from bench.measure import (
     INTERRUPTION_KINDS,
     OVERLAY_KINDS,
     HeardAudio,
@@ -41,7 +41,7 @@ from agent.bench_measure import (
     ms,
     wait_until,
 )
-from agent.bench_wer import final_transcript
+from bench.wer import final_transcript
 
 __all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
 
@@ -115,8 +115,8 @@ class LiveKitBench:
     async def run(self, run: RunResult, on_item: Callable[[ItemResult], None],
                   agentsession: str | None = None) -> None:
         """All items through one worker: voxroom's, or AgentSession in `agentsession` config."""
-        from agent.room_client import RoomUser
         from agent.transports.tokens import create_join_token
+        from bench.room_client import RoomUser
 
         tag = agentsession or "voxroom"
         log = self.dir / f"worker-{tag}.log"
@@ -131,9 +131,9 @@ class LiveKitBench:
             env |= {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": self.llm_url,
                     "VOXROOM_LLM_MODEL": self.llm_model, "VOXROOM_STORE_PATH": str(store)}
         else:
-            from agent.bench_agentsession import AGENT_NAME as agent_name
+            from bench.agentsession import AGENT_NAME as agent_name
 
-            argv = ["-m", "agent.bench_agentsession", agentsession]
+            argv = ["-m", "bench.agentsession", agentsession]
             env |= {"VOXROOM_BENCH_LLM_BASE_URL": self.llm_url,
                     "VOXROOM_BENCH_LLM_MODEL": self.llm_model,
                     "VOXROOM_BENCH_METRICS": str(metrics)}
@@ -270,7 +270,7 @@ class Ears:
         return self._loud[-1] if self._loud else None
 
     def heard(self) -> HeardAudio:
-        from agent.room_client import RATE
+        from bench.room_client import RATE
 
         return HeardAudio(RATE, self._user.audio[self._first :])
 

@@ -1,4 +1,5 @@
-"""Real speech for tests: sentences spoken by espeak-ng (Debian) at 16 kHz mono int16."""
+"""Real speech for the benchmark corpora and the tests: sentences spoken by espeak-ng (Debian)
+at 16 kHz mono int16."""
 
 from __future__ import annotations
 

@@ -14,11 +14,10 @@ noise, over a phone line and with no silence before it, and a real recording; `-
 or `held-out`). All get the per-kind section: cut-offs, false barge-ins, missed
 interruptions, voice-to-voice and barge-in stop per kind of item; and, where items say what
 was said, the word error rate of the agent's final user transcripts per kind (the listen
-corpus's kinds are its conditions) and overall (agent/bench_wer.py).
+corpus's kinds are its conditions) and overall (bench/wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
-Run from the repository root (the corpus lives in bench/).
 """
 
 from __future__ import annotations
@@ -26,13 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import importlib
 import json
 import platform
 import sys
 from pathlib import Path
 from typing import Any
 
-from agent.bench_measure import (
+from bench.measure import (
     INTERRUPTION_KINDS,
     STAGE_LABELS,
     STAGES,
@@ -102,11 +102,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             plot(runs, args.plot)
         return 0
-    try:
-        module = corpus_module(CORPORA[args.corpus])
-    except ImportError as e:
-        print(f"voxroom bench: needs a checkout of the repository ({e})", file=sys.stderr)
-        return 2
+    module = importlib.import_module(CORPORA[args.corpus])
     try:
         items = _load_items(module, args)
     except ValueError as e:
@@ -132,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _soak(items: list[Any], args: argparse.Namespace) -> int:
-    from agent.bench_soak import format_soak, run_soak
     from agent.config import load_settings
     from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
+    from bench.soak import format_soak, run_soak
 
     settings = load_settings(getattr(args, "config", None))
     llm = ScriptedLLM(scripted_replies(items), ttft_ms=args.script_ttft_ms,
@@ -174,17 +170,6 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
     return [*corpus.questions, *corpus.barge_ins]
 
 
-def corpus_module(name: str = CORPORA["questions"]) -> Any:
-    """A corpus module (bench/corpus.py) of the repository this package runs from: the corpora
-    and their speech synthesis (tests/speech.py) live in the checkout, not in the installed
-    package."""
-    import importlib
-
-    root = Path(__file__).resolve().parent.parent
-    if (root / "bench" / "corpus.py").exists() and str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return importlib.import_module(name)
-
 
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
     print(format_table(runs))
@@ -207,7 +192,7 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
         with _Progress(len(items), run.name) as on_item:
             run.items = await _simulate(items, args, settings, lambda r: on_item(r))
         return [run]
-    from agent.bench_livekit import AGENTSESSION_CONFIGS, LiveKitBench
+    from bench.livekit_path import AGENTSESSION_CONFIGS, LiveKitBench
 
     plan: list[tuple[RunResult, str | None]] = [(RunResult("voxroom", "livekit", llm_name), None)]
     if args.compare_agentsession:
@@ -223,10 +208,10 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
 async def _simulate(
     items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any
 ) -> list[ItemResult]:
-    from agent.bench_simulate import run_simulate
     from agent.providers import open_llm
     from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
+    from bench.simulate_path import run_simulate
 
     script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)
     if args.llm is None:

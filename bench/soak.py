@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench_simulate import LEAD_S, feed
 from agent.engines import INPUT_RATE, LanguageModel
+from bench.simulate_path import LEAD_S, feed
 
 SAMPLE_S = 10.0
 FLAT_MB_PER_HOUR = 20.0

@@ -1,7 +1,7 @@
 """`voxroom loadtest`: how many conversations a worker carries before voice-to-voice degrades.
 
 For each step of `--rooms` (e.g. 1,2,4,8) N simulated users join N rooms at once, each a real
-WebRTC client (agent.room_client.RoomUser) that speaks scripted questions (espeak-ng speech,
+WebRTC client (bench.room_client.RoomUser) that speaks scripted questions (espeak-ng speech,
 made once and cached) in real time, every fourth one cut short by a barge-in, for
 `--duration` seconds. The agents are `--workers` real `voxroom agent` processes; their LLM is
 the scripted test double served over HTTP (agent/testing/scripted_llm_server.py) with a remote-like
@@ -24,7 +24,7 @@ every wait is bounded.
 
 With `--compare-agentsession [CONFIG]` the same load then runs, in the same invocation, against
 the anchor of `voxroom bench --compare-agentsession`: a LiveKit Agents worker whose rooms are
-run by AgentSession (agent/bench_agentsession.py, `tuned` by default: voxroom's endpointing)
+run by AgentSession (bench/agentsession.py, `tuned` by default: voxroom's endpointing)
 with the same local engines and the same LLM double. The workers run one after the other, never
 side by side, and the report puts both ladders side by side: voice-to-voice p50/p95 per N, the
 sessions per worker within the goal, CPU and memory per added session.
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench_agentsession import CONFIGS as AGENTSESSION_CONFIGS
+from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 
 AGENT_NAME = "voxroom-loadtest"
 P95_GOAL_MS = 1200.0
@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-agentsession", nargs="?", const="tuned", metavar="CONFIG",
                    choices=AGENTSESSION_CONFIGS,
                    help="then run the same load against LiveKit Agents' AgentSession worker "
-                        "(agent/bench_agentsession.py; CONFIG tuned (default) or defaults); "
+                        "(bench/agentsession.py; CONFIG tuned (default) or defaults); "
                         "local engines only")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", type=Path, help="also write the JSON report here")
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"voxroom loadtest: --duration must be 1..{MAX_DURATION_S:.0f} s", file=sys.stderr)
         return 2
     if args.compare_agentsession and args.engines != "local":
-        # agent/bench_agentsession.py gives AgentSession voxroom's bundled engines only.
+        # bench/agentsession.py gives AgentSession voxroom's bundled engines only.
         print("voxroom loadtest: --compare-agentsession needs --engines local", file=sys.stderr)
         return 2
     from agent.config import load_settings
@@ -163,9 +163,8 @@ class Item:
 async def make_script(n_items: int = 8) -> tuple[list[Item], list[str]]:
     """The items every user says in turn, and the LLM replies in user-turn order (the scripted
     LLM answers the i-th user turn of a room with reply i)."""
-    from agent.bench import corpus_module
+    from bench import corpus
 
-    corpus = corpus_module()
     questions = iter(corpus.QUESTIONS)
     barge_ins = iter(corpus.BARGE_INS)
     items: list[Item] = []
@@ -217,7 +216,7 @@ class RoomStats:
 
 def reply_gaps(heard: Any, start: float, end: float, gap_s: float = GAP_S) -> list[float]:
     """Silences longer than `gap_s` between audible audio of one reply in [start, end)
-    (agent.bench_measure.HeardAudio), in ms."""
+    (bench.measure.HeardAudio), in ms."""
     gaps = []
     t = start
     while True:
@@ -359,12 +358,12 @@ class LoadTest:
             a.executor, store)
 
     def _agentsession(self, env: dict[str, str], llm_url: str) -> Contender:
-        from agent.bench_agentsession import AGENT_NAME as AGENTSESSION_NAME
+        from bench.agentsession import AGENT_NAME as AGENTSESSION_NAME
 
         a = self.args
         # Slots for every room of the ladder: its jobs outlive their rooms by seconds (their
         # processes shut down), and leftovers of one step must not refuse the next's rooms.
-        argv = ["-m", "agent.bench_agentsession", a.compare_agentsession, "--max-jobs",
+        argv = ["-m", "bench.agentsession", a.compare_agentsession, "--max-jobs",
                 str(a.max_sessions or sum(a.rooms))]
         return Contender(f"agentsession-{a.compare_agentsession}", AGENTSESSION_NAME, argv,
                          env | {"VOXROOM_BENCH_LLM_BASE_URL": llm_url,
@@ -374,7 +373,7 @@ class LoadTest:
     async def _series(self, c: Contender, items: list[Item], url: str, key: str, secret: str,
                       tmp: Path) -> dict[str, Any]:
         """The whole ladder against `--workers` fresh workers of `c`, stopped at the end."""
-        from agent.bench_livekit import worker_process
+        from bench.livekit_path import worker_process
 
         a = self.args
         async with contextlib.AsyncExitStack() as stack:
@@ -420,8 +419,8 @@ class LoadTest:
 
     def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
-        from agent.bench_measure import ENGINE_STAGES
         from agent.store.transcripts import TranscriptStore
+        from bench.measure import ENGINE_STAGES
 
         if not store_path.exists():
             return
@@ -458,8 +457,8 @@ class LoadTest:
                     secret: str, usage: Usage, clients: Usage,
                     idle_mb: float) -> dict[str, Any]:
         from agent.config import LiveKitSettings
-        from agent.room_client import RoomUser
         from agent.transports.tokens import create_join_token
+        from bench.room_client import RoomUser
 
         settings = LiveKitSettings(url=url, api_key=key, api_secret=secret,
                                    agent_name=c.agent_name)
@@ -539,7 +538,7 @@ class LoadTest:
 
     async def _converse(self, user: Any, items: list[Item], until: float, stats: RoomStats,
                         n: int, room: int) -> None:
-        from agent.bench_livekit import OpenMic
+        from bench.livekit_path import OpenMic
 
         mic = OpenMic(user)
         try:
@@ -554,7 +553,7 @@ class LoadTest:
 
     async def _say(self, user: Any, mic: Any, item: Item, stats: RoomStats) -> str:
         """One item said and answered (or not); what happened, for the progress line."""
-        from agent.bench_livekit import ask
+        from bench.livekit_path import ask
 
         ears, spoke, said, answered = await ask(user, mic, item.pcm, item.speech_start,
                                                 item.speech_end, timeout_s=ANSWER_TIMEOUT_S)
@@ -706,7 +705,7 @@ def side_by_side(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def _wait_done(user: Any, ears: Any) -> None:
     """Until the agent is listening and has been quiet for a while (bounded)."""
-    from agent.bench_livekit import wait_quiet
+    from bench.livekit_path import wait_quiet
 
     await wait_quiet(user, ears, time.monotonic(), timeout_s=ANSWER_TIMEOUT_S + 30)
 

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from agent.apps.simulate import OUTPUT_RATE
-from agent.bench_measure import (
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+from bench.measure import (
     HeardAudio,
     ItemClock,
     ItemResult,
@@ -25,8 +26,7 @@ from agent.bench_measure import (
     measure_overlay,
     ms,
 )
-from agent.bench_wer import final_transcript
-from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+from bench.wer import final_transcript
 
 LEAD_S = 0.5  # silence before the user speaks
 IDLE_S = 0.3  # the agent is done once it has been idle this long

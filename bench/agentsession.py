@@ -11,7 +11,7 @@ Two configurations:
   and never later than its plain silence (max_delay), VAD turn detection, interruption after
   voxroom's barge-in length, false-interruption resume after voxroom's timeout.
 
-Run by the bench as `python -m agent.bench_agentsession CONFIG`; environment:
+Run by the bench as `python -m bench.agentsession CONFIG`; environment:
 LIVEKIT_URL/LIVEKIT_API_KEY/LIVEKIT_API_SECRET, VOXROOM_BENCH_LLM_BASE_URL,
 VOXROOM_BENCH_LLM_MODEL, and VOXROOM_BENCH_METRICS (a JSON-lines file that gets every
 AgentSession metrics event, with the wall-clock time it was collected).
@@ -102,7 +102,7 @@ async def entrypoint(ctx: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agent.bench_agentsession")
+    p = argparse.ArgumentParser(prog="python -m bench.agentsession")
     p.add_argument("config", choices=CONFIGS)
     p.add_argument("--agent-name", default=AGENT_NAME)
     p.add_argument("--log-level", default="INFO")

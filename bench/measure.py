@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench_wer import wer_by_kind
 from agent.voice.turn_metrics import percentiles
+from bench.wer import wer_by_kind
 
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
 BLOCK_S = 0.010
@@ -100,7 +100,7 @@ class ItemResult:
     # What the listener heard after the user spoke over the answer (see measure_overlay):
     heard_after_backchannel: bool | None = None  # the agent within RESUME_WITHIN_S of its end
     answered_interruption: bool | None = None  # the agent again once it stopped and it ended
-    # The listening corpus (bench/listen_corpus.py; agent/bench_wer.py scores them):
+    # The listening corpus (bench/listen_corpus.py; bench/wer.py scores them):
     said: str = ""  # what the user said ("" when unknown or not scored)
     transcript: str | None = None  # the agent's final user transcripts of the item, joined
 
