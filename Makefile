@@ -22,12 +22,12 @@ SYSDEPS := espeak-ng sox redis-server postgresql pulseaudio chromium libportaudi
 # Bundled models only: nothing may be downloaded at run time.
 export HF_HUB_OFFLINE := 1
 
-.PHONY: help venv sysdeps livekit-server models web demo test test-python test-web lint clean
+.PHONY: help venv sysdeps livekit-server models web demo test test-python test-web lint lint-imports clean
 
 help:
 	@echo "make demo            install what is missing, then run voxroom on this machine"
 	@echo "make test            run all tests (as CI does)"
-	@echo "make lint            ruff check"
+	@echo "make lint            ruff check, and lint-imports (the layering)"
 	@echo "make venv | sysdeps | livekit-server | models | web    the single steps"
 
 venv: $(STAMP)
@@ -92,11 +92,15 @@ demo: sysdeps venv models web
 
 test: test-python test-web
 
-test-python: sysdeps venv livekit-server models web
+test-python: sysdeps venv livekit-server models web lint-imports
 	$(VENV)/bin/pytest -ra --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
-lint: venv
+lint: venv lint-imports
 	$(VENV)/bin/ruff check .
 
+# The layering of the packages ([tool.importlinter] in pyproject.toml).
+lint-imports: venv
+	$(VENV)/bin/lint-imports --no-logo
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache web/dist web/node_modules
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache web/dist web/node_modules
