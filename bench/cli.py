@@ -18,6 +18,9 @@ corpus's kinds are its conditions) and overall (bench/wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
+
+The single-engine benchmarks are its subcommands (SUITES): `voxroom bench stt`, `tts-roundtrip`,
+`turn-detectors`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,19 @@ from bench.measure import (
 
 CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus",
            "listen": "bench.listen_corpus"}
+# name -> (module, one-line help); each module defines `add_arguments(parser)` and `run(args)`.
+SUITES: dict[str, tuple[str, str]] = {
+    "stt": ("bench.stt_bench", "streaming STT: Whisper tiny.en's partials, finals and WER"),
+    "tts-roundtrip": ("bench.tts_roundtrip",
+                      "Piper whole and in chunks, transcribed back by Whisper: WER, first audio"),
+    "turn-detectors": ("bench.turn_detectors",
+                       "the end-of-turn models side by side: accuracy and cost of a decision"),
+    "copilot": ("bench.copilot_bench",
+                "interview copilot, no LiveKit: end of the question -> first answer words"),
+    "copilot-livekit": ("bench.copilot_livekit",
+                        "interview copilot through livekit-server and a worker, as a candidate "
+                        "sees it"),
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,9 +104,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "memory, tasks, threads and files over time (simulate path)")
     p.add_argument("--from-json", type=Path, default=None,
                    help="run nothing: print (and --plot) the results saved by an earlier --json")
+    suites = p.add_subparsers(dest="suite", metavar="SUITE",
+                              title="single-engine benchmarks, instead of a corpus")
+    for name, (module, help_text) in SUITES.items():
+        suite = suites.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(suite)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suite:
+        return int(importlib.import_module(SUITES[args.suite][0]).run(args) or 0)
     if args.from_json:
         saved = json.loads(args.from_json.read_text())
         runs = [RunResult.from_json(r) for r in saved["runs"]]

@@ -10,8 +10,7 @@ with a short end after the question, agent.copilot.prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
-Run from the repository root:
-    .venv/bin/python -m bench.copilot_bench [--questions N] [--llm local|script:PATH]
+`voxroom bench copilot [--questions N] [--llm local|script:PATH]`
 By default the documents are the prompt's stable prefix, warmed before the first question
 (CopilotOptions.stable_prefix_max_chars); `--stable-prefix-chars 0` puts the `--pieces N`
 nearest chunks into each prompt instead; `--no-prefill` turns the read-ahead off. `--json PATH`
@@ -37,7 +36,6 @@ import numpy as np
 
 from agent.copilot.engine import CopilotOptions
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.models import passive_openmp
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
 QUESTIONS = (
@@ -110,7 +108,7 @@ def speak(text: str) -> np.ndarray:
     return espeak(text)
 
 
-async def run(args: argparse.Namespace) -> list[dict]:
+async def run_questions(args: argparse.Namespace) -> list[dict]:
     from agent.copilot.context.embedder import MiniLMEmbedder
     from agent.copilot.context.index import ContextIndex
     from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
@@ -257,9 +255,7 @@ def summarize(results: list[dict]) -> None:
               f"max {max(short):6.0f}  (n={len(short)})")
 
 
-def main() -> None:
-    passive_openmp()  # as `voxroom` does (agent.cli), before the engines load
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
     defaults = CopilotOptions()
@@ -274,12 +270,11 @@ def main() -> None:
     parser.add_argument("--no-prefill", action="store_true",
                         help="do not read the question into the LLM's cache while it is spoken")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
-    args = parser.parse_args()
-    results = asyncio.run(run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    results = asyncio.run(run_questions(args))
     summarize(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

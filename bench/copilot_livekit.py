@@ -22,8 +22,7 @@ deployment they are other machines: the SFU a server of its own, the interviewer
 the candidate's screen on the candidate's computer. On one small machine they otherwise take
 CPU from the worker while it decodes the question and reads it into the LLM.
 
-Run from the repository root:
-    .venv/bin/python -m bench.copilot_livekit [--questions N] [--json PATH] [--worker-first]
+`voxroom bench copilot-livekit [--questions N] [--json PATH] [--worker-first]`
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ def engine_views(log_path: Path) -> list[dict]:
     return views
 
 
-async def run(args: argparse.Namespace) -> list[dict]:
+async def run_interview(args: argparse.Namespace) -> list[dict]:
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.questions)]
     speech = [speak(q) for q in questions]
     with tempfile.TemporaryDirectory(prefix="vxcopilot-") as tmp:
@@ -221,8 +220,7 @@ def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> d
             "answer_words": word_count(text)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--timeout-s", type=float, default=20.0, help="longest wait per answer")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
@@ -230,8 +228,10 @@ def main() -> None:
     parser.add_argument("--worker-first", action="store_true",
                         help="run livekit-server and the clients at niceness 10, as if they "
                         "were other machines")
-    args = parser.parse_args()
-    results = asyncio.run(run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    results = asyncio.run(run_interview(args))
     summarize(results)
     for key in ("worker_endpoint_ms", "worker_first_words_ms", "worker_whole_answer_ms"):
         xs = [r[key] for r in results if r.get(key) is not None]
@@ -243,7 +243,4 @@ def main() -> None:
     print("\n".join(stage_table(results)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -10,7 +10,7 @@ waits before it declares the endpoint), then `finalize()`. Per utterance:
   latency budget, <= 250 ms)
 - WER of the final against the sentence (lower case, no punctuation, numbers as words)
 
-Run from the repository root:  .venv/bin/python -m bench.stt_bench [--mode default|full]
+`voxroom bench stt [--mode default|full]`
 `--mode full` is the simple approach (every final decodes the whole utterance, no committed
 prefix), for comparison. The machine is shared: the load average is printed with the results.
 """
@@ -163,14 +163,19 @@ def percentiles(values: list[float]) -> str:
     return f"p50 {p50:7.1f}  p95 {p95:7.1f}  p99 {p99:7.1f}  (n={len(values)})"
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=("default", "full"), default="default")
     parser.add_argument("--trailing-silence-s", type=float, default=0.3)
     parser.add_argument("--limit", type=int, default=len(SENTENCES))
     parser.add_argument("--end-pad-s", type=float, help="WhisperOptions.end_pad_s, to tune it")
-    args = parser.parse_args()
 
+
+def run(args: argparse.Namespace) -> int:
+    asyncio.run(_run(args))
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> None:
     from agent.stt.whisper import WhisperOptions, WhisperSTT
 
     options = WhisperOptions()
@@ -210,7 +215,3 @@ async def main() -> None:
     corpus = jiwer.wer([normalize(r.text) for r in results], [normalize(r.final) for r in results])
     print(f"WER over all utterances: {corpus:.3f}   "
           f"utterances without a partial: {sum(r.first_partial_ms is None for r in results)}")
-
-
-if __name__ == "__main__":
-    asyncio.run(main())

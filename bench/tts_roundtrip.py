@@ -19,8 +19,7 @@ punctuation, numbers, ordinals, money and percentages as words, a few abbreviati
 Time to first audio: the synthesis time of the whole sentence vs. of the first chunk (text in
 hand -> first samples; the LLM's time is not included, which flatters the whole sentence).
 
-Run from the repository root:
-    .venv/bin/python -m bench.tts_roundtrip [--json out.json] [--limit N]
+`voxroom bench tts-roundtrip [--json out.json] [--limit N]`
 """
 
 from __future__ import annotations
@@ -317,21 +316,21 @@ async def run_all(sentences: Sequence[str], *, with_espeak: bool) -> list[Senten
     return [await round_trip(tts, stt, s, with_espeak=with_espeak) for s in sentences]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.tts_roundtrip", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="write per-sentence results and the summary here")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     parser.add_argument("--no-espeak", action="store_true",
                         help="skip transcribing espeak-ng's reading (the STT-only baseline)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     sentences = SENTENCES[: args.limit] if args.limit else SENTENCES
     results = asyncio.run(run_all(sentences, with_espeak=not args.no_espeak))
     summary = summarize(results)
     print_report(results, summary)
     if args.json:
         meta = {
-            "command": "python -m bench.tts_roundtrip",
+            "command": "voxroom bench tts-roundtrip",
             "date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average "
                        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
@@ -339,7 +338,4 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"meta": meta, "summary": summary,
                        "sentences": [asdict(r) for r in results]}, f, indent=2)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,7 +1,7 @@
 """End-of-turn detectors side by side: accuracy on complete vs. unfinished utterances and the
 cost of one decision on this machine.
 
-`python -m bench.turn_detectors [--detectors smart-turn,livekit] [--json PATH]`
+`voxroom bench turn-detectors [--detectors smart-turn,livekit] [--json PATH]`
 
 Each sentence is synthesized once, whole, with a pause at a natural break, so that the words
 before the pause keep the intonation of an unfinished sentence, as a thinking pause has
@@ -204,13 +204,14 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
     }
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detectors", default="text,smart-turn,livekit")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--threshold", type=float, default=None,
                    help="a score at or above it counts as 'complete' (default: each model's)")
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
     all_cases = transcribed(cases())
     results = [evaluate(name, all_cases, args.threshold) for name in args.detectors.split(",")]
     print(f"{len(all_cases)} cases ({len(SENTENCES)} sentences x {len(VOICES)} voices, each "
@@ -227,7 +228,3 @@ def main() -> int:
         args.json.write_text(json.dumps({"load_average": os.getloadavg(), "results": results},
                                         indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -27,6 +27,17 @@ def quiet(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * RATE), np.int16)
 
 
+def test_every_single_engine_benchmark_is_a_subcommand_of_voxroom_bench() -> None:
+    from agent.cli import build_parser
+    from bench.cli import SUITES
+
+    parser = build_parser()
+    assert parser.parse_args(["bench", "--questions", "3"]).suite is None
+    for name in SUITES:
+        args = parser.parse_args(["bench", name])
+        assert args.suite == name and args.command == "bench"
+
+
 def test_first_audible_and_silenced_after_on_a_known_timeline() -> None:
     # agent speaks 1.0-2.0 s, a 0.2 s pause (inside speech), 2.2-3.0 s, then silence
     audio = np.concatenate([quiet(1.0), tone(1.0), quiet(0.2), tone(0.8), quiet(2.0)])
