@@ -1,6 +1,6 @@
 // The per-turn latency readout, from the `voxroom.metrics` topic: one JSON message per
 // finished turn, `{"type": "turn", "interrupted": bool, "latency_ms": {stage: ms | null}}`
-// (agent/client_topics.py writes it; web/README.md documents it). No DOM here.
+// (agent/protocol.py writes it; web/README.md documents it). No DOM here.
 
 import { parseJsonObject } from './json';
 
