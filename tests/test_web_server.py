@@ -210,32 +210,19 @@ async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
 
 def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     """web/src has its own copies of the copilot's topics, attributes and upload limit."""
+    from agent import protocol
     from agent.copilot.context.index import MAX_DOCUMENT_BYTES
-    from agent.protocol import (
-        ATTR_ANSWER_STATUS,
-        ATTR_BRIDGE_CANDIDATE,
-        ATTR_CONTEXT_NAME,
-        ATTR_DOCUMENTS_FIT,
-        ATTR_QUESTION,
-        ATTR_SPEAK,
-        ATTR_SPEAKER,
-        ATTR_WARM_PIECES,
-        MEETING_TRACK,
-        SPEAKER_INTERVIEWER,
-        TOPIC_CONTEXT,
-        TOPIC_CONTEXT_STATUS,
-        TOPIC_COPILOT,
-        TOPIC_COPILOT_CONTROL,
-    )
 
     page = "\n".join((repo_root / "web" / "src" / name).read_text()
                      for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts"))
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
-    for name in (TOPIC_COPILOT, TOPIC_CONTEXT, TOPIC_CONTEXT_STATUS, TOPIC_COPILOT_CONTROL,
-                 ATTR_CONTEXT_NAME, ATTR_QUESTION, ATTR_ANSWER_STATUS, ATTR_SPEAK, ATTR_WARM_PIECES,
-                 ATTR_DOCUMENTS_FIT, MEETING_TRACK, ATTR_BRIDGE_CANDIDATE, ATTR_SPEAKER,
-                 SPEAKER_INTERVIEWER):
-        assert f"= '{name}';" in page, name
+    for constant in ("TOPIC_COPILOT", "TOPIC_CONTEXT", "TOPIC_CONTEXT_STATUS",
+                     "TOPIC_COPILOT_CONTROL", "ATTR_CONTEXT_NAME", "ATTR_QUESTION",
+                     "ATTR_ANSWER_STATUS", "ATTR_SPEAK", "ATTR_WARM_PIECES", "ATTR_DOCUMENTS_FIT",
+                     "MEETING_TRACK", "ATTR_BRIDGE_CANDIDATE", "ATTR_SPEAKER",
+                     "SPEAKER_INTERVIEWER"):
+        name = getattr(protocol, constant)
+        assert f"= '{name}';" in page, constant
 
 
 # ---- who may ask ----------------------------------------------------------------------------
