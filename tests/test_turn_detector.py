@@ -9,6 +9,7 @@ import pytest
 
 from agent.turn_detector import (
     HESITATION_P,
+    HESITATION_TEXT_MAX,
     LiveKitTurnDetector,
     SmartTurnDetector,
     TextTurnDetector,
@@ -82,10 +83,11 @@ def test_the_audio_models_load_from_their_packages_and_score(detector_class: typ
 
 
 def test_the_voice_overrules_the_text_only_when_it_hears_a_hesitation() -> None:
-    assert combined(0.6, 0.3) == 0.6  # the text model decides
-    assert combined(0.6, 0.99) == 0.6
-    assert combined(0.6, HESITATION_P / 2) == HESITATION_P / 2  # "..., uh": it waits
+    assert combined(0.3, 0.3) == 0.3  # the text model decides
+    assert combined(0.3, 0.99) == 0.3
+    assert combined(0.3, HESITATION_P / 2) == HESITATION_P / 2  # "..., uh": it waits
     assert combined(0.001, HESITATION_P / 2) == 0.001
+    assert combined(HESITATION_TEXT_MAX, HESITATION_P / 2) == HESITATION_TEXT_MAX  # sure words
 
 
 @pytest.mark.slow
