@@ -77,15 +77,17 @@ class TTSSettings:
     api_key: str = field(default="", repr=False)
 
 
-TURN_DETECTORS = ("text", "smart-turn", "livekit", "off")  # agent.voice.turn_detector.DETECTORS
+# agent.voice.turn_detector.DETECTORS
+TURN_DETECTORS = ("text+smart-turn", "text", "smart-turn", "livekit", "off")
 
 
 @dataclass(frozen=True)
 class TurnSettings:
     # The end-of-turn model whose score sets the endpoint silence (agent.voice.turn_detector):
-    # "text" (SmolLM2-135M on the transcript, the default), "smart-turn" or "livekit" (audio),
-    # or "off" (silence and the punctuation cue alone).
-    detector: str = "text"
+    # "text+smart-turn" (the default: SmolLM2-135M on the transcript, overruled by Smart
+    # Turn when the voice trails off in a filler the transcript lacks), "text" alone,
+    # "smart-turn" or "livekit" (audio alone), or "off" (silence and the punctuation cue).
+    detector: str = "text+smart-turn"
 
 
 STORE_SCHEMES = ("postgresql", "postgres")

@@ -8,8 +8,10 @@ before the pause keep the intonation of an unfinished sentence, as a thinking pa
 (espeak-ng: an SSML `<break>`; Piper: each part said in the context of the other). A detector
 is then asked what the turn engine asks at a candidate end: the Whisper tiny.en transcript
 and the audio up to `TRAILING_S` into the quiet, once at the pause ("unfinished": the right
-answer is a low score) and once after the last word ("complete": a high score). None of these
-sentences is in the `voxroom bench` turn-taking corpus, so the endpointing thresholds
+answer is a low score) and once after the last word ("complete": a high score). A third set,
+"hesitant", ends in a filler ("My question is about, uh"), which Whisper often leaves out of
+the transcript: the right answer is a low score there too. None of these sentences is in the
+`voxroom bench` turn-taking corpus, so the endpointing thresholds
 (`state_machine.endpointing.EndpointOptions`) are not tuned on the items that judge them.
 """
 
@@ -52,6 +54,17 @@ SENTENCES = (
     "Is it true that | bananas are berries?",
     "Why do we have | leap years?",
 )
+# Said whole, each ends in a thinking filler: the speaker is not done.
+HESITANT = (
+    "Can you help me with, er",
+    "What I want to know is, um",
+    "Tell me about the weather, and, uh",
+    "I think the best option is, um",
+    "My question is about, uh",
+    "How do I, um",
+    "Find me a hotel near, uh",
+    "I'd like to order a pizza with, um",
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class Case:
     complete: bool
     pcm: np.ndarray
     text: str = ""  # what Whisper heard
+    hesitant: bool = False  # ends in a filler (HESITANT)
 
 
 def _espeak_ssml(ssml: str, voice: str) -> np.ndarray:
@@ -133,7 +147,27 @@ def cases(voices: tuple[str, ...] = VOICES) -> list[Case]:
                 continue
             out.append(Case(s, voice, False, np.concatenate([unfinished, tail])))
             out.append(Case(s, voice, True, np.concatenate([whole, tail])))
+        for s in HESITANT:
+            out.append(Case(s, voice, False, np.concatenate([_said_whole(s, voice), tail]),
+                            hesitant=True))
     return out
+
+
+def _said_whole(sentence: str, voice: str) -> np.ndarray:
+    if voice == "piper-joe":
+        import soxr
+
+        from tts.piper_tts import PIPER_RATE, load_voice, synthesize_in_context
+
+        audio = synthesize_in_context(load_voice(), sentence, "", "")
+        if audio is None:
+            raise ValueError(f"Piper could not say {sentence!r}")
+        pcm = (np.clip(soxr.resample(audio, PIPER_RATE, INPUT_RATE), -1, 1) * 32767).astype(
+            np.int16)
+    else:
+        pcm = _espeak_ssml(f"<speak>{sentence}</speak>", voice)
+    loud = _voiced(pcm)
+    return pcm[int(loud[0]) : int(loud[-1]) + 1]
 
 
 def transcribed(all_cases: list[Case]) -> list[Case]:
@@ -155,7 +189,7 @@ def transcribed(all_cases: list[Case]) -> list[Case]:
 # Each model's own decision threshold: Smart Turn's 0.5; LiveKit's "unlikely" threshold for
 # English in livekit-agents (0.36); for the text model, the middle of voxroom's
 # EndpointOptions band (unfinished <= 0.05, complete >= 0.25).
-THRESHOLDS = {"text": 0.15, "smart-turn": 0.5, "livekit": 0.36}
+THRESHOLDS = {"text": 0.15, "text+smart-turn": 0.15, "smart-turn": 0.5, "livekit": 0.36}
 
 
 def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
@@ -168,6 +202,7 @@ def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
 def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
              ) -> dict[str, object]:
     from agent.voice.turn_detector import make_detector
+    from state_machine.endpointing import EndpointOptions
 
     det = make_detector(name)
     assert det is not None
@@ -182,7 +217,10 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
         wall.append((time.perf_counter() - w0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     done = [s for s, c in zip(scores, all_cases, strict=True) if c.complete]
-    unfinished = [s for s, c in zip(scores, all_cases, strict=True) if not c.complete]
+    unfinished = [s for s, c in zip(scores, all_cases, strict=True)
+                  if not c.complete and not c.hesitant]
+    hesitant = [s for s, c in zip(scores, all_cases, strict=True) if c.hesitant]
+    waits = EndpointOptions().unfinished_score  # at or below it, the longest wait
     wall.sort()
     return {
         "detector": name,
@@ -192,6 +230,9 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
         "complete_recall": round(sum(s >= threshold for s in done) / len(done), 3),
         "unfinished_recall": round(sum(s < threshold for s in unfinished) / len(unfinished), 3),
         "unfinished_above_0.8": sum(s >= 0.8 for s in unfinished),
+        # the shares that get the longest wait: all hesitant ones should, no complete one
+        "hesitant_longest_wait": round(sum(s <= waits for s in hesitant) / len(hesitant), 3),
+        "complete_longest_wait": round(sum(s <= waits for s in done) / len(done), 3),
         "complete_below_0.2": sum(s < 0.2 for s in done),
         "score_complete_p50": round(statistics.median(done), 3),
         "score_unfinished_p50": round(statistics.median(unfinished), 3),
@@ -199,13 +240,13 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
         "ms_p95": round(wall[int(0.95 * (len(wall) - 1))], 1),
         "cpu_ms_p50": round(sorted(cpu)[len(cpu) // 2], 1),
         "scores": [{"sentence": c.sentence, "voice": c.voice, "complete": c.complete,
-                    "heard": c.text, "score": round(s, 4)}
+                    "hesitant": c.hesitant, "heard": c.text, "score": round(s, 4)}
                    for s, c in zip(scores, all_cases, strict=True)],
     }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--detectors", default="text,smart-turn,livekit")
+    p.add_argument("--detectors", default="text+smart-turn,text,smart-turn,livekit")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--threshold", type=float, default=None,
                    help="a score at or above it counts as 'complete' (default: each model's)")
@@ -215,12 +256,15 @@ def run(args: argparse.Namespace) -> int:
     all_cases = transcribed(cases())
     results = [evaluate(name, all_cases, args.threshold) for name in args.detectors.split(",")]
     print(f"{len(all_cases)} cases ({len(SENTENCES)} sentences x {len(VOICES)} voices, each "
-          f"unfinished at its pause and complete), load {os.getloadavg()[0]:.2f}")
+          f"unfinished at its pause and complete, and {len(HESITANT)} hesitant ones a voice), "
+          f"load {os.getloadavg()[0]:.2f}")
     for r in results:
-        print(f"{r['detector']:>11}: ordered pairs (AUC) {r['auc']:.2f}; at {r['threshold']}: "
+        print(f"{r['detector']:>15}: ordered pairs (AUC) {r['auc']:.2f}; at {r['threshold']}: "
               f"complete recall {r['complete_recall']:.2f}, unfinished "
               f"recall {r['unfinished_recall']:.2f} (unfinished >= 0.8: "
               f"{r['unfinished_above_0.8']}, complete < 0.2: {r['complete_below_0.2']}); "
+              f"longest wait: hesitant {r['hesitant_longest_wait']:.2f}, complete "
+              f"{r['complete_longest_wait']:.2f}; "
               f"median score {r['score_complete_p50']:.2f} / {r['score_unfinished_p50']:.2f}; "
               f"{r['ms_p50']:.0f} / {r['ms_p95']:.0f} ms a decision (p50/p95), CPU "
               f"{r['cpu_ms_p50']:.0f} ms; load {r['load_s']:.1f} s")

@@ -82,9 +82,12 @@ class Utterance:
     last_voiced: float
     candidate: Candidate | None = None
     candidate_in_flight: bool = False
-    score: float | None = None  # of `scored_text`
-    scored_text: str | None = None
-    score_in_flight: bool = False
+    score: float | None = None  # of the candidate `scored`
+    # The candidate the score is of, and the one being scored. A score is of a candidate, not
+    # of its text: the same words again after more voice ("... for tonight, uh") are scored
+    # again, since an audio model hears the hesitation the transcript lacks.
+    scored: Candidate | None = None
+    scoring: Candidate | None = None
     endpoint_reached: bool = False
 
     def fresh(self) -> bool:
@@ -95,11 +98,20 @@ class Utterance:
         return now - self.last_voiced + EPS
 
     def fresh_score(self) -> float | None:
-        """The score of the fresh candidate's text, if it has one."""
-        if not self.fresh() or self.scored_text is None:
+        """The score of the fresh candidate, if it has one."""
+        if not self.fresh() or self.scored is not self.candidate:
             return None
+        return self.score
+
+    def start_scoring(self) -> str:
+        """The fresh candidate goes to the end-of-turn model; its text, to score."""
         assert self.candidate is not None
-        return self.score if self.scored_text == self.candidate.text else None
+        self.scoring = self.candidate
+        return self.candidate.text
+
+    def take_score(self, score: float | None) -> None:
+        """The model's answer for the candidate being scored (None: it failed)."""
+        self.scored, self.scoring, self.score = self.scoring, None, score
 
 
 class SpeechVote:
@@ -142,7 +154,7 @@ def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     if score is None:
         # A score ~50-80 ms away is waited for, bounded; a detector that failed answered
         # None, and the text cue decides.
-        return o.silence_unfinished_s if utt.score_in_flight else plain
+        return o.silence_unfinished_s if utt.scoring is not None else plain
     return silence_for_score(o, score)
 
 
@@ -166,7 +178,7 @@ def score_due(o: EndpointOptions, utt: Utterance) -> bool:
     """Ask the end-of-turn model about the fresh candidate now."""
     c = utt.candidate
     return (o.scored and utt.fresh() and c is not None and not c.failed
-            and not utt.score_in_flight and utt.scored_text != c.text and bool(c.text.strip()))
+            and utt.scoring is None and utt.scored is not c and bool(c.text.strip()))
 
 
 def speculation_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:

@@ -144,8 +144,7 @@ class ConversationStateMachine:
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
-        utt.score_in_flight = False
-        utt.scored_text, utt.score = text, score
+        utt.take_score(score)
         return self.tick(now)
 
     def on_reply_audio_started(self, reply_id: int, now: float) -> list[Action]:
@@ -254,9 +253,7 @@ class ConversationStateMachine:
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
         if score_due(o, utt):
-            assert utt.candidate is not None
-            utt.score_in_flight = True
-            out.append(ScoreTurn(utt.id, utt.candidate.text))
+            out.append(ScoreTurn(utt.id, utt.start_scoring()))
         cue = utt.candidate is not None and looks_complete(utt.candidate.text)
         if speculation_due(o, utt, now, cue):
             self._maybe_speculate(utt, out)

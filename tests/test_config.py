@@ -101,9 +101,11 @@ def test_stt_partials_are_checked(empty_dir: Path) -> None:
 
 
 def test_the_turn_detector_is_checked(empty_dir: Path) -> None:
-    assert load_settings(env={}).turn.detector == "text"
+    assert load_settings(env={}).turn.detector == "text+smart-turn"
     assert load_settings(env={"VOXROOM_TURN_DETECTOR": "smart-turn"}).turn.detector == "smart-turn"
-    with pytest.raises(ConfigError, match=r"turn\.detector must be one of text, smart-turn"):
+    with pytest.raises(
+        ConfigError, match=r"turn\.detector must be one of text\+smart-turn, text, smart-turn"
+    ):
         load_settings(env={"VOXROOM_TURN_DETECTOR": "vad"})
 
 

@@ -142,7 +142,7 @@ async def test_the_bundled_turn_detector_scores_a_question_above_an_unfinished_s
 
     speech = Speech("What time is it in Tokyo?", espeak("What time is it in Tokyo?"))
     [row] = await Doctor(Settings(), only={"turn"}, speech=speech).run()
-    assert (row.name, row.status) == ("turn detector (text)", OK), row
+    assert (row.name, row.status) == ("turn detector (text+smart-turn)", OK), row
     assert row.detail.startswith("P(complete) ")
 
 

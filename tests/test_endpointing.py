@@ -80,6 +80,23 @@ def test_a_trailing_filler_waits_whatever_the_model_says() -> None:
     assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
 
 
+def test_the_same_words_after_more_voice_are_scored_again() -> None:
+    # "Could you recommend a film for tonight, uh ... something funny?": the STT drops the
+    # "uh", so the candidate after it has the same words; an audio model hears the hesitation.
+    first = "Could you recommend a film for tonight?"
+
+    def transcript(start: float, end: float) -> str:
+        return first if end < 3.1 else "Could you recommend a film for tonight? Something funny?"
+
+    scores = iter([0.19, 0.005, 0.9])  # before the "uh", after it, the whole question
+    tl = scored(transcript, lambda text: next(scores))
+    tl.run(speech((0.5, 2.0), (2.35, 2.6), (3.2, 4.0)), until_s=8.0)
+    assert [a.text for _, a in tl.of(A.ScoreTurn)] == [first, first, transcript(0, 4)]
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == transcript(0, 4) and t_commit > 4.0
+    assert tl.audible and tl.audible[0][0] >= t_commit  # never heard over the user
+
+
 def test_a_middling_score_waits_in_between() -> None:
     o = SCORED.endpoint
     mid = (o.complete_score + o.unfinished_score) / 2

@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 
 from agent.voice.turn_detector import (
+    HESITATION_P,
+    HESITATION_TEXT_MAX,
     LiveKitTurnDetector,
     SmartTurnDetector,
     TextTurnDetector,
+    TextWithHesitationDetector,
+    combined,
     load_detector,
     make_detector,
     normalized_words,
@@ -76,6 +80,44 @@ def test_the_audio_models_load_from_their_packages_and_score(detector_class: typ
     detector = detector_class()
     score = detector.score_now("", espeak("What time is it in Tokyo?"))
     assert 0.0 <= score <= 1.0
+
+
+def test_the_voice_overrules_the_text_only_when_it_hears_a_hesitation() -> None:
+    assert combined(0.3, 0.3) == 0.3  # the text model decides
+    assert combined(0.3, 0.99) == 0.3
+    assert combined(0.3, HESITATION_P / 2) == HESITATION_P / 2  # "..., uh": it waits
+    assert combined(0.001, HESITATION_P / 2) == 0.001
+    assert combined(HESITATION_TEXT_MAX, HESITATION_P / 2) == HESITATION_TEXT_MAX  # sure words
+
+
+@pytest.mark.slow
+def test_a_dropped_filler_is_heard_in_the_voice() -> None:
+    # Whisper writes "Could you recommend a film for tonight, uh" without the "uh"; the text
+    # model alone would end the turn sooner than after an unfinished start.
+    detector = TextWithHesitationDetector()
+    detector.load()
+    o = EndpointOptions()
+    text = "Could you recommend a film for tonight?"
+    hesitant = espeak("Could you recommend a film for tonight, uh")
+    assert detector.text.score_now(text, hesitant) > o.unfinished_score
+    assert detector.score_now(text, hesitant) <= o.unfinished_score
+    whole = "What time is it in Tokyo right now?"
+    assert detector.score_now(whole, espeak(whole)) >= o.complete_score
+
+
+def test_without_smart_turn_the_text_model_alone_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing(self: SmartTurnDetector) -> None:
+        raise RuntimeError("no pipecat-ai")
+
+    detector = TextWithHesitationDetector()
+    monkeypatch.setattr(detector.text, "load", lambda: None)
+    monkeypatch.setattr(detector.text, "score_now", lambda text, pcm: 0.42)
+    monkeypatch.setattr(SmartTurnDetector, "_load", missing)
+    detector.load()
+    assert detector.audio is None
+    assert detector.score_now("What time is it?", np.zeros(1600, np.int16)) == 0.42
 
 
 def test_off_is_no_detector_and_an_unknown_name_is_an_error() -> None:

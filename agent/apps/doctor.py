@@ -209,7 +209,7 @@ class Doctor:
         done = await detector.score(TURN_COMPLETE, pcm)
         ms = (time.monotonic() - start) * 1000
         unfinished = await detector.score(TURN_UNFINISHED, pcm[: pcm.size // 3])
-        if detector.name == "text" and not done > unfinished:
+        if detector.name.startswith("text") and not done > unfinished:
             raise CheckFailed(f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
                               f"{TURN_UNFINISHED!r} {unfinished:.2f}")
         return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms

@@ -197,8 +197,7 @@ class QuestionEndpointer:
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
-        utt.score_in_flight = False
-        utt.scored_text, utt.score = text, score
+        utt.take_score(score)
         return self.tick(now)
 
     def tick(self, now: float) -> list[A.Action]:
@@ -211,9 +210,7 @@ class QuestionEndpointer:
             utt.candidate_in_flight = True
             out.append(A.RequestCandidate(utt.id))
         if score_due(o, utt):
-            assert utt.candidate is not None
-            utt.score_in_flight = True
-            out.append(A.ScoreTurn(utt.id, utt.candidate.text))
+            out.append(A.ScoreTurn(utt.id, utt.start_scoring()))
         fresh = utt.fresh()
         if utt.endpoint_reached:
             if fresh:

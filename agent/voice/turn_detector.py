@@ -245,6 +245,67 @@ def _ends(token: str) -> bool:
     return token in _END_TOKENS or token.lstrip(" ")[:1] in _END_MARKS
 
 
+HESITATION_P = 0.01  # Smart Turn's P(complete) below which the voice trails off unfinished
+# A text score this sure the words end is not overruled: espeak-ng's flat British "Why is the
+# sky blue?" scores 0.010 by Smart Turn (text 0.47). Overruling only below it keeps 43 of the
+# 44 hesitant cases the veto catches and lets 3 of the 11 complete ones it holds go.
+HESITATION_TEXT_MAX = 0.4
+
+
+class TextWithHesitationDetector:
+    """The text model's score, unless the voice trails off in a hesitation: Whisper drops
+    fillers ("Could you recommend a film for tonight, uh" is transcribed "... for tonight?"),
+    so the words look complete while the speaker is still thinking. Smart Turn, trained on
+    real speech ending in "um"/"uh", hears that in the audio: below HESITATION_P it wins,
+    unless the text model is sure (HESITATION_TEXT_MAX).
+
+    Measured by bench/turn_detectors.py (docs/benchmarks.md, "End-of-turn detectors"): the
+    longest wait for 90% of the utterances that end in a filler (text alone: 67%), at the
+    price of 10% of the complete questions waiting as long (text alone: 5%). Both models run
+    at once, each on its own thread, so a score waits for the slower one (~35-60 ms each)."""
+
+    name = "text+smart-turn"
+
+    def __init__(self) -> None:
+        self.text = TextTurnDetector()
+        self.audio: SmartTurnDetector | None = SmartTurnDetector()
+        self.window_s = SmartTurnDetector.window_s
+
+    def load(self) -> None:
+        """Both models; without Smart Turn's file (the `pipecat-ai` wheel, which `make venv`
+        installs) the text model alone decides, with a warning."""
+        self.text.load()
+        if self.audio is None:
+            return
+        try:
+            self.audio.load()
+        except Exception as e:
+            log.warning("Smart Turn unavailable, the text model alone scores turns: %s: %s",
+                        type(e).__name__, e)
+            self.audio = None
+
+    def warm(self, text: str) -> None:
+        self.text.warm(text)
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        if self.audio is None:
+            return await self.text.score(text, pcm)
+        by_text, by_voice = await asyncio.gather(self.text.score(text, pcm),
+                                                 self.audio.score(text, pcm))
+        return combined(by_text, by_voice)
+
+    def score_now(self, text: str, pcm: np.ndarray) -> float:
+        by_text = self.text.score_now(text, pcm)
+        return by_text if self.audio is None else combined(by_text,
+                                                           self.audio.score_now(text, pcm))
+
+
+def combined(by_text: float, by_voice: float) -> float:
+    """TextWithHesitationDetector's score from its two models' scores."""
+    hesitant = by_voice < HESITATION_P and by_text < HESITATION_TEXT_MAX
+    return min(by_text, by_voice) if hesitant else by_text
+
+
 # Audio an end-of-turn model may read back from the end of an utterance (Smart Turn's 8 s).
 TURN_AUDIO_S = 8.0
 FRAME_S = 0.020
@@ -308,6 +369,8 @@ def make_detector(name: str) -> TurnDetector | None:
         return None
     if name == "text":
         return TextTurnDetector()
+    if name == "text+smart-turn":
+        return TextWithHesitationDetector()
     if name == "smart-turn":
         return SmartTurnDetector()
     if name == "livekit":
