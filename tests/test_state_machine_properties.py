@@ -173,9 +173,12 @@ class Driver:
                 self.reply_event("audio_started", rid)
                 self.reply_event("done", rid)
             if not live and not self.pending and self.machine.state is L:
+                # Settled only if more quiet changes nothing: an open utterance may still end
+                # (up to silence_unfinished_s after its speech) and confirm its reply.
+                before = len(self.log)
                 for _ in range(40):
                     self.frame(False)
-                if not self.pending:
+                if len(self.log) == before:
                     return
 
     # ---- checking -------------------------------------------------------------------------
