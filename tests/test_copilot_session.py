@@ -4,6 +4,7 @@ file names may be read, and who receives the answers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent.copilot.room import (
+    CopilotSession,
     LiveKitAnswerSink,
     bridges_for,
     context_file,
@@ -152,3 +154,16 @@ async def test_answers_are_streamed_to_the_candidate_alone() -> None:
     assert stream["attributes"][ATTR_QUESTION] == "Why us?"
     assert stream["written"] == ["- Because"]
     assert stream["closed"] == {ATTR_ANSWER_FINAL: "true", ATTR_ANSWER_STATUS: "complete"}
+
+
+async def test_the_interviewers_words_never_reach_the_worker_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    session = CopilotSession(_room(COPILOT), stt=None, llm=None, embedder=None)
+    with caplog.at_level(logging.DEBUG, logger="agent.copilot.room"):
+        session._log_event("transcript", {"final": True, "utterance_id": 1,
+                                          "text": "Where did you study", "heard": "Where"})
+        session._log_event("not_a_question", {"utterance_id": 2, "text": "I see, thanks"})
+        await asyncio.sleep(0)  # the spawned sends run (no candidate yet: nothing is sent)
+    assert "question heard: 4 words" in caplog.text and "not_a_question" in caplog.text
+    assert "study" not in caplog.text and "thanks" not in caplog.text

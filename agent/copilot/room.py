@@ -552,13 +552,14 @@ class CopilotSession:
 
     def _log_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
-            log.info("%s %s", kind, data)
+            # never the interviewer's words: logs are not a transcript store
+            log.info("%s %s", kind, {k: v for k, v in data.items() if k != "text"})
         if kind == "warm":
             self._spawn(self._set_attributes({
                 ATTR_WARM_PIECES: str(data["pieces"]),
                 ATTR_DOCUMENTS_FIT: "true" if data["documents_fit"] else "false"}))
         elif kind == "transcript" and data.get("final"):
-            log.info("question: %s", data["text"])
+            log.info("question heard: %d words", len(data["text"].split()))
             self._spawn(self._send_heard(data["utterance_id"], data["heard"]))
         elif kind == "not_a_question" and data["text"]:
             self._spawn(self._send_heard(data["utterance_id"], data["text"]))
