@@ -65,6 +65,13 @@ class EndpointOptions:
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""
 
+    late_input_s: float = 0.200
+    """Time after the last frame received that does not count as silence yet. Silence is
+    what the frames say; when none come, the clock takes over after this long. Frames reach
+    the worker late and in bunches when its event loop or the network stalls, and counted on
+    the clock such a stall inside a sentence read as a pause, which ended turns early. Cost:
+    an input that stops sending frames (a muted track) ends its turn this much later."""
+
 
 @dataclass
 class Candidate:
@@ -89,13 +96,18 @@ class Utterance:
     scored: Candidate | None = None
     scoring: Candidate | None = None
     endpoint_reached: bool = False
+    heard_until: float | None = None  # the end of the last frame received (None: last_voiced)
 
     def fresh(self) -> bool:
         """The candidate covers all of the speech so far."""
         return self.candidate is not None and self.candidate.covered_until >= self.last_voiced
 
-    def silence(self, now: float) -> float:
-        return now - self.last_voiced + EPS
+    def silence(self, now: float, late_input_s: float) -> float:
+        """The trailing silence heard: up to the last frame, then the clock's beyond the
+        allowance for late frames (`EndpointOptions.late_input_s`)."""
+        heard = self.last_voiced if self.heard_until is None else self.heard_until
+        unheard = max(0.0, now - heard - late_input_s)
+        return heard - self.last_voiced + unheard + EPS
 
     def fresh_score(self) -> float | None:
         """The score of the fresh candidate, if it has one."""
@@ -171,7 +183,7 @@ def silence_for_score(o: EndpointOptions, score: float) -> float:
 def candidate_due(o: EndpointOptions, utt: Utterance, now: float) -> bool:
     """Ask for a candidate transcript now: a pause, and none covers the speech yet."""
     return (not utt.candidate_in_flight and not utt.fresh()
-            and (utt.silence(now) >= o.candidate_silence_s or utt.endpoint_reached))
+            and (utt.silence(now, o.late_input_s) >= o.candidate_silence_s or utt.endpoint_reached))
 
 
 def score_due(o: EndpointOptions, utt: Utterance) -> bool:
@@ -183,10 +195,10 @@ def score_due(o: EndpointOptions, utt: Utterance) -> bool:
 
 def speculation_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
     """The fresh candidate is stable enough to start answering it (unheard)."""
-    return utt.fresh() and (utt.silence(now) >= o.speculative_silence_s or cue)
+    return utt.fresh() and (utt.silence(now, o.late_input_s) >= o.speculative_silence_s or cue)
 
 
 def endpoint_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
     """The turn has ended (its transcript may still be on its way)."""
-    return (utt.silence(now) >= endpoint_silence(o, utt, cue)
+    return (utt.silence(now, o.late_input_s) >= endpoint_silence(o, utt, cue)
             or now - utt.onset + EPS >= o.max_utterance_s)

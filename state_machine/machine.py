@@ -111,6 +111,8 @@ class ConversationStateMachine:
         out: list[Action] = []
         vote = self._vote.push(voiced, now)
         onset = voiced and self._vote.run == self.options.barge_in_frames
+        if self._utt is not None:
+            self._utt.heard_until = now
 
         if self.state is AgentState.SPEAKING:
             self._speaking_frame(onset, vote, now, out)
@@ -371,7 +373,8 @@ class ConversationStateMachine:
         assert self._paused_at is not None
         if utt is None:
             return
-        quiet = utt.silence(now) >= self.options.endpoint.candidate_silence_s
+        e = self.options.endpoint
+        quiet = utt.silence(now, e.late_input_s) >= e.candidate_silence_s
         if quiet and not utt.candidate_in_flight and not utt.fresh():
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))

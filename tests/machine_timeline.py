@@ -50,16 +50,30 @@ class Timeline:
         self._seq += 1
         heapq.heappush(self._queue, (round(t, 6), self._seq, fn))
 
-    def run(self, voiced: Callable[[float], bool], until_s: float) -> None:
+    def run(
+        self, voiced: Callable[[float], bool], until_s: float,
+        stalls: tuple[tuple[float, float], ...] = (),
+    ) -> None:
         """Feed frames ending at 20 ms, 40 ms, ... with `voiced(t)`, running scheduled engine
-        callbacks in time order between frames."""
+        callbacks in time order between frames. Inside a stall (start, end) no frame comes and
+        the engine's timer ticks instead; the frames held back arrive together at its end
+        (never, if it ends after `until_s`), stamped with that time as the engine stamps a
+        frame on arrival."""
         f = self.options.frame_s
         n = round(until_s / f)
+        held: list[bool] = []
         for i in range(1, n + 1):
             t = round(i * f, 6)
             while self._queue and self._queue[0][0] <= t:
                 when, _, fn = heapq.heappop(self._queue)
                 self._apply(fn(when), when)
+            if any(a < t < b for a, b in stalls):
+                held.append(voiced(t - f / 2))
+                self._apply(self.machine.tick(t), t)
+                continue
+            for v in held:  # a stall has just ended
+                self._apply(self.machine.on_frame(v, t), t)
+            held.clear()
             self._apply(self.machine.on_frame(voiced(t - f / 2), t), t)
         if self._audible_since is not None:
             self.audible.append((self._audible_since, until_s))

@@ -806,8 +806,10 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
     out = _frames(ep, True, 2.16, 1.0) + _frames(ep, False, 3.16, 0.06)
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
     question = "Tell me about a time when you disagreed with a manager."
+    _frames(ep, False, 3.22, 0.08)  # the quiet goes on while it is decoded and scored
     out = ep.on_candidate(req.utterance_id, question, 3.16, 3.3)
     [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
+    _frames(ep, False, 3.3, 0.06)
     out = ep.on_turn_score(req.utterance_id, question, 0.9, 3.36)
     [commit] = [a for a in out if isinstance(a, A.CommitUserTurn)]
     assert commit.text == question  # ended as soon as it was scored complete
@@ -825,6 +827,20 @@ def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished(
     assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
     out = _frames(ep, False, 1.26 + bound - 0.3, 0.1)
     assert [a for a in out if isinstance(a, A.CommitUserTurn)]
+
+
+def test_endpointer_counts_no_pause_while_the_frames_are_held_up():
+    # The same core as the voice agent: 0.38 s of timer ticks with no frame (the worker or
+    # the network stalled mid-question) is not 0.38 s of silence.
+    ep = _scored()
+    _frames(ep, True, 0.0, 1.0)
+    out = [a for i in range(1, 20) for a in ep.tick(round(1.0 + i * FRAME_S, 6))]
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    text = "What is your biggest weakness?"
+    out += ep.on_candidate(req.utterance_id, text, 1.0, 1.3)
+    out += ep.on_turn_score(req.utterance_id, text, 0.9, 1.36)
+    out += _frames(ep, True, 1.38, 0.5)  # the held-up frames, and more of the question
+    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
 
 
 # ---- reading the question ahead (prefill) ---------------------------------------------------

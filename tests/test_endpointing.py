@@ -73,6 +73,27 @@ def test_an_unfinished_turn_ends_at_the_bound_if_the_speaker_never_goes_on() -> 
     assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
 
 
+def test_frames_held_up_inside_a_sentence_are_no_pause() -> None:
+    # The worker's event loop or the network stalls 0.4 s mid-sentence: the timer ticks on
+    # while the frames wait, then they come in a bunch. Counted on the clock, the stall was a
+    # pause long enough to end a turn the model scored complete.
+    tl = scored(lambda s, e: "What time is it?", lambda text: 0.9)
+    tl.run(speech((0.5, 3.0)), until_s=6.0, stalls=((1.8, 2.2),))
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit > 3.0
+    assert tl.audible and tl.audible[0][0] > 3.0
+
+
+def test_an_input_that_stops_sending_frames_ends_its_turn_late_by_the_allowance() -> None:
+    tl = scored(lambda s, e: "What time is it?", lambda text: 0.9)
+    tl.run(speech((0.5, 1.5)), until_s=5.0, stalls=((1.5, 9.0),))  # muted as the words end
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    e = SCORED.endpoint
+    # The candidate is asked once the allowance is spent, and scored after the decode.
+    asked = 1.5 + e.late_input_s + e.candidate_silence_s
+    assert t_commit == approx(asked + FakeEngines().stt_delay_s + FakeEngines().score_delay_s)
+
+
 def test_a_trailing_filler_waits_whatever_the_model_says() -> None:
     tl = scored(lambda s, e: "I need a recipe for dinner, so, um.", lambda text: 0.9)
     tl.run(speech((0.5, 1.5)), until_s=5.0)

@@ -162,6 +162,8 @@ class QuestionEndpointer:
         out: list[A.Action] = []
         vote = self._vote.push(voiced, now)
         utt = self._utt
+        if utt is not None:
+            utt.heard_until = now
         if utt is None:
             if vote:
                 self._next_id += 1
