@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -36,14 +35,12 @@ import numpy as np
 from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
 from agent.copilot.question_detector import check_question
 from agent.engines import (
-    FRAME_SAMPLES,
-    INPUT_RATE,
     ChatMessage,
     LanguageModel,
     SpeechToText,
     STTStream,
 )
-from agent.stt.guard import GuardedSTTStream
+from agent.voice.listener import Listener, VoiceDetector
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
 from state_machine.endpointing import (
@@ -374,10 +371,6 @@ class ContextSearch(Protocol):
     async def pieces_async(self) -> list[Any]: ...
 
 
-class VoiceDetector(Protocol):
-    def is_speech(self, pcm: np.ndarray) -> bool: ...
-
-
 @dataclass
 class AnswerRecord:
     """One confirmed answer and its timings (engine clock, seconds)."""
@@ -444,7 +437,7 @@ class CopilotEngine:
             options = replace(options, endpoint=replace(options.endpoint, scored=True))
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
-        self._scorer = None if turn_detector is None else TurnScorer(
+        scorer = None if turn_detector is None else TurnScorer(
             turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
         self.answers: list[AnswerRecord] = []
         self.context = context
@@ -454,19 +447,15 @@ class CopilotEngine:
             from agent.audio.vad import VoiceActivityDetector
 
             vad = VoiceActivityDetector()
-        self._vad = vad
+        self._listener = Listener(
+            vad=vad, pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
+            scorer=scorer)
         self._clock = clock
         self._emit_event = on_event or (lambda _k, _d: None)
-        self._recent: deque[np.ndarray] = deque(maxlen=self.options.frames(self.options.pre_roll_s))
         self._stream: STTStream | None = None
-        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard()
         self._partials: asyncio.Task[None] | None = None
-        self._hearing = False  # an utterance is open: its frames go to the STT stream
-        self._heard_until = 0.0  # when its last frame was pushed
         self._voiced_at = -1e9  # the last voiced frame
-        self._utt_id = 0
         self._speech_end = 0.0
-        self._candidate: asyncio.Task[None] | None = None
         self._live: dict[int, _Answer] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()  # answers cancelled, still closing
@@ -481,30 +470,27 @@ class CopilotEngine:
 
     async def start(self) -> None:
         self._stream = self._stt.stream()
-        self._guard = GuardedSTTStream(self._stream)
+        self._listener.start(self._stream)
         self._set_partials()
         self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
         self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
 
     async def aclose(self) -> None:
-        tasks = [t for t in (self._ticker, self._candidate, self._partials) if t is not None]
+        tasks = [t for t in (self._ticker, self._partials) if t is not None]
         tasks += [a.task for a in self._live.values() if a.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._prefill is not None:
             await self._prefill.aclose()
-        if self._scorer is not None:
-            await self._scorer.aclose()
-        if self._stream is not None:
-            await self._stream.aclose()
+        await self._listener.aclose()
         self._live.clear()
         self._no_answers.set()
 
     @property
     def idle(self) -> bool:
         """No utterance being heard and no answer on its way."""
-        return not self._hearing and not self._live
+        return not self._listener.hearing and not self._live
 
     async def _tick_forever(self) -> None:
         while True:  # covers a muted or silent track: frames drive the endpointer otherwise
@@ -513,17 +499,7 @@ class CopilotEngine:
 
     def push_frame(self, pcm: np.ndarray) -> None:
         """One 20 ms frame of the interviewer (int16, 16 kHz mono, FRAME_SAMPLES long)."""
-        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
-            raise ValueError(f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
-                             f"{pcm.dtype} {pcm.shape}")
-        now = self._clock()
-        self._recent.append(pcm)
-        if self._hearing:
-            self._stt_guard().push(pcm)
-            if self._scorer is not None:
-                self._scorer.push(pcm)
-            self._heard_until = now
-        voiced = self._vad.is_speech(pcm)
+        voiced, now = self._listener.frame(pcm)
         if voiced:
             self._voiced_at = now
             if self._prefill is not None:  # text that came during a pause goes out now
@@ -540,37 +516,25 @@ class CopilotEngine:
         now = self._clock()
         match a:
             case A.OpenUtterance(utterance_id=uid):
-                self._utt_id = uid
-                self._hearing = True
-                self._heard_until = now
-                stt = self._stt_guard()
-                stt.new_utterance()
-                if self._scorer is not None:
-                    self._scorer.new_utterance()
-                for pcm in self._recent:  # the pre-roll, this frame included
-                    stt.push(pcm)
-                    if self._scorer is not None:
-                        self._scorer.push(pcm)
+                self._listener.open(uid)
                 if self._prefill is not None:
                     self._prefill.restart()
             case A.DiscardUtterance():
-                self._hearing = False
-                self._stt_guard().discard()
+                self._listener.close()
             case A.RequestCandidate(utterance_id=uid):
-                self._request_candidate(uid)
+                if uid == self._listener.utterance_id and self._stream is not None:
+                    self._emit("candidate_requested", {"utterance_id": uid})
+                self._listener.request_candidate(uid, self._on_candidate)
             case A.ScoreTurn(utterance_id=uid, text=text):
-                if self._scorer is not None and self._hearing and uid == self._utt_id:
-                    self._scorer.request(uid, text)
+                self._listener.score(uid, text)
             case A.DropCandidate():
-                if self._candidate is not None:
-                    self._candidate.cancel()
+                self._listener.drop_candidate()
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
                 self._start_answer(rid, text, spec, now)
             case A.CancelReply(reply_id=rid, reason=reason):
                 self._cancel_answer(rid, reason)
             case A.CommitUserTurn():
-                self._hearing = False
-                self._stt_guard().discard()  # the candidate that ended it was its transcript
+                self._listener.close()  # the candidate that ended it was its transcript
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
             case A.Notify(type=kind, data=data):
@@ -580,27 +544,8 @@ class CopilotEngine:
 
     # ---- transcription ------------------------------------------------------------------
 
-    def _stt_guard(self) -> GuardedSTTStream:
-        assert self._guard is not None, "start() first"
-        return self._guard
-
-    def _request_candidate(self, uid: int) -> None:
-        """The transcript so far: the stream's flush() (with partials on, it reuses a decode
-        that already covers the speech, and what the partials agreed on)."""
-        if not self._hearing or uid != self._utt_id or self._stream is None:
-            return
-        self._emit("candidate_requested", {"utterance_id": uid})
-        self._candidate = asyncio.get_running_loop().create_task(
-            self._transcribe(uid, self._stream, self._heard_until),
-            name=f"copilot-candidate-{uid}")
-
-    async def _transcribe(self, uid: int, stream: STTStream, covered_until: float) -> None:
-        try:
-            text = await stream.flush()
-        except Exception as e:  # no words rather than a hung question
-            log.warning("transcription failed: %s: %s", type(e).__name__, e)
-            text = ""
-        if uid == self._utt_id:  # at a pause inside a question: read ahead when it goes on
+    def _on_candidate(self, uid: int, text: str, covered_until: float, failed: bool) -> None:
+        if uid == self._listener.utterance_id:  # at a pause in a question: read ahead if it goes on
             self._offer_prefill(text, at_pause=True)
         self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
 
@@ -612,13 +557,12 @@ class CopilotEngine:
         try:
             async for partial in self._stream.partials():
                 self._offer_prefill(partial.text)
-                if self._scorer is not None and self._hearing:
-                    self._scorer.partial(partial.text)
+                self._listener.partial(partial.text)
         except Exception as e:  # the stream died; candidates report it utterance by utterance
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
     def _offer_prefill(self, transcript: str, *, at_pause: bool = False) -> None:
-        if self._prefill is not None and self._hearing and transcript.strip():
+        if self._prefill is not None and self._listener.hearing and transcript.strip():
             question = self.endpointer.question_text(transcript, self._clock())
             self._prefill.offer(question, at_pause=at_pause)
 
@@ -632,7 +576,7 @@ class CopilotEngine:
         sent meanwhile would go to the other, cold one."""
         o = self.options
         now = self._clock()
-        return (self._hearing and now - self._voiced_at < o.frame_s + EPS
+        return (self._listener.hearing and now - self._voiced_at < o.frame_s + EPS
                 and self._warm_ids is not None and self._no_answers.is_set()
                 and not self._warm_lock.locked() and not self._stopping
                 and now >= self._closed_early_at + o.llm_release_s)

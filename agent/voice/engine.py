@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,8 +26,6 @@ import numpy as np
 from agent.audio.sinks import AudioSink
 from agent.audio.vad import VoiceActivityDetector
 from agent.engines import (
-    FRAME_SAMPLES,
-    INPUT_RATE,
     LanguageModel,
     SpeechToText,
     STTStream,
@@ -36,7 +33,7 @@ from agent.engines import (
 )
 from agent.llm.history import ChatHistory
 from agent.ops.memory_trim import PROCESS_TRIMMER
-from agent.stt.guard import GuardedSTTStream
+from agent.voice.listener import Listener
 from agent.voice.playout import Playout
 from agent.voice.reply import ReplyPipeline
 from agent.voice.turn_detector import TurnDetector, TurnScorer
@@ -52,12 +49,6 @@ log = logging.getLogger(__name__)
 FILLER_TEXT = "Let me think."
 
 EventSink = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass
-class _Utterance:
-    id: int
-    end_time: float = 0.0  # time at the end of the last frame pushed to the STT
 
 
 class TurnEngine:
@@ -82,14 +73,17 @@ class TurnEngine:
             options = replace(options, endpoint=replace(options.endpoint, scored=True))
         self.options = options
         self.machine = ConversationStateMachine(self.options)
-        self._scorer = None if turn_detector is None else TurnScorer(
+        scorer = None if turn_detector is None else TurnScorer(
             turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
         self._clock = clock
         self._emit_event = on_event or (lambda _t, _d: None)
-        self._vad = VoiceActivityDetector(vad_aggressiveness)
+        self._listener = Listener(
+            vad=VoiceActivityDetector(vad_aggressiveness),
+            pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
+            scorer=scorer)
         self._chunker_kind = chunker_kind
         self._playout = Playout(
             sink,
@@ -98,13 +92,8 @@ class TurnEngine:
             on_reply_done=self._on_reply_done,
             on_progress=self._on_progress,
         )
-        pre_roll = self.options.frames(self.options.pre_roll_s)
-        self._recent: deque[np.ndarray] = deque(maxlen=pre_roll)
-        self._utt: _Utterance | None = None
-        self._candidate_task: asyncio.Task[None] | None = None
         self._stream: STTStream | None = None
         self._partials_task: asyncio.Task[None] | None = None
-        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard(), from start()
         self._partials = partials  # agent.config.STTSettings.partials
         self._replies: dict[int, ReplyPipeline] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
@@ -124,7 +113,7 @@ class TurnEngine:
         except Exception as e:
             log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
         self._stream = self._stt.stream()
-        self._guard = GuardedSTTStream(self._stream)
+        self._listener.start(self._stream)
         self._stream.set_paused(self._partials == "off")
         self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
         self._playout.start()
@@ -132,13 +121,9 @@ class TurnEngine:
         self._emit("state", {"state": self.machine.state.name})
 
     async def aclose(self) -> None:
-        for task in (self._ticker, self._candidate_task):
-            if task is not None:
-                task.cancel()
-        if self._scorer is not None:
-            await self._scorer.aclose()
-        if self._stream is not None:
-            await self._stream.aclose()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        await self._listener.aclose()
         if self._partials_task is not None:
             self._partials_task.cancel()
             await asyncio.gather(self._partials_task, return_exceptions=True)
@@ -159,17 +144,8 @@ class TurnEngine:
 
     def push_frame(self, pcm: np.ndarray) -> None:
         """One 20 ms frame of user audio (int16, 16 kHz mono, FRAME_SAMPLES long)."""
-        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
-            raise ValueError(
-                f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
-                f"{pcm.dtype} {pcm.shape}"
-            )
-        now = self._clock()
-        self._recent.append(pcm)
-        if self._utt is not None:
-            self._push_to_stt(pcm)
-            self._utt.end_time = now
-        self._apply(self.machine.on_frame(self._vad.is_speech(pcm), now))
+        voiced, now = self._listener.frame(pcm)
+        self._apply(self.machine.on_frame(voiced, now))
 
     # ---- actions --------------------------------------------------------------------------
 
@@ -187,22 +163,13 @@ class TurnEngine:
                 if state is AgentState.LISTENING and self._turn is not None:
                     self._close_turn(interrupted=False)
             case A.OpenUtterance(utterance_id=uid):
-                self._utt = _Utterance(uid, end_time=now)
-                if self._scorer is not None:
-                    self._scorer.new_utterance()
-                if self._guard is not None:
-                    self._guard.new_utterance()
-                for pcm in self._recent:  # the pre-roll, this frame included
-                    self._push_to_stt(pcm)
+                self._listener.open(uid)
             case A.DiscardUtterance(utterance_id=uid):
-                if self._utt is not None and self._utt.id == uid:
-                    self._utt = None
-                    self._discard_stt()
+                self._listener.close(uid)
             case A.RequestCandidate(utterance_id=uid):
-                self._request_candidate(uid)
+                self._listener.request_candidate(uid, self._on_candidate)
             case A.ScoreTurn(utterance_id=uid, text=text):
-                if self._scorer is not None and self._utt is not None and self._utt.id == uid:
-                    self._scorer.request(uid, text)
+                self._listener.score(uid, text)
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
                 self._start_reply(rid, text, spec)
             case A.ConfirmReply(reply_id=rid):
@@ -211,8 +178,7 @@ class TurnEngine:
                 self._cancel_reply(rid, reason)
             case A.CommitUserTurn(text=text):
                 self.history.add_user(text)
-                self._utt = None
-                self._discard_stt()  # the candidate that ended the turn was its transcript
+                self._listener.close()  # the candidate that ended the turn was its transcript
                 self._turn = TurnRecord(
                     user_text=text, speech_end=self._speech_end or now, final_at=now
                 )
@@ -253,32 +219,7 @@ class TurnEngine:
 
     # ---- transcription --------------------------------------------------------------------
 
-    def _push_to_stt(self, pcm: np.ndarray) -> None:
-        if self._scorer is not None:
-            self._scorer.push(pcm)
-        if self._guard is not None:  # frames before start() have nowhere to go
-            self._guard.push(pcm)
-
-    def _discard_stt(self) -> None:
-        if self._guard is not None:
-            self._guard.discard()
-
-    def _request_candidate(self, uid: int) -> None:
-        utt = self._utt
-        if utt is None or utt.id != uid or self._stream is None:
-            return
-        self._candidate_task = asyncio.get_running_loop().create_task(
-            self._transcribe_candidate(uid, self._stream, utt.end_time), name=f"candidate-{uid}"
-        )
-
-    async def _transcribe_candidate(
-        self, uid: int, stream: STTStream, covered_until: float
-    ) -> None:
-        try:
-            text, failed = await stream.flush(), False
-        except Exception as e:  # the STT failed: no words, and an apology if the turn ends so
-            log.warning("transcription failed: %s: %s", type(e).__name__, e)
-            text, failed = "", True
+    def _on_candidate(self, uid: int, text: str, covered_until: float, failed: bool) -> None:
         self._apply(
             self.machine.on_candidate(uid, text, covered_until, self._clock(), failed=failed)
         )
@@ -290,10 +231,9 @@ class TurnEngine:
         assert self._stream is not None
         try:
             async for partial in self._stream.partials():
-                if self._utt is not None and partial.text.strip():
+                if self._listener.hearing and partial.text.strip():
                     self._emit("transcript", {"text": partial.text, "final": False})
-                    if self._scorer is not None:
-                        self._scorer.partial(partial.text)
+                    self._listener.partial(partial.text)
         except Exception as e:  # the stream died; candidates report it turn by turn
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
@@ -396,5 +336,5 @@ class TurnEngine:
     @property
     def idle(self) -> bool:
         """Nobody is talking and nothing is on its way: no utterance, reply or audio."""
-        return (self.machine.state is AgentState.LISTENING and self._utt is None
+        return (self.machine.state is AgentState.LISTENING and not self._listener.hearing
                 and not self._replies and self._playout.idle)

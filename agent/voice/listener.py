@@ -1,0 +1,137 @@
+"""The audio front end the voice agent and the copilot share: each 20 ms frame is checked,
+voiced or not by the VAD, and kept for the pre-roll; while an utterance is open its frames go
+to the STT stream and to the end-of-turn scorer, and a candidate transcript is the stream's
+`flush()` at a pause. The engine's endpointing core decides when an utterance opens, is
+transcribed, scored and closed; this module does it.
+
+Nothing here blocks: the VAD is microseconds a frame, the decode runs in the STT's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, STTStream
+from agent.stt.guard import GuardedSTTStream
+from agent.voice.turn_detector import TurnScorer
+
+log = logging.getLogger(__name__)
+
+# What a candidate transcript is handed on as: the utterance's id, the text, the time of the
+# last frame it covers, and whether the STT failed (no words, though some were said).
+CandidateCallback = Callable[[int, str, float, bool], None]
+
+
+class VoiceDetector(Protocol):
+    def is_speech(self, pcm: np.ndarray) -> bool: ...
+
+
+class Listener:
+    def __init__(
+        self, *, vad: VoiceDetector, pre_roll_frames: int, clock: Callable[[], float],
+        scorer: TurnScorer | None = None,
+    ) -> None:
+        self._vad = vad
+        self._recent: deque[np.ndarray] = deque(maxlen=pre_roll_frames)
+        self._clock = clock
+        self.scorer = scorer
+        self.stream: STTStream | None = None
+        self._guard: GuardedSTTStream | None = None  # the stream's push()/discard()
+        self.utterance_id: int | None = None  # the open utterance, whose frames are heard
+        self.heard_until = 0.0  # when its last frame was pushed
+        self._candidate: asyncio.Task[None] | None = None
+
+    def start(self, stream: STTStream) -> None:
+        self.stream = stream
+        self._guard = GuardedSTTStream(stream)
+
+    async def aclose(self) -> None:
+        if self._candidate is not None:
+            self._candidate.cancel()
+            await asyncio.gather(self._candidate, return_exceptions=True)
+        if self.scorer is not None:
+            await self.scorer.aclose()
+        if self.stream is not None:
+            await self.stream.aclose()
+
+    @property
+    def hearing(self) -> bool:
+        return self.utterance_id is not None
+
+    def frame(self, pcm: np.ndarray) -> tuple[bool, float]:
+        """One frame of the speaker (int16, 16 kHz mono, FRAME_SAMPLES long): whether it is
+        voiced, and its time."""
+        if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
+            raise ValueError(f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
+                             f"{pcm.dtype} {pcm.shape}")
+        now = self._clock()
+        self._recent.append(pcm)
+        if self.hearing:
+            self._push(pcm)
+            self.heard_until = now
+        return self._vad.is_speech(pcm), now
+
+    def open(self, utterance_id: int) -> None:
+        """An utterance starts: the pre-roll (this frame included) goes first, so its first
+        syllable, said before the speech vote, is transcribed."""
+        self.utterance_id = utterance_id
+        self.heard_until = self._clock()
+        if self.scorer is not None:
+            self.scorer.new_utterance()
+        if self._guard is not None:
+            self._guard.new_utterance()
+        for pcm in self._recent:
+            self._push(pcm)
+
+    def close(self, utterance_id: int | None = None) -> None:
+        """The open utterance (or only `utterance_id`, if it is the open one) is over: taken,
+        its last candidate being its transcript, or a false start."""
+        if utterance_id is not None and utterance_id != self.utterance_id:
+            return
+        self.utterance_id = None
+        if self._guard is not None:
+            self._guard.discard()
+
+    def partial(self, text: str) -> None:
+        """A partial transcript of the open utterance, for the scorer to read ahead."""
+        if self.scorer is not None and self.hearing:
+            self.scorer.partial(text)
+
+    def score(self, utterance_id: int, text: str) -> None:
+        if self.scorer is not None and utterance_id == self.utterance_id:
+            self.scorer.request(utterance_id, text)
+
+    def request_candidate(self, utterance_id: int, on_candidate: CandidateCallback) -> None:
+        """The transcript so far, to `on_candidate` (with partials on, the stream reuses a
+        decode that already covers the speech)."""
+        if utterance_id != self.utterance_id or self.stream is None:
+            return
+        self._candidate = asyncio.get_running_loop().create_task(
+            self._transcribe(utterance_id, self.stream, self.heard_until, on_candidate),
+            name=f"candidate-{utterance_id}")
+
+    def drop_candidate(self) -> None:
+        """The speaker went on: the candidate asked at the pause would end before the words."""
+        if self._candidate is not None:
+            self._candidate.cancel()
+
+    async def _transcribe(self, utterance_id: int, stream: STTStream, covered_until: float,
+                          on_candidate: CandidateCallback) -> None:
+        try:
+            text, failed = await stream.flush(), False
+        except Exception as e:  # no words, rather than an utterance that never ends
+            log.warning("transcription failed: %s: %s", type(e).__name__, e)
+            text, failed = "", True
+        on_candidate(utterance_id, text, covered_until, failed)
+
+    def _push(self, pcm: np.ndarray) -> None:
+        if self.scorer is not None:
+            self.scorer.push(pcm)
+        if self._guard is not None:  # frames before start() have nowhere to go
+            self._guard.push(pcm)
