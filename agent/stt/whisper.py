@@ -94,6 +94,14 @@ class WhisperOptions:
     final_beam_size: int = 5
     final_keeps_prefix: bool = True
     unsure_logprob: float = -0.6
+    # A decode with nothing forced is no speech when the decoder's no-speech probability is
+    # above `no_speech_prob` and its text scores below `no_speech_logprob` (faster-whisper's
+    # rule and thresholds). A long utterance cut into windows can leave a last one of breath
+    # or room noise: beckett.wav's 0.2 s tail scored 0.98 / -1.40 and was written as "you" or,
+    # with the beam, "Go to the end of"; one-word answers ("Yes.", "Okay.", "Why?", Piper and
+    # espeak-ng) scored 0.20-0.53.
+    no_speech_prob: float = 0.6
+    no_speech_logprob: float = -1.0
     # A 20 ms frame is voiced when it is louder than the floor and within `speech_range_db`
     # of the loudest frame of the utterance.
     speech_floor_dbfs: float = -50.0
@@ -182,8 +190,8 @@ class _Decoder:
         from the same encoder output (see WhisperOptions)."""
         o = self._options
         ids, score = self.generate_scored(encoded, seconds, prefix, previous)
-        if o.final_beam_size <= 1 or score >= o.unsure_logprob:
-            return ids
+        if not ids or o.final_beam_size <= 1 or score >= o.unsure_logprob:
+            return ids  # no text is not unsure text: a beam over noise writes some
         keep = prefix if o.final_keeps_prefix else ()
         return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
 
@@ -192,7 +200,8 @@ class _Decoder:
         previous: Sequence[int] = (), beam_size: int = 1,
     ) -> tuple[tuple[int, ...], float]:
         """`generate` with `beam_size`, and the decoder's mean log probability per token of
-        its result (before the clean-up below)."""
+        its result (before the clean-up below). No text when nothing is forced and the audio
+        is no speech (WhisperOptions.no_speech_prob)."""
         o = self._options
         context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
         # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
@@ -204,7 +213,11 @@ class _Decoder:
         result = self._whisper.generate(
             encoded, [prompt], beam_size=beam_size, max_length=max_length,
             repetition_penalty=o.repetition_penalty, return_scores=True,
+            return_no_speech_prob=True,
         )[0]
+        score = float(result.scores[0])
+        if not prefix and result.no_speech_prob > o.no_speech_prob and score < o.no_speech_logprob:
+            return (), score
         ids = drop_late_segments(
             result.sequences_ids[0], self.timestamp_begin, self.eot, seconds + o.end_pad_s,
             self.normalized,
@@ -213,7 +226,7 @@ class _Decoder:
         repeat = first_repeated_ngram([self.normalized(ids[a:b]) for a, b in starts])
         if repeat is not None:
             ids = ids[: max(starts[repeat][0], len(prefix))]
-        return ids, float(result.scores[0])
+        return ids, score
 
     def decode(
         self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
@@ -520,8 +533,9 @@ class WhisperSTTStream:
                     utt.committed = ids[:n]
             utt.last = _Hypothesis(ids, end)
             utt.next_due = end + _samples(self._options.partial_interval_s)
-            if utt is self._utt:
-                self._publish(Transcript(self._decoder.text(utt.closed + ids), final=False))
+            text = self._decoder.text(utt.closed + ids)
+            if utt is self._utt and text:  # no speech yet (a breath, the first syllable)
+                self._publish(Transcript(text, final=False))
         self._schedule(utt)
 
     async def _close_window(self, utt: _Utterance, priority: int) -> None:
