@@ -18,6 +18,8 @@ from agent.copilot.engine import (
     FAILED_ANSWER,
     CopilotEngine,
     CopilotOptions,
+    NoQuestion,
+    QuestionAsked,
     QuestionEndpointer,
     _looping,
     copilot_messages,
@@ -741,8 +743,8 @@ def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     out = _frames(ep, False, 1.2, 0.4)
     assert A.ConfirmReply(spec.reply_id) in out
     assert not [a for a in out if isinstance(a, A.StartReply | A.CancelReply)]
-    [kept] = [a for a in out if isinstance(a, A.Notify) and a.type == "speculative"]
-    assert kept.data["kept"] is True
+    [kept] = [a for a in out if isinstance(a, A.Speculative)]
+    assert kept.kept is True
 
 
 def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
@@ -751,7 +753,8 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     _frames(ep, True, 0.0, 1.0)
     out = _frames(ep, False, 1.0, 1.0)
     assert len([a for a in out if isinstance(a, A.RequestCandidate)]) == 1
-    assert [a.type for a in out if isinstance(a, A.Notify)] == ["speech_end"]
+    notices = A.Notice | NoQuestion | QuestionAsked
+    assert [type(a) for a in out if isinstance(a, notices)] == [A.SpeechEnd]
     assert not [a for a in out if isinstance(a, A.ConfirmReply)]
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
     out = ep.on_candidate(req.utterance_id, "Where did you study?", 1.0, 2.2)

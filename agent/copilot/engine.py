@@ -138,12 +138,34 @@ class _Pending:
     text: str
 
 
+@dataclass(frozen=True)
+class NoQuestion:
+    """Notice: the utterance ended asking nothing (its words are kept as the preamble)."""
+
+    utterance_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class QuestionAsked:
+    """Notice: the utterance ended with a question; `question` is what the answer is asked
+    (the preamble included), `heard` the utterance's own words."""
+
+    utterance_id: int
+    question: str
+    heard: str
+
+
+EndpointerAction = A.Action | NoQuestion | QuestionAsked
+
+
 class QuestionEndpointer:
     """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
     and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
     ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
-    ConfirmReply + CommitUserTurn, Notify. Its endpointing is the voice agent's core
-    (`state_machine.endpointing`), with the question check as the text cue."""
+    ConfirmReply + CommitUserTurn, and notices (its own NoQuestion and QuestionAsked among
+    them). Its endpointing is the voice agent's core (`state_machine.endpointing`), with the
+    question check as the text cue."""
 
     def __init__(self, options: CopilotOptions | None = None) -> None:
         self.options = o = options or CopilotOptions()
@@ -154,9 +176,9 @@ class QuestionEndpointer:
         self._preamble = ""
         self._preamble_at = -1e9
 
-    def on_frame(self, voiced: bool, now: float) -> list[A.Action]:
+    def on_frame(self, voiced: bool, now: float) -> list[EndpointerAction]:
         o = self.options
-        out: list[A.Action] = []
+        out: list[EndpointerAction] = []
         vote = self._vote.push(voiced, now)
         utt = self._utt
         if utt is not None:
@@ -167,8 +189,7 @@ class QuestionEndpointer:
                 onset = self._vote.run_start
                 self._utt = Utterance(self._next_id, onset, now)
                 out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
-                out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
-                                                     "onset": onset}))
+                out.append(A.SpeechStart(self._next_id, onset))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
             utt.last_voiced = now
             if self._vote.run == o.resume_frames:
@@ -181,17 +202,17 @@ class QuestionEndpointer:
 
     def on_candidate(
         self, utterance_id: int, text: str, covered_until: float, now: float
-    ) -> list[A.Action]:
+    ) -> list[EndpointerAction]:
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
         utt.candidate = Candidate(text, covered_until)
-        return [A.Notify("transcript", {"text": text, "final": False}), *self.tick(now)]
+        return [A.Transcript(text, final=False), *self.tick(now)]
 
     def on_turn_score(
         self, utterance_id: int, text: str, score: float | None, now: float
-    ) -> list[A.Action]:
+    ) -> list[EndpointerAction]:
         """The end-of-turn model's P(complete) of the candidate `text` (None: it failed)."""
         utt = self._utt
         if utt is None or utt.id != utterance_id:
@@ -199,9 +220,9 @@ class QuestionEndpointer:
         utt.take_score(score)
         return self.tick(now)
 
-    def tick(self, now: float) -> list[A.Action]:
+    def tick(self, now: float) -> list[EndpointerAction]:
         o = self.options.endpoint
-        out: list[A.Action] = []
+        out: list[EndpointerAction] = []
         utt = self._utt
         if utt is None:
             return out
@@ -226,13 +247,12 @@ class QuestionEndpointer:
                 self._maybe_speculate(utt, now, out)
         if endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
-            out.append(A.Notify("speech_end", {"utterance_id": utt.id,
-                                               "last_voiced": utt.last_voiced}))
+            out.append(A.SpeechEnd(utt.id, utt.last_voiced))
             if fresh:
                 self._end(utt, now, out)
         return out
 
-    def _maybe_speculate(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+    def _maybe_speculate(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
         if not self.options.speculative_start:
             return
         assert utt.candidate is not None
@@ -244,7 +264,7 @@ class QuestionEndpointer:
             self._cancel_pending("the question changed", out)
         self._start(text, speculative=True, out=out)
 
-    def _end(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+    def _end(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
         assert utt.candidate is not None
         self._utt = None
         text = spoken_words(utt.candidate.text)
@@ -256,7 +276,7 @@ class QuestionEndpointer:
                 joined = f"{self._preamble} {text}" if fresh else text
                 self._preamble = joined[-self.options.preamble_max_chars :].strip()
                 self._preamble_at = now
-            out.append(A.Notify("not_a_question", {"utterance_id": utt.id, "text": text}))
+            out.append(NoQuestion(utt.id, text))
             return
         question = self._with_preamble(text, now)
         self._preamble = ""
@@ -265,15 +285,14 @@ class QuestionEndpointer:
         if p is not None:
             similarity = text_similarity(p.text, question)
             kept = similarity >= self.options.similarity_keep
-            out.append(A.Notify("speculative", {"kept": kept, "similarity": round(similarity, 3)}))
+            out.append(A.Speculative(kept, round(similarity, 3)))
             if not kept:
                 self._cancel_pending("the final question differs", out)
         if not kept:
             self._start(question, speculative=False, out=out)
         assert self._pending is not None
         reply_id, self._pending = self._pending.id, None
-        out.append(A.Notify("transcript", {"text": question, "final": True,
-                                           "utterance_id": utt.id, "heard": text}))
+        out.append(QuestionAsked(utt.id, question, text))
         out.append(A.CommitUserTurn(question, utt.id))
         out.append(A.ConfirmReply(reply_id))
 
@@ -288,12 +307,12 @@ class QuestionEndpointer:
             return f"{self._preamble} {text}"
         return text
 
-    def _start(self, text: str, *, speculative: bool, out: list[A.Action]) -> None:
+    def _start(self, text: str, *, speculative: bool, out: list[EndpointerAction]) -> None:
         self._next_id += 1
         self._pending = _Pending(self._next_id, text)
         out.append(A.StartReply(self._next_id, text, speculative))
 
-    def _cancel_pending(self, reason: str, out: list[A.Action]) -> None:
+    def _cancel_pending(self, reason: str, out: list[EndpointerAction]) -> None:
         if self._pending is not None:
             out.append(A.CancelReply(self._pending.id, reason))
             self._pending = None
@@ -508,11 +527,11 @@ class CopilotEngine:
 
     # ---- actions ------------------------------------------------------------------------
 
-    def _apply(self, actions: list[A.Action]) -> None:
+    def _apply(self, actions: list[EndpointerAction]) -> None:
         for action in actions:
             self._execute(action)
 
-    def _execute(self, a: A.Action) -> None:
+    def _execute(self, a: EndpointerAction) -> None:
         now = self._clock()
         match a:
             case A.OpenUtterance(utterance_id=uid):
@@ -537,10 +556,20 @@ class CopilotEngine:
                 self._listener.close()  # the candidate that ended it was its transcript
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
-            case A.Notify(type=kind, data=data):
-                if kind == "speech_end":
-                    self._speech_end = data["last_voiced"]
-                self._emit(kind, data)
+            case A.SpeechStart(utterance_id=uid, onset=onset):
+                self._emit("speech_start", {"utterance_id": uid, "onset": onset})
+            case A.SpeechEnd(utterance_id=uid, last_voiced=last_voiced):
+                self._speech_end = last_voiced
+                self._emit("speech_end", {"utterance_id": uid, "last_voiced": last_voiced})
+            case A.Transcript(text=text, final=final):
+                self._emit("transcript", {"text": text, "final": final})
+            case A.Speculative(kept=kept, similarity=similarity):
+                self._emit("speculative", {"kept": kept, "similarity": similarity})
+            case NoQuestion(utterance_id=uid, text=text):
+                self._emit("not_a_question", {"utterance_id": uid, "text": text})
+            case QuestionAsked(utterance_id=uid, question=question, heard=heard):
+                self._emit("transcript", {"text": question, "final": True, "utterance_id": uid,
+                                          "heard": heard})
 
     # ---- transcription ------------------------------------------------------------------
 

@@ -201,21 +201,34 @@ class TurnEngine:
                     self._playout.play_filler(self._filler)
             case A.PlayCanned(reply_id=rid, text=text):
                 asyncio.get_running_loop().create_task(self._play_canned(rid, text))
-            case A.Notify(type=kind, data=data):
-                self._notify(kind, data, now)
+            case _:  # a notice
+                self._notify(a)
 
-    def _notify(self, kind: str, data: dict[str, Any], now: float) -> None:
-        if kind == "speech_end":
-            self._speech_end = data["last_voiced"]
-            self._emit("speech_end", {}, at=self._speech_end)
-        elif kind == "speech_start":
-            self._emit("speech_start", {}, at=data["onset"])
-        elif kind == "transcript":
-            self._emit("transcript", {"text": data["text"], "final": data["final"]})
-        elif kind == "barge_in":
-            self._emit("barge_in", {"text": data["text"]}, at=data["paused_at"])
-        else:
-            self._emit(kind, data)
+    def _notify(self, notice: A.Notice) -> None:
+        match notice:
+            case A.SpeechStart(onset=onset):
+                self._emit("speech_start", {}, at=onset)
+            case A.SpeechEnd(last_voiced=last_voiced):
+                self._speech_end = last_voiced
+                self._emit("speech_end", {}, at=last_voiced)
+            case A.Transcript(text=text, final=final):
+                self._emit("transcript", {"text": text, "final": final})
+            case A.BargeIn(paused_at=paused_at, text=text):
+                self._emit("barge_in", {"text": text}, at=paused_at)
+            case A.UtteranceDiscarded(utterance_id=uid):
+                self._emit("utterance_discarded", {"utterance_id": uid})
+            case A.Speculative(kept=kept, similarity=similarity):
+                self._emit("speculative", {"kept": kept, "similarity": similarity})
+            case A.ReplyDone(reply_id=rid):
+                self._emit("reply_done", {"reply_id": rid})
+            case A.ReplyFailed(reply_id=rid, reason=reason):
+                self._emit("reply_failed", {"reply_id": rid, "reason": reason})
+            case A.PlaybackPaused(onset=onset):
+                self._emit("playback_paused", {"onset": onset})
+            case A.Backchannel(text=text):
+                self._emit("backchannel", {"text": text})
+            case A.FalseInterruption(text=text):
+                self._emit("false_interruption", {"text": text})
 
     # ---- transcription --------------------------------------------------------------------
 
