@@ -32,6 +32,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from agent.copilot.events import (
+    AnswerCancelled,
+    AnswerDone,
+    AnswerStarted,
+    CandidateRequested,
+    CopilotEvent,
+    NotAQuestion,
+    Prefill,
+    QuestionTranscript,
+    UtteranceEnd,
+    UtteranceStart,
+    Warm,
+)
 from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
 from agent.copilot.question_detector import check_question
 from agent.engines import (
@@ -40,6 +53,7 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
+from agent.voice.events import Speculative, Transcript
 from agent.voice.listener import Listener, VoiceDetector
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
@@ -68,7 +82,7 @@ COPILOT_SYSTEM_PROMPT = (
 )
 FAILED_ANSWER = "(no answer: the language model did not respond)"
 
-EventSink = Callable[[str, dict[str, Any]], None]
+EventSink = Callable[[CopilotEvent], None]
 
 
 @dataclass(frozen=True)
@@ -456,8 +470,9 @@ class CopilotEngine:
             options = replace(options, endpoint=replace(options.endpoint, scored=True))
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
+        self._emit: EventSink = on_event or (lambda _e: None)
         scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
+            turn_detector, self._on_turn_score, self._emit, clock=clock)
         self.answers: list[AnswerRecord] = []
         self.context = context
         self._stt, self._llm, self._sink = stt, llm, sink
@@ -470,7 +485,6 @@ class CopilotEngine:
             vad=vad, pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
             scorer=scorer)
         self._clock = clock
-        self._emit_event = on_event or (lambda _k, _d: None)
         self._stream: STTStream | None = None
         self._partials: asyncio.Task[None] | None = None
         self._voiced_at = -1e9  # the last voiced frame
@@ -542,7 +556,7 @@ class CopilotEngine:
                 self._listener.close()
             case A.RequestCandidate(utterance_id=uid):
                 if uid == self._listener.utterance_id and self._stream is not None:
-                    self._emit("candidate_requested", {"utterance_id": uid})
+                    self._emit(CandidateRequested(now, uid))
                 self._listener.request_candidate(uid, self._on_candidate)
             case A.ScoreTurn(utterance_id=uid, text=text):
                 self._listener.score(uid, text)
@@ -557,19 +571,19 @@ class CopilotEngine:
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
             case A.SpeechStart(utterance_id=uid, onset=onset):
-                self._emit("speech_start", {"utterance_id": uid, "onset": onset})
+                self._emit(UtteranceStart(now, uid, onset))
             case A.SpeechEnd(utterance_id=uid, last_voiced=last_voiced):
                 self._speech_end = last_voiced
-                self._emit("speech_end", {"utterance_id": uid, "last_voiced": last_voiced})
+                self._emit(UtteranceEnd(now, uid, last_voiced))
             case A.Transcript(text=text, final=final):
-                self._emit("transcript", {"text": text, "final": final})
+                self._emit(Transcript(now, text, final))
             case A.Speculative(kept=kept, similarity=similarity):
-                self._emit("speculative", {"kept": kept, "similarity": similarity})
+                self._emit(Speculative(now, kept, similarity))
             case NoQuestion(utterance_id=uid, text=text):
-                self._emit("not_a_question", {"utterance_id": uid, "text": text})
+                self._emit(NotAQuestion(now, uid, text))
             case QuestionAsked(utterance_id=uid, question=question, heard=heard):
-                self._emit("transcript", {"text": question, "final": True, "utterance_id": uid,
-                                          "heard": heard})
+                self._emit(QuestionTranscript(now, question, final=True, utterance_id=uid,
+                                              heard=heard))
 
     # ---- transcription ------------------------------------------------------------------
 
@@ -619,8 +633,8 @@ class CopilotEngine:
         return copilot_messages(self._system_prompt, every, question)
 
     def _prefilled(self, question: str, result: PrefillResult) -> None:
-        self._emit("prefill", {"question": question, "cached": result.cached,
-                               "read": result.read, "ms": round(result.ms, 1)})
+        self._emit(Prefill(self._clock(), question, result.cached, result.read,
+                           round(result.ms, 1)))
 
     # ---- answers ------------------------------------------------------------------------
 
@@ -637,7 +651,7 @@ class CopilotEngine:
         self._live[rid] = answer
         self._no_answers.clear()
         self._set_partials()
-        self._emit("answer_started", {"answer_id": rid, "speculative": speculative})
+        self._emit(AnswerStarted(self._clock(), rid, speculative))
 
     def _cancel_answer(self, rid: int, reason: str) -> None:
         self._stop(rid, reason)
@@ -648,7 +662,7 @@ class CopilotEngine:
             answer.task.cancel()
             self._stopping.add(answer.task)
             answer.task.add_done_callback(self._stopped)
-        self._emit("answer_cancelled", {"answer_id": rid, "reason": reason})
+        self._emit(AnswerCancelled(self._clock(), rid, reason))
 
     def _drop(self, rid: int) -> _Answer | None:
         answer = self._live.pop(rid, None)
@@ -714,9 +728,8 @@ class CopilotEngine:
             record.status = status
             record.text = answer.text
             record.pieces = answer.pieces
-            self._emit("answer_done", {"answer_id": answer.id, "status": status,
-                                       "speech_end": record.speech_end,
-                                       "latency_ms": record.latency_ms()})
+            self._emit(AnswerDone(self._clock(), answer.id, status, record.speech_end,
+                                  record.latency_ms()))
         except asyncio.CancelledError:
             if opened:
                 await self._sink.close(answer.id, "cancelled")
@@ -820,7 +833,7 @@ class CopilotEngine:
                 self._warm_ids = ids
             # Told every time: a client waits for `pieces` to reach what it sent, or learns
             # that its documents are too long to ever be the cached prefix.
-            self._emit("warm", {"pieces": len(ids), "documents_fit": fit})
+            self._emit(Warm(self._clock(), len(ids), fit))
 
     async def _warm_steps(self, every: list[Any]) -> bool:
         """Read the prefix with `every` piece into the LLM's cache, a step at a time; False
@@ -841,6 +854,3 @@ class CopilotEngine:
                 await stream.aclose()  # type: ignore[attr-defined]
                 self._closed_early_at = self._clock()
         return True
-
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        self._emit_event(kind, {"t": self._clock(), **data})
