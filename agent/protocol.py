@@ -17,7 +17,6 @@ them); web/README.md documents them.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 # --- LiveKit Agents' names ---------------------------------------------------------------------
 ATTR_AGENT_STATE = "lk.agent.state"
@@ -80,12 +79,6 @@ def transcription_attributes(segment: str, *, final: bool, track_id: str = "") -
     return attributes
 
 
-def turn_metrics_message(turn: dict[str, Any]) -> str:
-    """The `voxroom.metrics` payload for the turn engine's "turn" event."""
-    return json.dumps(
-        {
-            "type": "turn",
-            "interrupted": bool(turn.get("interrupted")),
-            "latency_ms": turn.get("latency_ms") or {},
-        }
-    )
+def turn_metrics_message(interrupted: bool, latency_ms: dict[str, float | None]) -> str:
+    """The `voxroom.metrics` payload for a finished turn (the turn engine's "turn" event)."""
+    return json.dumps({"type": "turn", "interrupted": interrupted, "latency_ms": latency_ms})

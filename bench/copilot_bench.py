@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from agent.copilot.engine import CopilotOptions
+from agent.copilot.events import CopilotEvent
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.voice.events import event_json
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
 QUESTIONS = (
@@ -141,15 +143,16 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
         # The bundled server answers through its own client (agent.copilot.prefill).
         client = llama_client_for(llm)
         prefill = None if args.no_prefill else client
-        events: list[tuple[str, dict]] = []
+        events: list[dict] = []  # as JSON (agent.voice.events.event_json)
 
-        def on_event(kind: str, data: dict) -> None:
-            if kind in TIMELINE_EVENTS:
-                events.append((kind, data))
+        def on_event(event: CopilotEvent) -> None:
+            if event.kind in TIMELINE_EVENTS:
+                events.append(event_json(event))
 
         if client is not None:  # what each answer's prompt found cached and read
-            client.on_answer_read = lambda r: on_event("answer_read", {
-                "t": time.monotonic(), "cached": r.cached, "read": r.read, "ms": round(r.ms, 1)})
+            client.on_answer_read = lambda r: events.append({
+                "t": time.monotonic(), "type": "answer_read", "cached": r.cached, "read": r.read,
+                "ms": round(r.ms, 1)})
         engine = CopilotEngine(stt=stt, llm=client or llm, sink=sink, context=index,
                                options=options, prefill=prefill, on_event=on_event)
         await engine.start()
@@ -197,17 +200,20 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
 
 
 TIMELINE_EVENTS = ("speech_end", "candidate_requested", "transcript", "prefill",
-                   "answer_started", "answer_cancelled", "answer_read")
+                   "answer_started", "answer_cancelled")
 
 
-def _timeline(events: list[tuple[str, dict]], speech_end: float) -> list[list]:
-    """The engine's events of one question: [ms after the end of the question, kind, what]."""
+def _timeline(events: list[dict], speech_end: float) -> list[list]:
+    """The events of one question (the engine's and "answer_read"): [ms after the end of the
+    question, kind, what]."""
     out = []
-    for kind, data in events:
-        what = {k: v for k, v in data.items() if k not in ("t", "utterance_id", "answer_id")}
+    for event in events:
+        kind = event["type"]
+        what = {k: v for k, v in event.items()
+                if k not in ("t", "type", "utterance_id", "answer_id")}
         if kind == "speech_end":  # when the endpointer saw the last voiced frame
-            what = {"last_voiced_ms": round((data["last_voiced"] - speech_end) * 1000)}
-        out.append([round((data["t"] - speech_end) * 1000), kind, what])
+            what = {"last_voiced_ms": round((event["last_voiced"] - speech_end) * 1000)}
+        out.append([round((event["t"] - speech_end) * 1000), kind, what])
     return out
 
 

@@ -49,6 +49,7 @@ async def run_item(
     from agent.audio.sinks import TimelineSink
     from agent.llm.history import ChatHistory
     from agent.voice.engine import TurnEngine
+    from agent.voice.events import AudioStart, Transcript, VoiceEvent
 
     barge_in = hasattr(item, "interruption")
     question = item.question if barge_in else item
@@ -57,11 +58,12 @@ async def run_item(
     audio_starts: list[float] = []
     finals: list[str] = []  # the user transcripts the agent publishes as final
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind == "audio_start":
-            audio_starts.append(data["t"] - t0)
-        elif kind == "transcript" and data["final"]:
-            finals.append(data["text"])
+    def on_event(event: VoiceEvent) -> None:
+        match event:
+            case AudioStart(t=t):
+                audio_starts.append(t - t0)
+            case Transcript(final=True, text=text):
+                finals.append(text)
 
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,

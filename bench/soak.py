@@ -110,14 +110,15 @@ async def run_soak(
     from agent.llm.history import ChatHistory
     from agent.providers import load_speech_engines
     from agent.voice.engine import TurnEngine
+    from agent.voice.events import AudioStart, VoiceEvent
 
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
     clock = time.monotonic
     audio_starts: list[float] = []
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind == "audio_start":
-            audio_starts.append(data["t"])
+    def on_event(event: VoiceEvent) -> None:
+        if isinstance(event, AudioStart):
+            audio_starts.append(event.t)
 
     result = SoakResult(minutes)
     sink = TimelineSink(OUTPUT_RATE, clock(), clock=clock)

@@ -22,22 +22,32 @@ from dataclasses import dataclass, field
 
 from state_machine.actions import (
     Action,
+    Backchannel,
+    BargeIn,
     CancelReply,
     CommitBargeIn,
     CommitUserTurn,
     ConfirmReply,
     DiscardUtterance,
-    Notify,
+    FalseInterruption,
     OpenUtterance,
     PausePlayback,
+    PlaybackPaused,
     PlayCanned,
     PlayFiller,
+    ReplyDone,
+    ReplyFailed,
     RequestCandidate,
     ResumePlayback,
     RetractUserTurn,
     ScoreTurn,
     SetState,
+    Speculative,
+    SpeechEnd,
+    SpeechStart,
     StartReply,
+    Transcript,
+    UtteranceDiscarded,
 )
 from state_machine.backchannel import interrupts, other_words
 from state_machine.endpointing import (
@@ -132,7 +142,7 @@ class ConversationStateMachine:
             return []
         utt.candidate_in_flight = False
         utt.candidate = Candidate(text, covered_until, failed)
-        out: list[Action] = [Notify("transcript", {"text": text, "final": False})]
+        out: list[Action] = [Transcript(text, final=False)]
         if self._paused_at is not None:
             self._barge_in_candidate(utt, now, out)
             return out
@@ -171,7 +181,7 @@ class ConversationStateMachine:
         if r is None or r.id != reply_id or not r.confirmed:
             return []
         self._reply = None
-        out: list[Action] = [Notify("reply_done", {"reply_id": reply_id})]
+        out: list[Action] = [ReplyDone(reply_id)]
         if self.state is not AgentState.LISTENING:
             self._set_state(AgentState.LISTENING, now, out)
         return out
@@ -181,7 +191,7 @@ class ConversationStateMachine:
         r = self._reply
         if r is None or r.id != reply_id:
             return []
-        out: list[Action] = [Notify("reply_failed", {"reply_id": reply_id, "reason": reason})]
+        out: list[Action] = [ReplyFailed(reply_id, reason)]
         if not r.confirmed:
             self._reply = None
             return out
@@ -247,7 +257,7 @@ class ConversationStateMachine:
         onset = self._vote.run_start
         self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
         out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
-        out.append(Notify("speech_start", {"utterance_id": self._next_id, "onset": onset}))
+        out.append(SpeechStart(self._next_id, onset))
 
     def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
         o = self.options.endpoint
@@ -261,9 +271,7 @@ class ConversationStateMachine:
             self._maybe_speculate(utt, out)
         if not utt.endpoint_reached and endpoint_due(o, utt, now, cue):
             utt.endpoint_reached = True
-            out.append(
-                Notify("speech_end", {"utterance_id": utt.id, "last_voiced": utt.last_voiced})
-            )
+            out.append(SpeechEnd(utt.id, utt.last_voiced))
             if not utt.fresh() and not utt.candidate_in_flight:
                 utt.candidate_in_flight = True
                 out.append(RequestCandidate(utt.id))
@@ -297,7 +305,7 @@ class ConversationStateMachine:
             if self._reply is not None and not self._reply.confirmed:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("no words", out)
-            out.append(Notify("utterance_discarded", {"utterance_id": utt.id}))
+            out.append(UtteranceDiscarded(utt.id))
             if utt.candidate.failed:  # the user spoke and was not understood: say so
                 self._set_state(AgentState.THINKING, now, out)
                 self._play_canned(now, out)
@@ -309,7 +317,7 @@ class ConversationStateMachine:
         if r is not None and r.speculative and not r.confirmed:
             sim = text_similarity(r.user_text, user_text)
             kept = sim >= self.options.similarity_keep
-            out.append(Notify("speculative", {"kept": kept, "similarity": round(sim, 3)}))
+            out.append(Speculative(kept, round(sim, 3)))
             if kept:
                 self.counters.speculative_kept += 1
             else:
@@ -320,7 +328,7 @@ class ConversationStateMachine:
         assert self._reply is not None
         self._reply.confirmed = True
         self.counters.turns += 1
-        out.append(Notify("transcript", {"text": user_text, "final": True}))
+        out.append(Transcript(user_text, final=True))
         out.append(CommitUserTurn(user_text, utt.id))
         out.append(ConfirmReply(self._reply.id))
         self._filler_played = self._gave_up = False
@@ -348,7 +356,7 @@ class ConversationStateMachine:
                 self._paused_at = now
                 self._asked_at = -1e9
                 out.append(PausePlayback())
-                out.append(Notify("playback_paused", {"onset": self._vote.run_start}))
+                out.append(PlaybackPaused(self._vote.run_start))
                 self._next_id += 1
                 self._utt = Utterance(self._next_id, onset=self._vote.run_start, last_voiced=now)
                 out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
@@ -383,7 +391,7 @@ class ConversationStateMachine:
             (paused >= self.options.false_interruption_s and not utt.candidate_in_flight)
             or paused >= self.options.speaking_stall_s  # its transcript never came
         ):
-            self._resume_after_false_interruption(now, out, "false_interruption")
+            self._resume_after_false_interruption(now, out, backchannel=False)
 
     def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
@@ -402,26 +410,29 @@ class ConversationStateMachine:
             self._commit_barge_in(utt, now, out)
         elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
-            self._resume_after_false_interruption(
-                now, out, "backchannel" if words else "false_interruption")
+            self._resume_after_false_interruption(now, out, backchannel=words)
 
     def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
         r = self._reply
         paused_at = self._paused_at
+        assert paused_at is not None  # a candidate reaches a barge-in only while paused
         self._paused_at = None
         self.counters.barge_ins += 1
         if r is not None:
             self._cancel_reply("barge-in", out)
             out.append(CommitBargeIn(r.id))
         text = utt.candidate.text if utt.candidate is not None else ""
-        out.append(Notify("barge_in", {"paused_at": paused_at, "onset": utt.onset, "text": text}))
+        out.append(BargeIn(paused_at, utt.onset, text))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
 
-    def _resume_after_false_interruption(self, now: float, out: list[Action], kind: str) -> None:
+    def _resume_after_false_interruption(
+        self, now: float, out: list[Action], *, backchannel: bool
+    ) -> None:
+        """Resume the reply: the pausing sound was "mm-hmm" (`backchannel`) or no words."""
         self._paused_at = None
-        if kind == "backchannel":
+        if backchannel:
             self.counters.backchannels += 1
         else:
             self.counters.false_interruptions += 1
@@ -433,7 +444,7 @@ class ConversationStateMachine:
         if self._reply is not None:
             self._reply.last_progress = now
         out.append(ResumePlayback())
-        out.append(Notify(kind, {"text": text}))
+        out.append(Backchannel(text) if backchannel else FalseInterruption(text))
 
     # ---- replies --------------------------------------------------------------------------
 

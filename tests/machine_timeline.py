@@ -177,9 +177,6 @@ class Timeline:
     def states(self) -> list[tuple[float, str]]:
         return [(t, a.state.name) for t, a in self.of(A.SetState)]
 
-    def notified(self, kind: str) -> list[tuple[float, dict]]:
-        return [(t, a.data) for t, a in self.of(A.Notify) if a.type == kind]
-
 
 def speech(*intervals: tuple[float, float]) -> Callable[[float], bool]:
     """A VAD timeline: voiced inside any of the (start, end) intervals, in seconds."""

@@ -18,14 +18,18 @@ from agent.copilot.engine import (
     FAILED_ANSWER,
     CopilotEngine,
     CopilotOptions,
+    NoQuestion,
+    QuestionAsked,
     QuestionEndpointer,
     _looping,
     copilot_messages,
     prefix_steps,
 )
+from agent.copilot.events import CopilotEvent, Warm
 from agent.copilot.prefill import PrefillResult
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.testing.scripted_llm import ScriptedLLM
+from agent.voice.events import event_json
 from state_machine import actions as A
 from state_machine.endpointing import EndpointOptions
 from tests.virtual_time import run_virtual
@@ -275,7 +279,7 @@ class Run:
     sink: RecordingSink
     llm: object
     speech_ends: list[float]
-    events: list[tuple[str, dict]]
+    events: list[dict]  # as JSON (agent.voice.events.event_json)
 
 
 def run_copilot(
@@ -297,10 +301,10 @@ def run_copilot(
     async def main() -> Run:
         loop = asyncio.get_running_loop()
         sink = RecordingSink()
-        events: list[tuple[str, dict]] = []
+        events: list[dict] = []
         engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=context, options=options,
                                vad=AnyNonZeroVAD(), clock=loop.time,
-                               on_event=lambda k, d: events.append((k, d)), prefill=prefill)
+                               on_event=lambda e: events.append(event_json(e)), prefill=prefill)
         await engine.start()
         if warm:
             await engine.warm()
@@ -320,8 +324,8 @@ def run_copilot(
     return run_virtual(main())
 
 
-def kinds(events: list[tuple[str, dict]], kind: str) -> list[dict]:
-    return [d for k, d in events if k == kind]
+def kinds(events: list[dict], kind: str) -> list[dict]:
+    return [e for e in events if e["type"] == kind]
 
 
 # ---- the engine -----------------------------------------------------------------------------
@@ -462,9 +466,9 @@ def _warmed_run(
     llm = RecordingLLM([ANSWER])
     told: list[dict] = []
 
-    def on_event(kind: str, data: dict) -> None:
-        if kind == "warm":
-            told.append({k: v for k, v in data.items() if k != "t"})
+    def on_event(event: CopilotEvent) -> None:
+        if isinstance(event, Warm):
+            told.append({"pieces": event.pieces, "documents_fit": event.documents_fit})
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -741,8 +745,8 @@ def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     out = _frames(ep, False, 1.2, 0.4)
     assert A.ConfirmReply(spec.reply_id) in out
     assert not [a for a in out if isinstance(a, A.StartReply | A.CancelReply)]
-    [kept] = [a for a in out if isinstance(a, A.Notify) and a.type == "speculative"]
-    assert kept.data["kept"] is True
+    [kept] = [a for a in out if isinstance(a, A.Speculative)]
+    assert kept.kept is True
 
 
 def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
@@ -751,7 +755,8 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     _frames(ep, True, 0.0, 1.0)
     out = _frames(ep, False, 1.0, 1.0)
     assert len([a for a in out if isinstance(a, A.RequestCandidate)]) == 1
-    assert [a.type for a in out if isinstance(a, A.Notify)] == ["speech_end"]
+    notices = A.Notice | NoQuestion | QuestionAsked
+    assert [type(a) for a in out if isinstance(a, notices)] == [A.SpeechEnd]
     assert not [a for a in out if isinstance(a, A.ConfirmReply)]
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
     out = ep.on_candidate(req.utterance_id, "Where did you study?", 1.0, 2.2)

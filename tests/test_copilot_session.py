@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from agent.copilot.events import NotAQuestion, QuestionTranscript
 from agent.copilot.room import (
     CopilotSession,
     LiveKitAnswerSink,
@@ -161,9 +162,9 @@ async def test_the_interviewers_words_never_reach_the_worker_log(
 ) -> None:
     session = CopilotSession(_room(COPILOT), stt=None, llm=None, embedder=None)
     with caplog.at_level(logging.DEBUG, logger="agent.copilot.room"):
-        session._log_event("transcript", {"final": True, "utterance_id": 1,
-                                          "text": "Where did you study", "heard": "Where"})
-        session._log_event("not_a_question", {"utterance_id": 2, "text": "I see, thanks"})
+        session._log_event(QuestionTranscript(1.0, "Where did you study", final=True,
+                                              utterance_id=1, heard="Where"))
+        session._log_event(NotAQuestion(2.0, utterance_id=2, text="I see, thanks"))
         await asyncio.sleep(0)  # the spawned sends run (no candidate yet: nothing is sent)
     assert "question heard: 4 words" in caplog.text and "not_a_question" in caplog.text
     assert "study" not in caplog.text and "thanks" not in caplog.text

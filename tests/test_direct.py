@@ -33,6 +33,8 @@ from agent.transports.direct import (
 )
 from agent.transports.room_session import RoomPublisher
 from agent.transports.web_server import WebSettings
+from agent.voice.events import AudioStart, StateChanged, Transcript, TtsChunk, Turn, TurnRetracted
+from state_machine.states import AgentState
 from tests.agent_process import scripted_llm_env
 from tests.browser_user import (
     AUDIBLE_RMS,
@@ -168,14 +170,15 @@ async def test_publisher_speaks_livekit_shapes_over_the_data_channel() -> None:
     publisher = RoomPublisher(DataChannelRoom(participant), "you")  # type: ignore[arg-type]
     publisher.start()
     channel = FakeChannel()
-    publisher.on_event("state", {"state": "LISTENING"})
+    publisher.on_event(StateChanged(0.0, AgentState.LISTENING))
     await asyncio.sleep(0.01)
     participant.attach(channel)  # before it opens: messages wait
-    publisher.on_event("transcript", {"text": "What is the capital", "final": False})
-    publisher.on_event("transcript", {"text": "What is the capital of France?", "final": True})
-    publisher.on_event("audio_start", {"reply_id": 1})
-    publisher.on_event("tts_chunk", {"reply_id": 1, "text": "Paris."})
-    publisher.on_event("turn", {"interrupted": False, "agent_text": "Paris.", "heard_text": ""})
+    publisher.on_event(Transcript(0.1, "What is the capital", final=False))
+    publisher.on_event(Transcript(0.2, "What is the capital of France?", final=True))
+    publisher.on_event(AudioStart(0.3, reply_id=1))
+    publisher.on_event(TtsChunk(0.3, "Paris.", reply_id=1))
+    publisher.on_event(Turn(0.4, user_text="What is the capital of France?", agent_text="Paris.",
+                            heard_text="", interrupted=False, latency_ms={}))
     await asyncio.sleep(0.05)
     assert channel.sent == []
     channel.open()
@@ -206,12 +209,12 @@ async def test_a_turn_the_user_went_on_with_is_published_again_under_its_segment
     channel = FakeChannel()
     participant.attach(channel)
     channel.open()
-    publisher.on_event("transcript", {"text": "Please remember my number.", "final": True})
-    publisher.on_event("turn_retracted", {})
-    publisher.on_event("transcript", {"text": "four two seven", "final": False})
-    publisher.on_event("transcript", {"text": "Please remember my number, four two seven.",
-                                      "final": True})
-    publisher.on_event("transcript", {"text": "And my name?", "final": True})
+    publisher.on_event(Transcript(0.1, "Please remember my number.", final=True))
+    publisher.on_event(TurnRetracted(0.2))
+    publisher.on_event(Transcript(0.3, "four two seven", final=False))
+    publisher.on_event(Transcript(0.4, "Please remember my number, four two seven.",
+                                  final=True))
+    publisher.on_event(Transcript(0.5, "And my name?", final=True))
     await publisher.aclose()
     segments = [(m["attributes"]["lk.segment_id"], m["text"]) for m in channel.sent
                 if m.get("topic") == "lk.transcription"]

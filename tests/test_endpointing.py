@@ -168,7 +168,7 @@ def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
     assert t_pause == approx(3.04)  # as fast as a real interruption
     assert t_resume == approx(3.66)  # the transcript asked 60 ms after it covers it all
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
-    assert tl.of(A.CancelReply) == [] and tl.notified("barge_in") == []
+    assert tl.of(A.CancelReply) == [] and tl.of(A.BargeIn) == []
     assert sum(b - a for a, b in tl.audible) == approx(3.0)  # the whole answer was heard
     assert tl.machine.counters.backchannels == 1
 
@@ -179,7 +179,7 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
         transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    [(t_barge, _)] = tl.notified("barge_in")
+    [(t_barge, _)] = tl.of(A.BargeIn)
     assert t_pause == approx(3.04)  # silent at once
     assert t_barge == approx(3.86)  # "Wait, stop, I", while the user still talks
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
@@ -195,7 +195,7 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=4.0))
     tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=9.0)
     assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
-    assert tl.notified("barge_in")
+    assert tl.of(A.BargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
 
 
@@ -207,7 +207,7 @@ def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer() -> None:
 
     tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_resume == approx(3.76)  # the whole sound, transcribed once it stopped
     assert sum(b - a for a, b in tl.audible) == approx(3.0)
@@ -221,7 +221,7 @@ def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
 
     tl = Timeline(engines=FakeEngines(transcript=transcript))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    [(t_barge, _)] = tl.notified("barge_in")
+    [(t_barge, _)] = tl.of(A.BargeIn)
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
     assert commit.text == "No, in Tokyo?"
     assert t_barge == approx(3.76) and t_commit == approx(3.80)  # no second transcription
@@ -232,7 +232,7 @@ def test_a_sentence_made_up_from_a_short_hum_is_no_words() -> None:
     tl = Timeline(engines=FakeEngines(
         transcript=answer_then("and I'm not going to be able to do"), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
@@ -248,7 +248,7 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
     opts = replace(TurnOptions(), backchannel_resume=False)
     tl = Timeline(options=opts, engines=FakeEngines(transcript=answer_then("Okay.")))
     tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=8.0)
-    assert tl.notified("barge_in") and tl.of(A.ResumePlayback) == []
+    assert tl.of(A.BargeIn) and tl.of(A.ResumePlayback) == []
 
 
 @pytest.mark.parametrize(
@@ -278,13 +278,13 @@ def test_two_words_made_up_from_the_start_of_a_hum_wait_for_the_whole_sound() ->
 
     tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
 def test_a_cough_heard_as_you_is_no_words() -> None:
     tl = Timeline(engines=FakeEngines(transcript=answer_then("you"), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=9.0)
-    assert tl.notified("barge_in") == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.machine.counters.false_interruptions == 1
     assert sum(b - a for a, b in tl.audible) == approx(3.0)

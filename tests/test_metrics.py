@@ -14,41 +14,55 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.ops.metrics import Metrics, MetricsRecorder
+from agent.voice.events import (
+    AudioStart,
+    BargeIn,
+    PlaybackStopped,
+    ReplyCancelled,
+    ReplyStarted,
+    Speculative,
+    SpeechEnd,
+    SpeechStart,
+    Transcript,
+    TtsChunk,
+    Turn,
+    event_json,
+)
 
 LATENCY = {"endpoint": 310.0, "stt": 250.0, "llm_first_token": 120.0, "first_chunk": 260.0,
            "tts_first_audio": 40.0, "voice_to_voice": 580.0}
 
 
-def conversation() -> list[tuple[str, dict]]:
-    """Events as the turn engine emits them: a question answered by a speculative reply,
-    the user cuts in, and the cut-in is answered."""
+def conversation() -> list[dict]:
+    """Events as the turn engine emits them, as the recorder gets them (their JSON): a question
+    answered by a speculative reply, the user cuts in, and the cut-in is answered."""
     turn = {"user_text": "what is the capital of france", "agent_text": "Paris.",
             "heard_text": "Paris.", "interrupted": False}
-    return [
-        ("speech_start", {"t": 1.0}),
-        ("transcript", {"t": 1.5, "text": "what is", "final": False}),
-        ("speech_end", {"t": 2.0}),
-        ("reply_started", {"t": 2.25, "reply_id": 1, "speculative": True}),
-        ("speculative", {"t": 2.31, "kept": True, "similarity": 1.0}),
-        ("transcript", {"t": 2.31, "text": "What is the capital of France?", "final": True}),
-        ("audio_start", {"t": 2.58, "reply_id": 1}),
-        ("tts_chunk", {"t": 2.55, "text": "The capital", "reply_id": 1}),
-        ("speech_start", {"t": 3.0}),
-        ("barge_in", {"t": 3.06}),
-        ("reply_cancelled", {"t": 3.5, "reply_id": 1, "reason": "barge_in"}),
-        ("playback_stopped", {"t": 3.5, "heard_text": "The capital"}),
-        ("turn", {"t": 3.5, **turn, "interrupted": True, "heard_text": "The capital",
-                  "latency_ms": LATENCY}),
-        ("speech_end", {"t": 4.0}),
-        ("reply_started", {"t": 4.2, "reply_id": 2, "speculative": True}),
-        ("speculative", {"t": 4.3, "kept": False, "similarity": 0.5}),
-        ("reply_cancelled", {"t": 4.3, "reply_id": 2, "reason": "speculative_mismatch"}),
-        ("transcript", {"t": 4.3, "text": "Stop.", "final": True}),
-        ("reply_started", {"t": 4.3, "reply_id": 3, "speculative": False}),
-        ("audio_start", {"t": 4.7, "reply_id": 3}),
-        ("turn", {"t": 6.0, **turn, "latency_ms": {**LATENCY, "voice_to_voice": 700.0,
-                                                    "llm_first_token": None}}),
-    ]
+    return [event_json(e) for e in [
+        SpeechStart(1.0),
+        Transcript(1.5, "what is", final=False),
+        SpeechEnd(2.0),
+        ReplyStarted(2.25, reply_id=1, speculative=True),
+        Speculative(2.31, kept=True, similarity=1.0),
+        Transcript(2.31, "What is the capital of France?", final=True),
+        AudioStart(2.58, reply_id=1),
+        TtsChunk(2.55, "The capital", reply_id=1),
+        SpeechStart(3.0),
+        BargeIn(3.06, text="Stop."),
+        ReplyCancelled(3.5, reply_id=1, reason="barge_in"),
+        PlaybackStopped(3.5, heard_text="The capital"),
+        Turn(3.5, **turn | {"interrupted": True, "heard_text": "The capital"},
+             latency_ms=LATENCY),
+        SpeechEnd(4.0),
+        ReplyStarted(4.2, reply_id=2, speculative=True),
+        Speculative(4.3, kept=False, similarity=0.5),
+        ReplyCancelled(4.3, reply_id=2, reason="speculative_mismatch"),
+        Transcript(4.3, "Stop.", final=True),
+        ReplyStarted(4.3, reply_id=3, speculative=False),
+        AudioStart(4.7, reply_id=3),
+        Turn(6.0, **turn, latency_ms={**LATENCY, "voice_to_voice": 700.0,
+                                       "llm_first_token": None}),
+    ]]
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -58,8 +72,8 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
 def test_turn_events_become_prometheus_metrics() -> None:
     registry = CollectorRegistry()
     rec = MetricsRecorder("room/user", metrics=Metrics(registry), tracer=None)
-    for kind, data in conversation():
-        rec.on_event(kind, dict(data))
+    for event in conversation():
+        rec.on_event(event)
     assert sample(registry, "voxroom_voice_to_voice_seconds_count") == 2
     assert sample(registry, "voxroom_voice_to_voice_seconds_sum") == pytest.approx(1.28)
     # 0.58 s falls in the 0.6 s bucket, 0.7 s does not
@@ -88,8 +102,8 @@ async def test_active_sessions_and_memory_gauges() -> None:
 def test_json_logs_carry_one_turn_id_through_each_turn(caplog: pytest.LogCaptureFixture) -> None:
     rec = MetricsRecorder("room/user", metrics=Metrics(CollectorRegistry()), tracer=None)
     with caplog.at_level(logging.INFO, logger="voxroom.turns"):
-        for kind, data in conversation():
-            rec.on_event(kind, dict(data))
+        for event in conversation():
+            rec.on_event(event)
     records = [json.loads(r.getMessage()) for r in caplog.records if r.name == "voxroom.turns"]
     ids = {r["event"] + str(r.get("reply_id", "")): r["turn_id"] for r in records[:6]}
     # the first question: speech, the speculative reply, its audio, and its (interrupted) end
@@ -116,8 +130,8 @@ def test_a_span_per_turn_with_its_stages() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     rec = MetricsRecorder("s", metrics=Metrics(CollectorRegistry()),
                           tracer=provider.get_tracer("test"))
-    for kind, data in conversation():
-        rec.on_event(kind, dict(data))
+    for event in conversation():
+        rec.on_event(event)
     spans = exporter.get_finished_spans()
     turns = [s for s in spans if s.name == "voxroom.turn"]
     assert [t.attributes["voxroom.turn_id"] for t in turns] == [1, 2]
@@ -139,7 +153,7 @@ def test_a_span_per_turn_with_its_stages() -> None:
 
 def test_a_broken_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     rec = MetricsRecorder("s", metrics=Metrics(CollectorRegistry()), tracer=None)
-    rec.on_event("turn", {"t": 1.0})  # no latency_ms
+    rec.on_event({"t": 1.0, "type": "turn"})  # no latency_ms
     assert any("not recorded" in r.getMessage() for r in caplog.records)
 
 
@@ -150,8 +164,9 @@ from agent.ops.metrics import MetricsRecorder
 async def main():
     rec = MetricsRecorder("job")
     rec.start()
-    rec.on_event("barge_in", {"t": 1.0})
-    rec.on_event("turn", {"t": 2.0, "interrupted": False, "latency_ms": {"voice_to_voice": 450.0}})
+    rec.on_event({"t": 1.0, "type": "barge_in"})
+    rec.on_event({"t": 2.0, "type": "turn", "interrupted": False,
+                  "latency_ms": {"voice_to_voice": 450.0}})
     print("recorded", flush=True)
     input()  # stay alive (a session in progress) until the test says so
     await rec.aclose()

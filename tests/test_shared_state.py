@@ -19,6 +19,7 @@ from agent.store.leases import Lease
 from agent.store.room_memory_sqlite import SqliteRoomMemory
 from agent.store.shared_state import RedisLeases, RedisRoomMemory, connect_redis
 from agent.store.transcripts import TranscriptStore
+from agent.voice.events import AudioStart, TtsChunk, Turn, event_json
 
 
 def lease(job: str = "AJ_1", at: float = 10.0) -> Lease:
@@ -110,10 +111,10 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     first = ConversationLog("room", "s1", history, store=store, memory=memory)
     assert await first.start(20) == []
     history.add_user("What is the plan?")
-    first.on_event("tts_chunk", {"reply_id": 1, "text": "Unheard speculative."})
-    first.on_event("tts_chunk", {"reply_id": 2, "text": "First we"})
-    first.on_event("audio_start", {"reply_id": 2})
-    first.on_event("tts_chunk", {"reply_id": 2, "text": "pack the car,"})
+    first.on_event(event_json(TtsChunk(1.0, "Unheard speculative.", reply_id=1)))
+    first.on_event(event_json(TtsChunk(1.1, "First we", reply_id=2)))
+    first.on_event(event_json(AudioStart(1.2, reply_id=2)))
+    first.on_event(event_json(TtsChunk(1.3, "pack the car,", reply_id=2)))
     await asyncio.wait_for(first._writes.join(), 5.0)  # what was sent is in Redis
     # The worker dies here: no "turn" event, no aclose().
     second = ConversationLog("room", "s2", ChatHistory("system"), store=store, memory=memory)
@@ -123,8 +124,8 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     [stored] = store.turns("room")
     assert stored["heard_text"] == "First we pack the car," and stored["interrupted"] is True
     assert stored["session"] == "s2"
-    second.on_event("turn", {"user_text": "And then?", "agent_text": "We drive.",
-                             "heard_text": "We drive.", "interrupted": False, "latency_ms": {}})
+    second.on_event(event_json(Turn(2.0, user_text="And then?", agent_text="We drive.",
+                                    heard_text="We drive.", interrupted=False, latency_ms={})))
     await second.aclose()
     assert [t["user_text"] for t in store.turns("room")] == ["What is the plan?", "And then?"]
     third = ConversationLog("room", "s3", ChatHistory("system"), store=store, memory=memory)
@@ -139,7 +140,7 @@ async def test_without_shared_state_the_history_comes_from_the_store(tmp_path: P
                                  "interrupted": False, "latency_ms": {}})
     log = ConversationLog("room", "s", ChatHistory("system"), store=store)
     assert [t["user_text"] for t in await log.start(20)] == ["q"]
-    log.on_event("audio_start", {"reply_id": 1})  # nothing shared: nothing to write
+    log.on_event(event_json(AudioStart(1.0, reply_id=1)))  # nothing shared: nothing to write
     await log.aclose()
     store.close()
 

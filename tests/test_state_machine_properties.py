@@ -148,7 +148,7 @@ class Driver:
             m.on_reply_progress(rid, self.now)
         elif kind == "done":
             batch = m.on_reply_done(rid, self.now)
-            if any(isinstance(a, A.Notify) and a.type == "reply_done" for a in batch):
+            if any(isinstance(a, A.ReplyDone) for a in batch):
                 self.done.add(rid)
             self.check(f"done:{rid}", batch)
         else:
@@ -225,8 +225,6 @@ class Driver:
 
     def _check_refs(self, a: A.Action, cancelled_here: set[int], cause: str) -> None:
         rid = getattr(a, "reply_id", None)
-        if isinstance(a, A.Notify):
-            rid = a.data.get("reply_id")
         if isinstance(a, A.CommitBargeIn):
             if rid not in cancelled_here:
                 raise Violation(f"CommitBargeIn({rid}) not right after its CancelReply")

@@ -17,6 +17,7 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.llm.history import ChatHistory
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
+from agent.voice.events import event_json
 from bench.speech import espeak, last_voiced_sample
 from state_machine.machine import CANNED_APOLOGY
 from state_machine.options import TurnOptions
@@ -153,7 +154,7 @@ def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
             stt=stt, llm=llm or ScriptedLLM([reply], sleep=asyncio.sleep),
             tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
             history=ChatHistory("system"), clock=loop.time, partials=partials,
-            on_event=lambda kind, data: events.append({"type": kind, **data}),
+            on_event=lambda event: events.append(event_json(event)),
             turn_detector=detector,
         )
         await engine.start()

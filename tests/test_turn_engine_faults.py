@@ -29,6 +29,7 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage, Transcript
 from agent.llm.history import ChatHistory
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
+from agent.voice.events import ReplyCancelled, VoiceEvent, event_json
 from state_machine.options import TurnOptions
 from tests.virtual_time import VirtualTimeLoop
 
@@ -198,7 +199,7 @@ def _is_root(task: asyncio.Task[Any]) -> bool:
 class Conversation:
     """What happened in one run: the engine's events, its turns, the agent's voice."""
 
-    events: list[tuple[str, dict[str, Any]]]
+    events: list[dict[str, Any]]  # as JSON (agent.voice.events.event_json)
     turns: list[dict[str, Any]]
     voice: np.ndarray
     leaks: list[str] = field(default_factory=list)  # cancelled replies with live tasks
@@ -206,7 +207,7 @@ class Conversation:
     errors: list[str] = field(default_factory=list)  # exceptions nobody retrieved
 
     def of(self, kind: str) -> list[dict[str, Any]]:
-        return [d for k, d in self.events if k == kind]
+        return [e for e in self.events if e["type"] == kind]
 
     def states(self) -> list[str]:
         return [d["state"] for d in self.of("state")]
@@ -276,7 +277,7 @@ async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: li
 
     if isinstance(stt, TimelineSTT):
         stt.clock = clock
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: list[dict[str, Any]] = []
     checks: list[asyncio.Task[None]] = []
     leaks: list[str] = []
 
@@ -287,10 +288,10 @@ async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: li
         if alive:
             leaks.append(f"reply {rid}: {[t.get_name() for t in alive]}")
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        events.append((kind, data))
-        if kind == "reply_cancelled":
-            checks.append(loop.create_task(check_cancelled(data["reply_id"]), name="leak-check"))
+    def on_event(event: VoiceEvent) -> None:
+        events.append(event_json(event))
+        if isinstance(event, ReplyCancelled):
+            checks.append(loop.create_task(check_cancelled(event.reply_id), name="leak-check"))
 
     sink = TimelineSink(RATE, 0.0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, history=ChatHistory("test"),

@@ -79,6 +79,7 @@ async def simulate(
     from agent.llm.history import ChatHistory
     from agent.providers import load_speech_engines, open_llm
     from agent.voice.engine import TurnEngine
+    from agent.voice.events import StateChanged, VoiceEvent, event_json
 
     settings = load_settings(getattr(args, "config", None))
     from agent.voice.turn_detector import load_detector
@@ -97,8 +98,10 @@ async def simulate(
         clock = time.monotonic
         t0 = clock() + 0.05  # the input's first sample plays at t0
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            events.append({"t": round(data.pop("t") - t0, 3), "type": kind, **data})
+        def on_event(event: VoiceEvent) -> None:
+            line = event_json(event)
+            line["t"] = round(event.t - t0, 3)  # on the input's timeline
+            events.append(line)
 
         from agent.audio.sinks import TimelineSink
 
@@ -116,7 +119,7 @@ async def simulate(
         )
         await engine.start()
         events.clear()  # the filler synthesis happened before the timeline began
-        on_event("state", {"t": t0, "state": engine.state.name})
+        on_event(StateChanged(t0, engine.state))
         try:
             end_s = await _feed(engine, pcm, t0, clock, args.tail_s)
         finally:

@@ -32,6 +32,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from agent.copilot.events import (
+    AnswerCancelled,
+    AnswerDone,
+    AnswerStarted,
+    CandidateRequested,
+    CopilotEvent,
+    NotAQuestion,
+    Prefill,
+    QuestionTranscript,
+    UtteranceEnd,
+    UtteranceStart,
+    Warm,
+)
 from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
 from agent.copilot.question_detector import check_question
 from agent.engines import (
@@ -40,6 +53,7 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
+from agent.voice.events import Speculative, Transcript
 from agent.voice.listener import Listener, VoiceDetector
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
@@ -68,7 +82,7 @@ COPILOT_SYSTEM_PROMPT = (
 )
 FAILED_ANSWER = "(no answer: the language model did not respond)"
 
-EventSink = Callable[[str, dict[str, Any]], None]
+EventSink = Callable[[CopilotEvent], None]
 
 
 @dataclass(frozen=True)
@@ -138,12 +152,34 @@ class _Pending:
     text: str
 
 
+@dataclass(frozen=True)
+class NoQuestion:
+    """Notice: the utterance ended asking nothing (its words are kept as the preamble)."""
+
+    utterance_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class QuestionAsked:
+    """Notice: the utterance ended with a question; `question` is what the answer is asked
+    (the preamble included), `heard` the utterance's own words."""
+
+    utterance_id: int
+    question: str
+    heard: str
+
+
+EndpointerAction = A.Action | NoQuestion | QuestionAsked
+
+
 class QuestionEndpointer:
     """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
     and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
     ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
-    ConfirmReply + CommitUserTurn, Notify. Its endpointing is the voice agent's core
-    (`state_machine.endpointing`), with the question check as the text cue."""
+    ConfirmReply + CommitUserTurn, and notices (its own NoQuestion and QuestionAsked among
+    them). Its endpointing is the voice agent's core (`state_machine.endpointing`), with the
+    question check as the text cue."""
 
     def __init__(self, options: CopilotOptions | None = None) -> None:
         self.options = o = options or CopilotOptions()
@@ -154,9 +190,9 @@ class QuestionEndpointer:
         self._preamble = ""
         self._preamble_at = -1e9
 
-    def on_frame(self, voiced: bool, now: float) -> list[A.Action]:
+    def on_frame(self, voiced: bool, now: float) -> list[EndpointerAction]:
         o = self.options
-        out: list[A.Action] = []
+        out: list[EndpointerAction] = []
         vote = self._vote.push(voiced, now)
         utt = self._utt
         if utt is not None:
@@ -167,8 +203,7 @@ class QuestionEndpointer:
                 onset = self._vote.run_start
                 self._utt = Utterance(self._next_id, onset, now)
                 out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
-                out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
-                                                     "onset": onset}))
+                out.append(A.SpeechStart(self._next_id, onset))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
             utt.last_voiced = now
             if self._vote.run == o.resume_frames:
@@ -181,17 +216,17 @@ class QuestionEndpointer:
 
     def on_candidate(
         self, utterance_id: int, text: str, covered_until: float, now: float
-    ) -> list[A.Action]:
+    ) -> list[EndpointerAction]:
         utt = self._utt
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
         utt.candidate = Candidate(text, covered_until)
-        return [A.Notify("transcript", {"text": text, "final": False}), *self.tick(now)]
+        return [A.Transcript(text, final=False), *self.tick(now)]
 
     def on_turn_score(
         self, utterance_id: int, text: str, score: float | None, now: float
-    ) -> list[A.Action]:
+    ) -> list[EndpointerAction]:
         """The end-of-turn model's P(complete) of the candidate `text` (None: it failed)."""
         utt = self._utt
         if utt is None or utt.id != utterance_id:
@@ -199,9 +234,9 @@ class QuestionEndpointer:
         utt.take_score(score)
         return self.tick(now)
 
-    def tick(self, now: float) -> list[A.Action]:
+    def tick(self, now: float) -> list[EndpointerAction]:
         o = self.options.endpoint
-        out: list[A.Action] = []
+        out: list[EndpointerAction] = []
         utt = self._utt
         if utt is None:
             return out
@@ -226,13 +261,12 @@ class QuestionEndpointer:
                 self._maybe_speculate(utt, now, out)
         if endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
-            out.append(A.Notify("speech_end", {"utterance_id": utt.id,
-                                               "last_voiced": utt.last_voiced}))
+            out.append(A.SpeechEnd(utt.id, utt.last_voiced))
             if fresh:
                 self._end(utt, now, out)
         return out
 
-    def _maybe_speculate(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+    def _maybe_speculate(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
         if not self.options.speculative_start:
             return
         assert utt.candidate is not None
@@ -244,7 +278,7 @@ class QuestionEndpointer:
             self._cancel_pending("the question changed", out)
         self._start(text, speculative=True, out=out)
 
-    def _end(self, utt: Utterance, now: float, out: list[A.Action]) -> None:
+    def _end(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
         assert utt.candidate is not None
         self._utt = None
         text = spoken_words(utt.candidate.text)
@@ -256,7 +290,7 @@ class QuestionEndpointer:
                 joined = f"{self._preamble} {text}" if fresh else text
                 self._preamble = joined[-self.options.preamble_max_chars :].strip()
                 self._preamble_at = now
-            out.append(A.Notify("not_a_question", {"utterance_id": utt.id, "text": text}))
+            out.append(NoQuestion(utt.id, text))
             return
         question = self._with_preamble(text, now)
         self._preamble = ""
@@ -265,15 +299,14 @@ class QuestionEndpointer:
         if p is not None:
             similarity = text_similarity(p.text, question)
             kept = similarity >= self.options.similarity_keep
-            out.append(A.Notify("speculative", {"kept": kept, "similarity": round(similarity, 3)}))
+            out.append(A.Speculative(kept, round(similarity, 3)))
             if not kept:
                 self._cancel_pending("the final question differs", out)
         if not kept:
             self._start(question, speculative=False, out=out)
         assert self._pending is not None
         reply_id, self._pending = self._pending.id, None
-        out.append(A.Notify("transcript", {"text": question, "final": True,
-                                           "utterance_id": utt.id, "heard": text}))
+        out.append(QuestionAsked(utt.id, question, text))
         out.append(A.CommitUserTurn(question, utt.id))
         out.append(A.ConfirmReply(reply_id))
 
@@ -288,12 +321,12 @@ class QuestionEndpointer:
             return f"{self._preamble} {text}"
         return text
 
-    def _start(self, text: str, *, speculative: bool, out: list[A.Action]) -> None:
+    def _start(self, text: str, *, speculative: bool, out: list[EndpointerAction]) -> None:
         self._next_id += 1
         self._pending = _Pending(self._next_id, text)
         out.append(A.StartReply(self._next_id, text, speculative))
 
-    def _cancel_pending(self, reason: str, out: list[A.Action]) -> None:
+    def _cancel_pending(self, reason: str, out: list[EndpointerAction]) -> None:
         if self._pending is not None:
             out.append(A.CancelReply(self._pending.id, reason))
             self._pending = None
@@ -437,8 +470,9 @@ class CopilotEngine:
             options = replace(options, endpoint=replace(options.endpoint, scored=True))
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
+        self._emit: EventSink = on_event or (lambda _e: None)
         scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
+            turn_detector, self._on_turn_score, self._emit, clock=clock)
         self.answers: list[AnswerRecord] = []
         self.context = context
         self._stt, self._llm, self._sink = stt, llm, sink
@@ -451,7 +485,6 @@ class CopilotEngine:
             vad=vad, pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
             scorer=scorer)
         self._clock = clock
-        self._emit_event = on_event or (lambda _k, _d: None)
         self._stream: STTStream | None = None
         self._partials: asyncio.Task[None] | None = None
         self._voiced_at = -1e9  # the last voiced frame
@@ -508,11 +541,11 @@ class CopilotEngine:
 
     # ---- actions ------------------------------------------------------------------------
 
-    def _apply(self, actions: list[A.Action]) -> None:
+    def _apply(self, actions: list[EndpointerAction]) -> None:
         for action in actions:
             self._execute(action)
 
-    def _execute(self, a: A.Action) -> None:
+    def _execute(self, a: EndpointerAction) -> None:
         now = self._clock()
         match a:
             case A.OpenUtterance(utterance_id=uid):
@@ -523,7 +556,7 @@ class CopilotEngine:
                 self._listener.close()
             case A.RequestCandidate(utterance_id=uid):
                 if uid == self._listener.utterance_id and self._stream is not None:
-                    self._emit("candidate_requested", {"utterance_id": uid})
+                    self._emit(CandidateRequested(now, uid))
                 self._listener.request_candidate(uid, self._on_candidate)
             case A.ScoreTurn(utterance_id=uid, text=text):
                 self._listener.score(uid, text)
@@ -537,10 +570,20 @@ class CopilotEngine:
                 self._listener.close()  # the candidate that ended it was its transcript
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
-            case A.Notify(type=kind, data=data):
-                if kind == "speech_end":
-                    self._speech_end = data["last_voiced"]
-                self._emit(kind, data)
+            case A.SpeechStart(utterance_id=uid, onset=onset):
+                self._emit(UtteranceStart(now, uid, onset))
+            case A.SpeechEnd(utterance_id=uid, last_voiced=last_voiced):
+                self._speech_end = last_voiced
+                self._emit(UtteranceEnd(now, uid, last_voiced))
+            case A.Transcript(text=text, final=final):
+                self._emit(Transcript(now, text, final))
+            case A.Speculative(kept=kept, similarity=similarity):
+                self._emit(Speculative(now, kept, similarity))
+            case NoQuestion(utterance_id=uid, text=text):
+                self._emit(NotAQuestion(now, uid, text))
+            case QuestionAsked(utterance_id=uid, question=question, heard=heard):
+                self._emit(QuestionTranscript(now, question, final=True, utterance_id=uid,
+                                              heard=heard))
 
     # ---- transcription ------------------------------------------------------------------
 
@@ -590,8 +633,8 @@ class CopilotEngine:
         return copilot_messages(self._system_prompt, every, question)
 
     def _prefilled(self, question: str, result: PrefillResult) -> None:
-        self._emit("prefill", {"question": question, "cached": result.cached,
-                               "read": result.read, "ms": round(result.ms, 1)})
+        self._emit(Prefill(self._clock(), question, result.cached, result.read,
+                           round(result.ms, 1)))
 
     # ---- answers ------------------------------------------------------------------------
 
@@ -608,7 +651,7 @@ class CopilotEngine:
         self._live[rid] = answer
         self._no_answers.clear()
         self._set_partials()
-        self._emit("answer_started", {"answer_id": rid, "speculative": speculative})
+        self._emit(AnswerStarted(self._clock(), rid, speculative))
 
     def _cancel_answer(self, rid: int, reason: str) -> None:
         self._stop(rid, reason)
@@ -619,7 +662,7 @@ class CopilotEngine:
             answer.task.cancel()
             self._stopping.add(answer.task)
             answer.task.add_done_callback(self._stopped)
-        self._emit("answer_cancelled", {"answer_id": rid, "reason": reason})
+        self._emit(AnswerCancelled(self._clock(), rid, reason))
 
     def _drop(self, rid: int) -> _Answer | None:
         answer = self._live.pop(rid, None)
@@ -685,9 +728,8 @@ class CopilotEngine:
             record.status = status
             record.text = answer.text
             record.pieces = answer.pieces
-            self._emit("answer_done", {"answer_id": answer.id, "status": status,
-                                       "speech_end": record.speech_end,
-                                       "latency_ms": record.latency_ms()})
+            self._emit(AnswerDone(self._clock(), answer.id, status, record.speech_end,
+                                  record.latency_ms()))
         except asyncio.CancelledError:
             if opened:
                 await self._sink.close(answer.id, "cancelled")
@@ -791,7 +833,7 @@ class CopilotEngine:
                 self._warm_ids = ids
             # Told every time: a client waits for `pieces` to reach what it sent, or learns
             # that its documents are too long to ever be the cached prefix.
-            self._emit("warm", {"pieces": len(ids), "documents_fit": fit})
+            self._emit(Warm(self._clock(), len(ids), fit))
 
     async def _warm_steps(self, every: list[Any]) -> bool:
         """Read the prefix with `every` piece into the LLM's cache, a step at a time; False
@@ -812,6 +854,3 @@ class CopilotEngine:
                 await stream.aclose()  # type: ignore[attr-defined]
                 self._closed_early_at = self._clock()
         return True
-
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        self._emit_event(kind, {"t": self._clock(), **data})

@@ -48,6 +48,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.copilot.events import CopilotEvent, NotAQuestion, QuestionTranscript, Warm
 from agent.copilot.voice import MAX_CONTROL_CHARS, SpokenAnswerSink, parse_control
 from agent.engines import INPUT_RATE
 from agent.protocol import (
@@ -77,6 +78,7 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
+from agent.voice.events import event_json
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -550,19 +552,21 @@ class CopilotSession:
 
     # ---- the rest -------------------------------------------------------------------------
 
-    def _log_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
+    def _log_event(self, event: CopilotEvent) -> None:
+        if event.kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
             # never the interviewer's words: logs are not a transcript store
-            log.info("%s %s", kind, {k: v for k, v in data.items() if k != "text"})
-        if kind == "warm":
-            self._spawn(self._set_attributes({
-                ATTR_WARM_PIECES: str(data["pieces"]),
-                ATTR_DOCUMENTS_FIT: "true" if data["documents_fit"] else "false"}))
-        elif kind == "transcript" and data.get("final"):
-            log.info("question heard: %d words", len(data["text"].split()))
-            self._spawn(self._send_heard(data["utterance_id"], data["heard"]))
-        elif kind == "not_a_question" and data["text"]:
-            self._spawn(self._send_heard(data["utterance_id"], data["text"]))
+            fields = {k: v for k, v in event_json(event).items() if k not in ("type", "text")}
+            log.info("%s %s", event.kind, fields)
+        match event:
+            case Warm(pieces=pieces, documents_fit=fit):
+                self._spawn(self._set_attributes({
+                    ATTR_WARM_PIECES: str(pieces),
+                    ATTR_DOCUMENTS_FIT: "true" if fit else "false"}))
+            case QuestionTranscript(text=text, utterance_id=uid, heard=heard):
+                log.info("question heard: %d words", len(text.split()))
+                self._spawn(self._send_heard(uid, heard))
+            case NotAQuestion(utterance_id=uid, text=text) if text:
+                self._spawn(self._send_heard(uid, text))
 
     async def _send_heard(self, utterance_id: int, text: str) -> None:
         """What the copilot heard the interviewer say, one final transcript per utterance (a

@@ -14,10 +14,10 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from agent.copilot.engine import AnswerSink
 from agent.engines import ChatMessage, TextToSpeech
+from agent.voice.events import TtsChunk
 from agent.voice.playout import Playout
 from agent.voice.reply import ReplyPipeline
 from tts.chunker import make_chunker
@@ -89,7 +89,7 @@ class SpokenAnswerSink:
         text = AnswerText()
         pipeline = ReplyPipeline(
             answer_id, [], llm=text, tts=self._tts, playout=playout, chunker=make_chunker(),
-            on_event=self._on_event, on_failed=self._on_failed)
+            on_event=self._on_chunk, on_failed=self._on_failed)
         pipeline.start()
         playout.confirm(answer_id)  # answers are opened only once their question is final
         self._texts[answer_id] = text
@@ -122,9 +122,8 @@ class SpokenAnswerSink:
                 await pipeline.cancel()
                 playout.cancel(answer_id)  # what is queued for the listener too
 
-    def _on_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "tts_chunk":
-            log.debug("speaking answer %d: %r", data["reply_id"], data["text"])
+    def _on_chunk(self, chunk: TtsChunk) -> None:
+        log.debug("speaking answer %d: %r", chunk.reply_id, chunk.text)
 
     def _on_failed(self, answer_id: int, why: str) -> None:
         log.warning("speaking answer %d failed: %s", answer_id, why)

@@ -1,7 +1,7 @@
 """Operators' view of the agent: Prometheus metrics, OpenTelemetry spans and JSON logs per turn.
 
-A `MetricsRecorder` per conversation is fed the turn engine's events (`on_event(kind, data)`,
-the same callback the room publisher gets) and turns them into:
+A `MetricsRecorder` per conversation is fed the turn engine's events as their JSON
+(`on_event(event)`, agent.voice.events.event_json) and turns them into:
 
 - Prometheus: a histogram of voice-to-voice and one of every stage (label `stage`), counters
   of turns, barge-ins, false interruptions, speculative starts kept and wasted, failed replies
@@ -161,16 +161,17 @@ class MetricsRecorder:
 
     # ---- events ---------------------------------------------------------------------------
 
-    def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        """The turn engine's event callback (TurnEngine(on_event=...)). Never raises."""
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One of the turn engine's events, as its JSON (`{"t", "type", ...}`). Never raises."""
         try:
-            turn_id = self._turn_of(kind, data)
-            self._count(kind, data)
+            kind = event["type"]
+            turn_id = self._turn_of(kind, event)
+            self._count(kind, event)
             if kind == "turn" and self._tracer is not None:
-                self._span(turn_id, data)
-            self._log(kind, data, turn_id)
+                self._span(turn_id, event)
+            self._log(kind, event, turn_id)
         except Exception:  # observability must not break a conversation
-            log.exception("metrics: event %s not recorded", kind)
+            log.exception("metrics: event %s not recorded", event.get("type"))
 
     def _turn_of(self, kind: str, data: dict[str, Any]) -> int:
         if kind == "speech_start":
@@ -218,6 +219,8 @@ class MetricsRecorder:
             return
         record: dict[str, Any] = {"session": self.session_id, "turn_id": turn_id, "event": kind}
         for key, value in data.items():
+            if key == "type":
+                continue
             if key == "t":
                 record["t_ms"] = self._wall_ns(value) // 1_000_000
             elif key in _TEXT_FIELDS:

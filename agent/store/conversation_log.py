@@ -100,22 +100,24 @@ class ConversationLog:
             self._record(recovered_turn(left))
         return self._memory.history(self._room)
 
-    def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        """The turn engine's events (called on the loop; only enqueues)."""
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One of the turn engine's events, as its JSON (`{"t", "type", ...}`; called on the
+        loop, only enqueues)."""
+        kind = event["type"]
         if kind == "tts_chunk":
-            rid = data["reply_id"]
-            self._chunks.setdefault(rid, []).append(data["text"])
+            rid = event["reply_id"]
+            self._chunks.setdefault(rid, []).append(event["text"])
             if rid == self._audible:
                 self._speaking(rid)
         elif kind == "audio_start":
-            self._audible = data["reply_id"]
+            self._audible = event["reply_id"]
             users = (m["content"] for m in reversed(self._history.turns) if m["role"] == "user")
             self._user_text = next(users, "")
             self._speaking(self._audible)
         elif kind == "turn":
             self._audible = None
             self._chunks.clear()
-            turn = dict(data)
+            turn = {k: v for k, v in event.items() if k != "type"}  # the turn's own fields
             self._writes.put_nowait(lambda: self._record(turn))
 
     def _speaking(self, rid: int) -> None:

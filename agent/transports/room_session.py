@@ -20,6 +20,16 @@ from agent.protocol import (
     transcription_attributes,
     turn_metrics_message,
 )
+from agent.voice.events import (
+    AudioStart,
+    StateChanged,
+    Transcript,
+    TtsChunk,
+    Turn,
+    TurnRetracted,
+    VoiceEvent,
+    event_json,
+)
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -87,7 +97,7 @@ class RoomPublisher:
     def __init__(self, room: rtc.Room, user_identity: str) -> None:
         self._room = room
         self._user = user_identity
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[VoiceEvent] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.user_track_id = ""
         self.agent_track_id = ""
@@ -98,8 +108,8 @@ class RoomPublisher:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="room-publisher")
 
-    def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        self._queue.put_nowait((kind, data))
+    def on_event(self, event: VoiceEvent) -> None:
+        self._queue.put_nowait(event)
 
     async def aclose(self) -> None:
         await self._queue.join()
@@ -109,47 +119,48 @@ class RoomPublisher:
 
     async def _run(self) -> None:
         while True:
-            kind, data = await self._queue.get()
+            event = await self._queue.get()
             try:
-                await self._publish(kind, data)
+                await self._publish(event)
             except Exception as e:  # a failed publish must not stop the conversation
-                log.warning("publishing %s failed: %s", kind, e)
+                log.warning("publishing %s failed: %s", event.kind, e)
             finally:
                 self._queue.task_done()
 
-    async def _publish(self, kind: str, data: dict[str, Any]) -> None:
-        lp = self._room.local_participant
-        if kind == "state":
-            await lp.set_attributes({ATTR_AGENT_STATE: data["state"].lower()})
-        elif kind == "transcript":
-            seg = f"user-{self._user_segment}"
-            if data["final"]:
-                self._user_segment += 1
-            await self._send(data["text"], seg, data["final"], self.user_track_id, self._user)
-        elif kind == "turn_retracted" and self._user_segment > 0:
-            # The user went on: the merged turn's transcript replaces the retracted one's.
-            self._user_segment -= 1
-        elif kind == "tts_chunk":
-            rid = data["reply_id"]
-            self._agent_chunks.setdefault(rid, []).append(data["text"])
-            if rid == self._audible:
+    async def _publish(self, event: VoiceEvent) -> None:
+        match event:
+            case StateChanged(state=state):
+                await self._room.local_participant.set_attributes(
+                    {ATTR_AGENT_STATE: state.name.lower()})
+            case Transcript(text=text, final=final):
+                seg = f"user-{self._user_segment}"
+                if final:
+                    self._user_segment += 1
+                await self._send(text, seg, final, self.user_track_id, self._user)
+            case TurnRetracted() if self._user_segment > 0:
+                # The user went on: the merged turn's transcript replaces the retracted one's.
+                self._user_segment -= 1
+            case TtsChunk(text=text, reply_id=rid):
+                self._agent_chunks.setdefault(rid, []).append(text)
+                if rid == self._audible:
+                    await self._send_agent(rid, final=False)
+            case AudioStart(reply_id=rid):
+                self._audible = rid
                 await self._send_agent(rid, final=False)
-        elif kind == "audio_start":
-            self._audible = data["reply_id"]
-            await self._send_agent(data["reply_id"], final=False)
-        elif kind == "turn":
-            if self._audible is not None:
-                rid, self._audible = self._audible, None
-                text = data["heard_text"] if data["interrupted"] else data["agent_text"]
-                self._agent_chunks[rid] = [text]
-                await self._send_agent(rid, final=True)
-                self._agent_chunks.clear()
-            await self._send_metrics(data)
+            case Turn():
+                if self._audible is not None:
+                    rid, self._audible = self._audible, None
+                    text = event.heard_text if event.interrupted else event.agent_text
+                    self._agent_chunks[rid] = [text]
+                    await self._send_agent(rid, final=True)
+                    self._agent_chunks.clear()
+                await self._send_metrics(event)
 
-    async def _send_metrics(self, turn: dict[str, Any]) -> None:
+    async def _send_metrics(self, turn: Turn) -> None:
         """The finished turn's latencies, to the user it served only (the page's readout)."""
         await self._room.local_participant.send_text(
-            turn_metrics_message(turn), topic=TOPIC_METRICS, destination_identities=[self._user]
+            turn_metrics_message(turn.interrupted, turn.latency_ms), topic=TOPIC_METRICS,
+            destination_identities=[self._user],
         )
 
     async def _send_agent(self, rid: int, *, final: bool) -> None:
@@ -208,10 +219,11 @@ async def run_room_session(
         history.add_user(turn["user_text"])
         history.add_assistant(turn["heard_text"])
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        publisher.on_event(kind, data)
-        recorder.on_event(kind, data)
-        turns.on_event(kind, data)
+    def on_event(event: VoiceEvent) -> None:
+        publisher.on_event(event)
+        as_json = event_json(event)  # the logs and the store keep it as JSON
+        recorder.on_event(as_json)
+        turns.on_event(as_json)
 
     engine = TurnEngine(
         stt=stt,

@@ -6,7 +6,7 @@ gives partials while the user speaks and a candidate transcript at each pause (`
 streamed LLM, the TTS chunker and Piper, and the playout. Partial decoding is paused while the
 agent thinks or speaks, so it never competes with the LLM and TTS for the CPU. The machine
 decides; this module executes the actions, in order, and reports what happened as events
-(the names `voxroom simulate` writes).
+(agent.voice.events).
 
 Nothing here blocks the event loop: transcription and synthesis run in the engines' worker
 threads, and `push_frame` only does the VAD (microseconds) and bookkeeping.
@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,28 @@ from agent.engines import (
 )
 from agent.llm.history import ChatHistory
 from agent.ops.memory_trim import PROCESS_TRIMMER
+from agent.voice.events import (
+    AudioStart,
+    Backchannel,
+    BargeIn,
+    FalseInterruption,
+    PlaybackPaused,
+    PlaybackStopped,
+    ReplyCancelled,
+    ReplyDone,
+    ReplyFailed,
+    ReplyStarted,
+    Speculative,
+    SpeechEnd,
+    SpeechStart,
+    StateChanged,
+    Transcript,
+    TtsChunk,
+    Turn,
+    TurnRetracted,
+    UtteranceDiscarded,
+    VoiceEvent,
+)
 from agent.voice.listener import Listener
 from agent.voice.playout import Playout
 from agent.voice.reply import ReplyPipeline
@@ -48,7 +69,7 @@ log = logging.getLogger(__name__)
 
 FILLER_TEXT = "Let me think."
 
-EventSink = Callable[[str, dict[str, Any]], None]
+EventSink = Callable[[VoiceEvent], None]
 
 
 class TurnEngine:
@@ -73,13 +94,13 @@ class TurnEngine:
             options = replace(options, endpoint=replace(options.endpoint, scored=True))
         self.options = options
         self.machine = ConversationStateMachine(self.options)
+        self._emit: EventSink = on_event or (lambda _e: None)
         scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, lambda kind, data: self._emit(kind, data))
+            turn_detector, self._on_turn_score, self._emit, clock=clock)
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
         self._clock = clock
-        self._emit_event = on_event or (lambda _t, _d: None)
         self._listener = Listener(
             vad=VoiceActivityDetector(vad_aggressiveness),
             pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
@@ -118,7 +139,7 @@ class TurnEngine:
         self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
         self._playout.start()
         self._ticker = asyncio.create_task(self._tick_forever(), name="turn-timer")
-        self._emit("state", {"state": self.machine.state.name})
+        self._emit(StateChanged(self._clock(), self.machine.state))
 
     async def aclose(self) -> None:
         if self._ticker is not None:
@@ -157,7 +178,7 @@ class TurnEngine:
         now = self._clock()
         match a:
             case A.SetState(state=state):
-                self._emit("state", {"state": state.name})
+                self._emit(StateChanged(now, state))
                 if self._stream is not None and self._partials == "listening":
                     self._stream.set_paused(state is not AgentState.LISTENING)
                 if state is AgentState.LISTENING and self._turn is not None:
@@ -188,7 +209,7 @@ class TurnEngine:
             case A.RetractUserTurn(text=text):
                 self.history.remove_last_user(text)
                 self._turn = None
-                self._emit("turn_retracted", {})
+                self._emit(TurnRetracted(now))
             case A.PausePlayback():
                 self._playout.pause()
             case A.ResumePlayback():
@@ -201,21 +222,34 @@ class TurnEngine:
                     self._playout.play_filler(self._filler)
             case A.PlayCanned(reply_id=rid, text=text):
                 asyncio.get_running_loop().create_task(self._play_canned(rid, text))
-            case A.Notify(type=kind, data=data):
-                self._notify(kind, data, now)
+            case _:  # a notice
+                self._notify(a, now)
 
-    def _notify(self, kind: str, data: dict[str, Any], now: float) -> None:
-        if kind == "speech_end":
-            self._speech_end = data["last_voiced"]
-            self._emit("speech_end", {}, at=self._speech_end)
-        elif kind == "speech_start":
-            self._emit("speech_start", {}, at=data["onset"])
-        elif kind == "transcript":
-            self._emit("transcript", {"text": data["text"], "final": data["final"]})
-        elif kind == "barge_in":
-            self._emit("barge_in", {"text": data["text"]}, at=data["paused_at"])
-        else:
-            self._emit(kind, data)
+    def _notify(self, notice: A.Notice, now: float) -> None:
+        match notice:
+            case A.SpeechStart(onset=onset):
+                self._emit(SpeechStart(onset))
+            case A.SpeechEnd(last_voiced=last_voiced):
+                self._speech_end = last_voiced
+                self._emit(SpeechEnd(last_voiced))
+            case A.Transcript(text=text, final=final):
+                self._emit(Transcript(now, text, final))
+            case A.BargeIn(paused_at=paused_at, text=text):
+                self._emit(BargeIn(paused_at, text))
+            case A.UtteranceDiscarded(utterance_id=uid):
+                self._emit(UtteranceDiscarded(now, uid))
+            case A.Speculative(kept=kept, similarity=similarity):
+                self._emit(Speculative(now, kept, similarity))
+            case A.ReplyDone(reply_id=rid):
+                self._emit(ReplyDone(now, rid))
+            case A.ReplyFailed(reply_id=rid, reason=reason):
+                self._emit(ReplyFailed(now, rid, reason))
+            case A.PlaybackPaused(onset=onset):
+                self._emit(PlaybackPaused(now, onset))
+            case A.Backchannel(text=text):
+                self._emit(Backchannel(now, text))
+            case A.FalseInterruption(text=text):
+                self._emit(FalseInterruption(now, text))
 
     # ---- transcription --------------------------------------------------------------------
 
@@ -232,7 +266,7 @@ class TurnEngine:
         try:
             async for partial in self._stream.partials():
                 if self._listener.hearing and partial.text.strip():
-                    self._emit("transcript", {"text": partial.text, "final": False})
+                    self._emit(Transcript(self._clock(), partial.text, final=False))
                     self._listener.partial(partial.text)
         except Exception as e:  # the stream died; candidates report it turn by turn
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
@@ -253,7 +287,7 @@ class TurnEngine:
         )
         self._replies[rid] = reply
         reply.start()
-        self._emit("reply_started", {"reply_id": rid, "speculative": speculative})
+        self._emit(ReplyStarted(self._clock(), rid, speculative))
 
     def _current_reply(self) -> ReplyPipeline | None:
         return max(self._replies.values(), key=lambda r: r.reply_id, default=None)
@@ -265,11 +299,11 @@ class TurnEngine:
             task = asyncio.get_running_loop().create_task(reply.cancel())
             self._cancelled.add(task)
             task.add_done_callback(self._cancelled.discard)
-        self._emit("reply_cancelled", {"reply_id": rid, "reason": reason})
+        self._emit(ReplyCancelled(self._clock(), rid, reason))
         turn = self._turn
         if turn is not None and turn.reply is reply and reply is not None:
             heard = audio.heard_text() if audio is not None and audio.started else ""
-            self._emit("playback_stopped", {"heard_text": heard})
+            self._emit(PlaybackStopped(self._clock(), heard))
             self._close_turn(interrupted=True, heard_text=heard, agent_text=reply.text)
 
     def _on_reply_started(self, rid: int, at: float) -> None:
@@ -279,7 +313,7 @@ class TurnEngine:
             and self._turn.reply.reply_id == rid
         ):
             self._turn.audio_start = at
-        self._emit("audio_start", {"reply_id": rid}, at=at)
+        self._emit(AudioStart(at, rid))
         self._apply(self.machine.on_reply_audio_started(rid, self._clock()))
 
     def _on_progress(self, rid: int) -> None:
@@ -301,7 +335,7 @@ class TurnEngine:
                 log.warning("cannot say %r: %s: %s", text, type(e).__name__, e)
                 self._apply(self.machine.on_reply_done(rid, self._clock()))
                 return
-        self._emit("tts_chunk", {"text": text, "reply_id": rid})
+        self._emit(TtsChunk(self._clock(), text, rid))
         self._playout.begin_reply(rid)
         self._playout.append(rid, text, pcm)
         self._playout.confirm(rid)
@@ -323,11 +357,8 @@ class TurnEngine:
         turn.finish(agent_text=agent_text.strip(), heard_text=heard_text, interrupted=interrupted)
         self.history.add_assistant(turn.heard_text)
         self.turns.append(turn)
-        self._emit("turn", turn.as_event())
+        self._emit(Turn(self._clock(), **turn.as_event()))
         PROCESS_TRIMMER.trim_soon()  # what the turn freed goes back to the OS
-
-    def _emit(self, kind: str, data: dict[str, Any], *, at: float | None = None) -> None:
-        self._emit_event(kind, {"t": self._clock() if at is None else at, **data})
 
     @property
     def state(self) -> AgentState:

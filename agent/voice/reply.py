@@ -12,11 +12,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from agent.engines import ChatMessage, LanguageModel, TextToSpeech
+from agent.voice.events import TtsChunk
 from agent.voice.playout import Playout
 from tts.chunker import TextChunker
 
@@ -41,7 +41,7 @@ class ReplyPipeline:
         tts: TextToSpeech,
         playout: Playout,
         chunker: TextChunker,
-        on_event: Callable[[str, dict[str, Any]], None],
+        on_event: Callable[[TtsChunk], None],
         on_failed: Callable[[int, str], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -170,7 +170,7 @@ class ReplyPipeline:
                 pcm = await self._tts.synthesize(chunk, left_context=previous)
             if self.timings.tts_first_audio is None:
                 self.timings.tts_first_audio = self._clock()
-            self._on_event("tts_chunk", {"text": chunk, "reply_id": self.reply_id})
+            self._on_event(TtsChunk(self._clock(), chunk, self.reply_id))
             self._playout.append(self.reply_id, chunk, pcm)
             self.spoken.append(chunk)
             previous = chunk

@@ -40,12 +40,13 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from agent.config import TURN_DETECTORS
 from agent.engines import INPUT_RATE
+from agent.voice.events import TurnScore
 from state_machine.similarity import spoken_words
 
 log = logging.getLogger(__name__)
@@ -319,10 +320,11 @@ class TurnScorer:
     as a task, and hands the result (None when the detector failed) to `on_score`."""
 
     def __init__(self, detector: TurnDetector, on_score: ScoreCallback,
-                 on_event: Callable[[str, dict[str, Any]], None]) -> None:
+                 on_event: Callable[[TurnScore], None], *, clock: Callable[[], float]) -> None:
         self.detector = detector
         self._on_score = on_score
         self._emit = on_event
+        self._clock = clock
         keep = round(TURN_AUDIO_S / FRAME_S) if getattr(detector, "window_s", 1.0) else 0
         self._audio: deque[np.ndarray] = deque(maxlen=keep)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -353,8 +355,8 @@ class TurnScorer:
         except Exception as e:  # no score: the text cue decides, as without a detector
             log.warning("turn detector failed: %s: %s", type(e).__name__, e)
             score = None
-        self._emit("turn_score", {"utterance_id": uid, "text": text, "score": score,
-                                  "ms": round((time.perf_counter() - t0) * 1000, 1)})
+        self._emit(TurnScore(self._clock(), uid, text, score,
+                             ms=round((time.perf_counter() - t0) * 1000, 1)))
         self._on_score(uid, text, score)
 
     async def aclose(self) -> None:

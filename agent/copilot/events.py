@@ -1,0 +1,119 @@
+"""The copilot engine's events (`CopilotEngine(on_event=...)`), typed as the turn engine's are
+(agent.voice.events, whose `Transcript`, `Speculative` and `TurnScore` it emits too, and whose
+`event_json` gives their JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agent.voice.events import Event, Speculative, Transcript, TurnScore
+
+
+@dataclass(frozen=True)
+class UtteranceStart(Event):
+    """The interviewer started speaking at `onset`."""
+
+    kind: ClassVar[str] = "speech_start"
+    utterance_id: int
+    onset: float
+
+
+@dataclass(frozen=True)
+class UtteranceEnd(Event):
+    """The endpoint of an utterance: its last voiced frame was at `last_voiced`."""
+
+    kind: ClassVar[str] = "speech_end"
+    utterance_id: int
+    last_voiced: float
+
+
+@dataclass(frozen=True)
+class CandidateRequested(Event):
+    kind: ClassVar[str] = "candidate_requested"
+    utterance_id: int
+
+
+@dataclass(frozen=True)
+class QuestionTranscript(Event):
+    """A question's final transcript: `text` is what the answer is asked (the preamble of a
+    statement before it included), `heard` the utterance's own words."""
+
+    kind: ClassVar[str] = "transcript"
+    text: str
+    final: bool
+    utterance_id: int
+    heard: str
+
+
+@dataclass(frozen=True)
+class NotAQuestion(Event):
+    """The utterance asked nothing: no answer; its words are the next question's preamble."""
+
+    kind: ClassVar[str] = "not_a_question"
+    utterance_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Prefill(Event):
+    """The question so far was read into the LLM's prompt cache (agent.copilot.prefill)."""
+
+    kind: ClassVar[str] = "prefill"
+    question: str
+    cached: int
+    read: int
+    ms: float
+
+
+@dataclass(frozen=True)
+class AnswerStarted(Event):
+    kind: ClassVar[str] = "answer_started"
+    answer_id: int
+    speculative: bool
+
+
+@dataclass(frozen=True)
+class AnswerCancelled(Event):
+    kind: ClassVar[str] = "answer_cancelled"
+    answer_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class AnswerDone(Event):
+    """A confirmed answer ended (`status`: complete | failed), with its latencies
+    (`AnswerRecord.latency_ms`)."""
+
+    kind: ClassVar[str] = "answer_done"
+    answer_id: int
+    status: str
+    speech_end: float
+    latency_ms: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Warm(Event):
+    """The LLM's prompt cache holds the system prompt and `pieces` document pieces
+    (`documents_fit`: the documents are short enough to be that prefix)."""
+
+    kind: ClassVar[str] = "warm"
+    pieces: int
+    documents_fit: bool
+
+
+CopilotEvent = (
+    Transcript
+    | Speculative
+    | TurnScore
+    | UtteranceStart
+    | UtteranceEnd
+    | CandidateRequested
+    | QuestionTranscript
+    | NotAQuestion
+    | Prefill
+    | AnswerStarted
+    | AnswerCancelled
+    | AnswerDone
+    | Warm
+)
