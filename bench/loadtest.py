@@ -419,16 +419,12 @@ class LoadTest:
 
     def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
-        from agent.store.transcripts import TranscriptStore
+        from agent.store.transcripts import read_turns
         from bench.measure import ENGINE_STAGES
 
         if not store_path.exists():
             return
-        store = TranscriptStore(store_path)
-        try:
-            turns = store.turns()
-        finally:
-            store.close()
+        turns = read_turns(store_path)
         for step in steps:
             prefix = f"{self._room_prefix(name, step['rooms'])}-"
             mine = [t["latency_ms"] for t in turns if t["room"].startswith(prefix)]

@@ -144,6 +144,15 @@ class TranscriptStore:
             self._db.close()
 
 
+def read_turns(path: Path) -> list[dict[str, Any]]:
+    """Every turn in the SQLite file at `path`, oldest first (blocking)."""
+    store = TranscriptStore(path)
+    try:
+        return store.turns()
+    finally:
+        store.close()
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--room", help="only this room's turns")
     p.add_argument("--json", action="store_true", help="one JSON object per turn")
