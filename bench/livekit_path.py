@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.ops.processes import stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
     INTERRUPTION_KINDS,
@@ -317,11 +318,11 @@ class OpenMic:
 
 @contextlib.contextmanager
 def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
-                   ready: str = "worker registered",
-                   timeout_s: float = READY_TIMEOUT_S) -> Iterator[subprocess.Popen[str]]:
+                   ready: str = "worker registered", timeout_s: float = READY_TIMEOUT_S,
+                   cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """`python ARGV` with `env` added, its output in `log_path`; yields once it printed
     `ready`, and stops it (SIGTERM, then SIGKILL) afterwards."""
-    proc = subprocess.Popen([sys.executable, *argv], env={**os.environ, **env},
+    proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     registered = threading.Event()
 
@@ -337,16 +338,11 @@ def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
     threading.Thread(target=drain, daemon=True).start()
     try:
         if not registered.wait(timeout_s):
-            raise RuntimeError(f"the worker did not register; its log:\n"
-                               f"{log_path.read_text()[-3000:]}")
+            raise RuntimeError(f"{' '.join(argv)} did not print {ready!r} within "
+                               f"{timeout_s:.0f} s; its log:\n{log_path.read_text()[-3000:]}")
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 def lower_priority(pid: int, niceness: int = 10) -> None:

@@ -40,6 +40,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from agent.ops.processes import stop_process
+
 DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 SSE_PING_INTERVAL_S = 2  # < the stall timeout of agent.llm.openai_chat.OpenAIChatLLM (10 s)
 
@@ -178,16 +180,7 @@ class LocalLLMProcess:
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout_s`; returns the child's exit code."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return None if proc is None else stop_process(proc, timeout_s)
 
 
 def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:
