@@ -25,14 +25,10 @@ from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import ATTR_BRIDGE_CANDIDATE
 from agent.transports.tokens import create_join_token
 from bench.speech import RATE, espeak
+from tests.marks import LIVEKIT_INTEGRATION
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    # LiveKit's dev secret is short; the tokens made here with it are for this server only.
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 SENTENCE = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
 WINDOW = RATE // 50  # 20 ms

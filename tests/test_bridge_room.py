@@ -19,13 +19,9 @@ from agent.protocol import MEETING_TRACK
 from agent.transports.tokens import create_join_token
 from room_bridge.bridge import BridgeError, RoomBridge
 from room_bridge.frames import CapturedFrame, FrameQueue, now_ms
+from tests.marks import LIVEKIT_INTEGRATION
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    # LiveKit's dev secret is short; the tokens made here with it are for this server only.
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 
 class ToneCaptureDouble:

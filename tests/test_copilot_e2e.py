@@ -37,13 +37,10 @@ from bench.room_client import CopilotAnswer, CopilotClient
 from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
+from tests.marks import LIVEKIT_INTEGRATION
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 RESUME = Path(__file__).resolve().parent.parent / "bench" / "copilot_data" / "resume.md"
 QUESTION = "Where did you go to university, and what did you study?"

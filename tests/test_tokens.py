@@ -15,6 +15,7 @@ from agent import cli
 from agent.config import LiveKitSettings
 from agent.ops.livekit_server import LiveKitServer
 from agent.transports.tokens import create_join_token
+from tests.marks import DEV_SECRET
 
 SETTINGS = LiveKitSettings(
     url="ws://127.0.0.1:7880",
@@ -148,7 +149,7 @@ def test_token_module_imports_no_livekit(repo_root: Path) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning")  # LiveKitAPI, dev secret
+@DEV_SECRET  # LiveKitAPI signs its requests with it
 async def test_server_sees_the_grants_and_accepts_a_microphone(
     livekit_server: LiveKitServer,
 ) -> None:

@@ -30,6 +30,7 @@ from agent.transports.web_server import (
     is_loopback,
     parse_networks,
 )
+from tests.marks import DEV_SECRET
 
 SETTINGS = Settings(
     livekit=LiveKitSettings(
@@ -450,7 +451,7 @@ def _tampered(token: str, **claims) -> str:
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning")  # the dev secret
+@DEV_SECRET
 async def test_livekit_server_refuses_expired_forged_and_over_granted_tokens(
     livekit_server: LiveKitServer, static_dir: Path
 ) -> None:
