@@ -30,17 +30,23 @@ def _claims(token: str, secret: str = SETTINGS.api_secret, key: str = SETTINGS.a
     return jwt.decode(token, secret, algorithms=["HS256"], issuer=key)
 
 
-def test_grants_are_minimal_and_for_one_room() -> None:
-    claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
-    assert claims["sub"] == "user-1"
-    assert claims["video"] == {
+def user_grants(room: str) -> dict[str, object]:
+    """A user's join token's grants: to join `room`, publish its microphone and data, and
+    subscribe."""
+    return {
         "roomJoin": True,
-        "room": "room-a",
+        "room": room,
         "canPublish": True,
         "canPublishSources": ["microphone"],
         "canSubscribe": True,
         "canPublishData": True,
     }
+
+
+def test_grants_are_minimal_and_for_one_room() -> None:
+    claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
+    assert claims["sub"] == "user-1"
+    assert claims["video"] == user_grants("room-a")
     # No server-wide grants, no hidden participant, no agent or SIP powers.
     assert set(claims) <= {"sub", "iss", "nbf", "exp", "video", "roomConfig"}
 
