@@ -34,7 +34,6 @@ import logging
 import math
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import Settings, load_settings
 
 log = logging.getLogger("voxroom.worker")
 
@@ -509,13 +508,9 @@ def _open_leases(settings: Settings) -> Any:
         from agent.store.shared_state import RedisLeases, connect_redis
 
         return RedisLeases(connect_redis(settings.store.redis_url))
-    from agent.store.transcripts import default_store_path
+    from agent.store.transcripts import default_store_path, open_store_file
 
-    path = default_store_path(settings.store.path)
-    try:
-        return LeaseTable(path)
-    except (OSError, sqlite3.Error) as e:
-        raise ConfigError(
-            f"cannot keep the room leases in {path}: {e}. Set store.redis_url "
-            "(VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable file"
-        ) from e
+    return open_store_file(
+        LeaseTable, default_store_path(settings.store.path), "keep the room leases in",
+        "store.redis_url (VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable "
+        "file")
