@@ -23,8 +23,7 @@ from agent.transports.tokens import create_join_token
 from bench.measure import wait_until
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
-from tests.agent_process import agent_worker, scripted_llm_env
-from tests.fake_openai_server import fake_openai_server
+from tests.agent_process import scripted_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,36 +55,35 @@ async def test_a_third_participant_is_not_answered(
 ) -> None:
     settings = livekit_server.livekit_settings()
     room = "third-party"
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
-            user = RoomUser(livekit_server.url, create_join_token(settings, room, "user-1"))
-            intruder = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "intruder", dispatch_agent=False))
-            await user.connect()
-            try:
-                await user.wait_for_state("listening", after=0, timeout_s=180)
-                await intruder.connect()
-                user_mic = asyncio.create_task(user.silence(60))
-                said = await say(intruder, QUESTION)
-                await asyncio.sleep(IGNORED_WAIT_S)
-                states = [s for t, s in user.states if t > said - 3]
-                assert "thinking" not in states and "speaking" not in states, user.states
-                agent = user.agent_identity
-                assert agent is not None and user.final_texts(agent) == []
-                assert intruder.first_audio_after(said) is None  # not a word to anyone
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        user = RoomUser(livekit_server.url, create_join_token(settings, room, "user-1"))
+        intruder = RoomUser(livekit_server.url, create_join_token(
+            settings, room, "intruder", dispatch_agent=False))
+        await user.connect()
+        try:
+            await user.wait_for_state("listening", after=0, timeout_s=180)
+            await intruder.connect()
+            user_mic = asyncio.create_task(user.silence(60))
+            said = await say(intruder, QUESTION)
+            await asyncio.sleep(IGNORED_WAIT_S)
+            states = [s for t, s in user.states if t > said - 3]
+            assert "thinking" not in states and "speaking" not in states, user.states
+            agent = user.agent_identity
+            assert agent is not None and user.final_texts(agent) == []
+            assert intruder.first_audio_after(said) is None  # not a word to anyone
 
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-                asked = await say(user, QUESTION)
-                user_mic = asyncio.create_task(user.silence(30))
-                await user.wait_for_state("speaking", after=asked, timeout_s=30)
-                await user.wait_for_state("listening", after=asked, timeout_s=30)
-                assert await user.wait_for_finals(agent, 1, timeout_s=10) == [REPLY]
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-            finally:
-                await intruder.close()
-                await user.close()
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+            asked = await say(user, QUESTION)
+            user_mic = asyncio.create_task(user.silence(30))
+            await user.wait_for_state("speaking", after=asked, timeout_s=30)
+            await user.wait_for_state("listening", after=asked, timeout_s=30)
+            assert await user.wait_for_finals(agent, 1, timeout_s=10) == [REPLY]
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+        finally:
+            await intruder.close()
+            await user.close()
 
 
 async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first(
@@ -94,29 +92,28 @@ async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first
     settings = livekit_server.livekit_settings()
     room = "named-user"
     served = json.dumps({KEY_USER: "user-1"})
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
-            # The early participant's token carries the dispatch (and the room's metadata
-            # names user-1, as an operator's backend would set it).
-            early = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "early-bird", dispatch_metadata=served))
-            user = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "user-1", dispatch_agent=False))
-            await early.connect()
-            try:
-                # The agent joins and waits for user-1, the user its dispatch names.
-                assert await wait_until(lambda: early.agent_identity is not None, 180)
-                await user.connect()
-                see_agent_already_there(user)
-                await user.wait_for_state("listening", after=0, timeout_s=180)
-                said = await say(early, QUESTION)
-                await asyncio.sleep(IGNORED_WAIT_S)
-                assert "thinking" not in [s for t, s in user.states if t > said - 3]
-                user_mic = asyncio.create_task(user.silence(30))
-                asked = await say(user, QUESTION)
-                await user.wait_for_state("speaking", after=asked, timeout_s=30)
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-            finally:
-                await user.close()
-                await early.close()
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        # The early participant's token carries the dispatch (and the room's metadata
+        # names user-1, as an operator's backend would set it).
+        early = RoomUser(livekit_server.url, create_join_token(
+            settings, room, "early-bird", dispatch_metadata=served))
+        user = RoomUser(livekit_server.url, create_join_token(
+            settings, room, "user-1", dispatch_agent=False))
+        await early.connect()
+        try:
+            # The agent joins and waits for user-1, the user its dispatch names.
+            assert await wait_until(lambda: early.agent_identity is not None, 180)
+            await user.connect()
+            see_agent_already_there(user)
+            await user.wait_for_state("listening", after=0, timeout_s=180)
+            said = await say(early, QUESTION)
+            await asyncio.sleep(IGNORED_WAIT_S)
+            assert "thinking" not in [s for t, s in user.states if t > said - 3]
+            user_mic = asyncio.create_task(user.silence(30))
+            asked = await say(user, QUESTION)
+            await user.wait_for_state("speaking", after=asked, timeout_s=30)
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+        finally:
+            await user.close()
+            await early.close()
