@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,12 @@ def see_agent_already_there(user: RoomUser) -> None:
                 user.states.append((time.monotonic(), state))
 
 
+def joining(server: LiveKitServer, room: str, identity: str, **token: Any) -> RoomUser:
+    """A RoomUser about to join `room` as `identity`; `token` as create_join_token takes it."""
+    return RoomUser(server.url, create_join_token(server.livekit_settings(), room, identity,
+                                                  **token))
+
+
 async def say(user: RoomUser, text: str) -> float:
     """Say `text` in real time with the mic left open afterwards; returns the end time."""
     await user.speak(with_silence(espeak(text), 0.3, 0.0))
@@ -53,12 +60,9 @@ async def say(user: RoomUser, text: str) -> float:
 async def test_a_third_participant_is_not_answered(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
-    settings = livekit_server.livekit_settings()
-    room = "third-party"
     async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
-        user = RoomUser(livekit_server.url, create_join_token(settings, room, "user-1"))
-        intruder = RoomUser(livekit_server.url, create_join_token(
-            settings, room, "intruder", dispatch_agent=False))
+        user = joining(livekit_server, "third-party", "user-1")
+        intruder = joining(livekit_server, "third-party", "intruder", dispatch_agent=False)
         await user.connect()
         try:
             await user.wait_for_state("listening", after=0, timeout_s=180)
@@ -89,16 +93,12 @@ async def test_a_third_participant_is_not_answered(
 async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
-    settings = livekit_server.livekit_settings()
-    room = "named-user"
     served = json.dumps({KEY_USER: "user-1"})
     async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
         # The early participant's token carries the dispatch (and the room's metadata
         # names user-1, as an operator's backend would set it).
-        early = RoomUser(livekit_server.url, create_join_token(
-            settings, room, "early-bird", dispatch_metadata=served))
-        user = RoomUser(livekit_server.url, create_join_token(
-            settings, room, "user-1", dispatch_agent=False))
+        early = joining(livekit_server, "named-user", "early-bird", dispatch_metadata=served)
+        user = joining(livekit_server, "named-user", "user-1", dispatch_agent=False)
         await early.connect()
         try:
             # The agent joins and waits for user-1, the user its dispatch names.
