@@ -258,7 +258,7 @@ class ParecCapture:
                 self.queue.put(self._assembler.push(block, now_ms()))
         except asyncio.IncompleteReadError:
             err = (await self._proc.stderr.read()).decode(errors="replace").strip()
-            self.queue.fail(CaptureError(f"parec stopped capturing {self.label}: {err}"))
+            self.queue.close(CaptureError(f"parec stopped capturing {self.label}: {err}"))
 
     def __aiter__(self) -> AsyncIterator[CapturedFrame]:
         return self.queue.__aiter__()
