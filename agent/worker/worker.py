@@ -355,6 +355,15 @@ def _process_llm(settings: Settings) -> object:
     return llm
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event the running loop sets on Ctrl-C or SIGTERM: time to stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 async def _drain(server: object, stop: asyncio.Event, timeout_s: float) -> None:
     """Take no new jobs and let the active conversations end, for at most `timeout_s`; a
     second signal stops at once."""
@@ -449,10 +458,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         if leases is not None:
             leases.start(server, lambda: worker_id)
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     run_task = asyncio.create_task(server.run(devmode=False))
     try:
         stopped = asyncio.create_task(stop.wait())
