@@ -28,6 +28,7 @@ from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.testing.scripted_llm import ScriptedLLM
 from state_machine import actions as A
 from state_machine.endpointing import EndpointOptions
+from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import run_virtual
 
 FRAME_S = 0.02
@@ -73,7 +74,7 @@ class ScriptedSTT:
         return self.said(voiced_s)
 
 
-class ScriptedSTTStream:
+class ScriptedSTTStream(STTStreamDouble):
     """TEST DOUBLE: one stream of ScriptedSTT."""
 
     def __init__(self, stt: ScriptedSTT) -> None:
@@ -106,11 +107,6 @@ class ScriptedSTTStream:
     async def flush(self) -> str:
         self.stt.calls += 1
         return await self.stt.decode(self.voiced_frames * FRAME_S)
-
-    async def finalize(self) -> str:
-        text = await self.flush()
-        self.discard()
-        return text
 
     def discard(self) -> None:
         self.voiced_frames = 0
