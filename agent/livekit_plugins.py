@@ -33,21 +33,29 @@ if TYPE_CHECKING:
     from livekit.agents.vad import VAD
 
 
-class WhisperSTTPlugin(stt.STT):
+class _VoxroomPlugin:
+    """What a plugin tells livekit-agents (its metrics) about itself: `MODEL`, by voxroom."""
+
+    MODEL = ""
+
+    @property
+    def model(self) -> str:
+        return self.MODEL
+
+    @property
+    def provider(self) -> str:
+        return "voxroom"
+
+
+class WhisperSTTPlugin(_VoxroomPlugin, stt.STT):
     """A voxroom `SpeechToText` (default: Whisper tiny.en) as a non-streaming livekit STT."""
+
+    MODEL = "whisper-tiny.en"
 
     def __init__(self, engine: SpeechToText, *, language: str = "en") -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
         self._engine = engine
         self._language = language
-
-    @property
-    def model(self) -> str:
-        return "whisper-tiny.en"
-
-    @property
-    def provider(self) -> str:
-        return "voxroom"
 
     def with_vad(self, vad: VAD) -> stt.StreamAdapter:
         """The streaming STT AgentSession needs: utterances cut by `vad`, each recognized."""
@@ -68,8 +76,10 @@ class WhisperSTTPlugin(stt.STT):
         )
 
 
-class PiperTTSPlugin(tts.TTS):
+class PiperTTSPlugin(_VoxroomPlugin, tts.TTS):
     """A voxroom `TextToSpeech` (default: the bundled Piper voice) as a livekit TTS."""
+
+    MODEL = "piper-en_US-joe-medium"
 
     def __init__(self, engine: TextToSpeech) -> None:
         super().__init__(
@@ -78,14 +88,6 @@ class PiperTTSPlugin(tts.TTS):
             num_channels=1,
         )
         self._engine = engine
-
-    @property
-    def model(self) -> str:
-        return "piper-en_US-joe-medium"
-
-    @property
-    def provider(self) -> str:
-        return "voxroom"
 
     def synthesize(
         self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS

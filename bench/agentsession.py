@@ -119,11 +119,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(agent_name: str, max_jobs: int) -> int:
-    import signal
-
     from livekit.agents import AgentServer, JobExecutorType
 
     from agent.config import load_settings
+    from agent.worker.worker import stop_on_signals
 
     lk = load_settings().livekit
     server = AgentServer(
@@ -139,10 +138,7 @@ async def _serve(agent_name: str, max_jobs: int) -> int:
     def _registered(worker_id: str, _info: object) -> None:
         print(f"agentsession: worker registered as {worker_id}", flush=True)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     run_task = asyncio.create_task(server.run(devmode=False))
     try:
         await asyncio.wait([run_task, asyncio.create_task(stop.wait())],

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.ops.processes import stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
     INTERRUPTION_KINDS,
@@ -317,11 +318,11 @@ class OpenMic:
 
 @contextlib.contextmanager
 def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
-                   ready: str = "worker registered",
-                   timeout_s: float = READY_TIMEOUT_S) -> Iterator[subprocess.Popen[str]]:
+                   ready: str = "worker registered", timeout_s: float = READY_TIMEOUT_S,
+                   cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """`python ARGV` with `env` added, its output in `log_path`; yields once it printed
     `ready`, and stops it (SIGTERM, then SIGKILL) afterwards."""
-    proc = subprocess.Popen([sys.executable, *argv], env={**os.environ, **env},
+    proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     registered = threading.Event()
 
@@ -337,16 +338,11 @@ def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
     threading.Thread(target=drain, daemon=True).start()
     try:
         if not registered.wait(timeout_s):
-            raise RuntimeError(f"the worker did not register; its log:\n"
-                               f"{log_path.read_text()[-3000:]}")
+            raise RuntimeError(f"{' '.join(argv)} did not print {ready!r} within "
+                               f"{timeout_s:.0f} s; its log:\n{log_path.read_text()[-3000:]}")
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 def lower_priority(pid: int, niceness: int = 10) -> None:
@@ -365,31 +361,36 @@ def _in_window(t: float, windows: list[tuple[float, float]]) -> int | None:
     return None
 
 
-def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, float]],
-                           store_path: Path) -> None:
-    """The stored turns' latencies, to the item during which each turn ended: a question's
-    last turn, a barge-in's or backchannel's first (the answer spoken over)."""
-    from agent.store.transcripts import TranscriptStore
-
-    if not store_path.exists():
-        return
-    store = TranscriptStore(store_path)
-    try:
-        turns = store.turns()
-    finally:
-        store.close()
+def _turn_of_each_item(items: list[ItemResult], windows: list[tuple[float, float]],
+                       turns: list[dict[str, Any]], at: str
+                       ) -> list[tuple[ItemResult, dict[str, Any]]]:
+    """Sets each item's count of the `turns` that ended (time `turns[k][at]`) during it, and
+    pairs each item that has any with its turn: a question's last, a barge-in's or
+    backchannel's first (the answer spoken over)."""
     per_item: dict[int, list[dict[str, Any]]] = {}
     for turn in turns:
-        i = _in_window(turn["created_at"], windows)
+        i = _in_window(turn[at], windows)
         if i is not None:
             per_item.setdefault(i, []).append(turn)
+    paired = []
     for i, item in enumerate(items):
         found = per_item.get(i, [])
         item.turns = len(found)
         if found:
-            turn = found[0] if item.kind in OVERLAY_KINDS else found[-1]
-            item.stages = dict(turn["latency_ms"])
-            item.heard_user = turn["user_text"]
+            paired.append((item, found[0] if item.kind in OVERLAY_KINDS else found[-1]))
+    return paired
+
+
+def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, float]],
+                           store_path: Path) -> None:
+    """The stored turns' latencies, to the item during which each turn ended."""
+    from agent.store.transcripts import read_turns
+
+    if not store_path.exists():
+        return
+    for item, turn in _turn_of_each_item(items, windows, read_turns(store_path), "created_at"):
+        item.stages = dict(turn["latency_ms"])
+        item.heard_user = turn["user_text"]
 
 
 def agentsession_ms(seconds: float) -> float | None:
@@ -421,16 +422,7 @@ def _attach_agentsession_stages(items: list[ItemResult], windows: list[tuple[flo
             s["llm_first_token"] = agentsession_ms(m["ttft"])
         elif kind == "tts_metrics" and s.get("tts_first_audio") is None:
             s["tts_first_audio"] = agentsession_ms(m["ttfb"])
-    per_item: dict[int, list[dict[str, Any]]] = {}
-    for s in sorted(by_speech.values(), key=lambda s: s["at"]):
-        if "endpoint" not in s:
-            continue  # a reply with no user turn behind it
-        i = _in_window(s["at"], windows)
-        if i is not None:
-            per_item.setdefault(i, []).append(s)
-    for i, item in enumerate(items):
-        found = per_item.get(i, [])
-        item.turns = len(found)
-        if found:
-            s = found[0] if item.kind in OVERLAY_KINDS else found[-1]
-            item.stages = {k: v for k, v in s.items() if k != "at"}
+    # A reply with no user turn behind it has no endpoint, and is no turn.
+    replies = sorted((s for s in by_speech.values() if "endpoint" in s), key=lambda s: s["at"])
+    for item, s in _turn_of_each_item(items, windows, replies, "at"):
+        item.stages = {k: v for k, v in s.items() if k != "at"}

@@ -403,12 +403,17 @@ class LoadTest:
                              llm: Any) -> dict[str, str]:
         """The test doubles of Deepgram and of OpenAI speech, and the workers' settings for
         them (agent/config.py)."""
-        from agent.testing.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
+        from agent.testing.remote_doubles import (
+            DeepgramServerDouble,
+            TTSServerDouble,
+            Utterance,
+            utterance_recogniser,
+        )
 
         a = self.args
         said = [Utterance(text, pcm) for item in items for text, pcm in item.utterances()]
         stt = await stack.enter_async_context(DeepgramServerDouble(
-            said, api_key=DOUBLE_KEY, delay_ms=a.stt_delay_ms))
+            utterance_recogniser(said), api_key=DOUBLE_KEY, delay_ms=a.stt_delay_ms))
         progress("speaking the replies' chunks for the speech double")
         tts = await stack.enter_async_context(TTSServerDouble(ttfb_ms=a.tts_ttfb_ms))
         await tts.prepare(await reply_chunks(llm.replies))
@@ -419,16 +424,12 @@ class LoadTest:
 
     def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
-        from agent.store.transcripts import TranscriptStore
+        from agent.store.transcripts import read_turns
         from bench.measure import ENGINE_STAGES
 
         if not store_path.exists():
             return
-        store = TranscriptStore(store_path)
-        try:
-            turns = store.turns()
-        finally:
-            store.close()
+        turns = read_turns(store_path)
         for step in steps:
             prefix = f"{self._room_prefix(name, step['rooms'])}-"
             mine = [t["latency_ms"] for t in turns if t["room"].startswith(prefix)]
@@ -604,7 +605,7 @@ class LoadTest:
         stt, tts = self.doubles["stt"], self.doubles["tts"]
         return {"stt": f"Deepgram adapter -> Deepgram test double, results after "
                        f"{a.stt_delay_ms[0]:.0f}-{a.stt_delay_ms[1]:.0f} ms "
-                       f"({stt.connections} connections, {len(stt.recognised)} utterances)",
+                       f"({len(stt.connections)} connections, {len(stt.recognised)} utterances)",
                 "tts": f"OpenAI speech adapter -> speech test double (Piper), first byte after "
                        f"{a.tts_ttfb_ms[0]:.0f}-{a.tts_ttfb_ms[1]:.0f} ms "
                        f"({len(tts.requests)} requests, {tts.aborted} cancelled)"}

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from agent.engines import INPUT_RATE
+from bench.wer import number_words
 
 SENTENCES = (
     # numbers
@@ -97,27 +98,10 @@ VARIANTS = ("whole", "chunked", "chunked_left_only", "espeak")
 
 # ---- normalization (applied to the reference and the transcript alike) ----------------------
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
-_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
 _ORDINALS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
              "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
 _ABBREVIATIONS = {"dr": "doctor", "mr": "mister", "mrs": "missus", "st": "saint",
                   "ok": "okay", "o'clock": "oclock"}
-
-
-def number_words(n: int) -> str:
-    """Cardinal words without "and": 2024 -> "two thousand twenty four"."""
-    if n < 20:
-        return _ONES[n]
-    if n < 100:
-        return _TENS[n // 10] + ("" if n % 10 == 0 else " " + _ONES[n % 10])
-    for value, name in _SCALES:
-        if n >= value:
-            rest = n % value
-            return f"{number_words(n // value)} {name}" + (f" {number_words(rest)}" if rest else "")
-    raise AssertionError("unreachable")
 
 
 def ordinal_words(n: int) -> str:
@@ -144,7 +128,7 @@ def _spell(match: re.Match[str]) -> str:
     else:
         words = number_words(int(whole))
         if fraction:
-            words += " point " + " ".join(_ONES[int(d)] for d in fraction)
+            words += " point " + " ".join(number_words(int(d)) for d in fraction)
     return words + (" percent" if percent else "")
 
 

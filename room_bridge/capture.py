@@ -146,8 +146,9 @@ def pulse_source_env(source: str | None) -> Iterator[None]:
                 os.environ["PULSE_SOURCE"] = old
 
 
-class SoundDeviceCapture:
-    """A PortAudio input stream; its callback (PortAudio's thread) assembles the frames."""
+class _PortAudioCapture:
+    """A PortAudio input stream on `device`: its callback (PortAudio's thread) hands each
+    block to `_assemble`, which queues the frames for the event loop."""
 
     def __init__(self, device: CaptureDevice, loop: asyncio.AbstractEventLoop) -> None:
         self.device = device
@@ -155,6 +156,19 @@ class SoundDeviceCapture:
         self.queue = FrameQueue(loop, QUEUE_FRAMES)
         self._assembler = FrameAssembler(device.samplerate, device.channels)
         self._stream: Any = None
+
+    def _assemble(self, block: np.ndarray) -> None:
+        self.queue.put_threadsafe(self._assembler.push(block, now_ms()))
+
+    def __aiter__(self) -> AsyncIterator[CapturedFrame]:
+        return self.queue.__aiter__()
+
+
+class SoundDeviceCapture(_PortAudioCapture):
+    """Through the sounddevice package."""
+
+    def __init__(self, device: CaptureDevice, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(device, loop)
         self._closing = False
 
     @classmethod
@@ -187,14 +201,11 @@ class SoundDeviceCapture:
                  d.label, d.samplerate, d.channels, self._stream.latency * 1000)
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
-        self.queue.put_threadsafe(self._assembler.push(indata, now_ms()))
+        self._assemble(indata)
 
     def _finished(self) -> None:
         if not self._closing:
             self.queue.fail_threadsafe(CaptureError(f"{self.label}: the audio device stopped"))
-
-    def __aiter__(self) -> AsyncIterator[CapturedFrame]:
-        return self.queue.__aiter__()
 
     async def aclose(self) -> None:
         self._closing = True
@@ -247,7 +258,7 @@ class ParecCapture:
                 self.queue.put(self._assembler.push(block, now_ms()))
         except asyncio.IncompleteReadError:
             err = (await self._proc.stderr.read()).decode(errors="replace").strip()
-            self.queue.fail(CaptureError(f"parec stopped capturing {self.label}: {err}"))
+            self.queue.close(CaptureError(f"parec stopped capturing {self.label}: {err}"))
 
     def __aiter__(self) -> AsyncIterator[CapturedFrame]:
         return self.queue.__aiter__()
@@ -292,17 +303,13 @@ def device_list_from_pyaudio(
     return DeviceList(devices=devices, wasapi_default_output=out if out >= 0 else None)
 
 
-class PyAudioWPatchCapture:
+class PyAudioWPatchCapture(_PortAudioCapture):
     """PyAudioWPatch's PortAudio stream on a WASAPI "[Loopback]" device. Not tested in CI
     (it needs Windows); the device choice it uses is."""
 
     def __init__(self, device: CaptureDevice, loop: asyncio.AbstractEventLoop) -> None:
-        self.device = device
-        self.label = device.label
-        self.queue = FrameQueue(loop, QUEUE_FRAMES)
-        self._assembler = FrameAssembler(device.samplerate, device.channels)
+        super().__init__(device, loop)
         self._pa: Any = None
-        self._stream: Any = None
         self._continue = 0
 
     @classmethod
@@ -344,12 +351,8 @@ class PyAudioWPatchCapture:
     def _callback(
         self, in_data: bytes, frame_count: int, time_info: Any, status: int
     ) -> tuple[None, int]:
-        block = np.frombuffer(in_data, np.int16).reshape(-1, self.device.channels)
-        self.queue.put_threadsafe(self._assembler.push(block, now_ms()))
+        self._assemble(np.frombuffer(in_data, np.int16).reshape(-1, self.device.channels))
         return None, self._continue
-
-    def __aiter__(self) -> AsyncIterator[CapturedFrame]:
-        return self.queue.__aiter__()
 
     async def aclose(self) -> None:
         self.queue.close()

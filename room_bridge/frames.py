@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from agent.audio.frames import FrameRechunker
+from agent.drop_oldest import DropOldestQueue
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 
 # soxr's low-quality preset looks ~6 ms ahead when going from 48 kHz to 16 kHz (HQ: ~21 ms)
@@ -102,21 +102,18 @@ def _to_mono_float(block: np.ndarray, channels: int) -> np.ndarray:
     return np.ascontiguousarray(data)
 
 
-class FrameQueue:
+class FrameQueue(DropOldestQueue[CapturedFrame]):
     """Frames from an audio thread to the event loop; iterating yields them in order.
 
     Bounded: when the consumer falls behind (a stalled loop, a burst from the device after
     a hiccup) the oldest frames are dropped, so the delay never grows past `max_frames`.
+    `close(error)` ends the iteration with `error` (the device went away, the helper process
+    died).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, max_frames: int = 5) -> None:
+        super().__init__(max_frames)
         self._loop = loop
-        self._frames: collections.deque[CapturedFrame] = collections.deque()
-        self._max = max_frames
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        self._error: BaseException | None = None
-        self.dropped = 0
 
     def put_threadsafe(self, frames: list[CapturedFrame]) -> None:
         """From the audio thread: never blocks."""
@@ -124,35 +121,5 @@ class FrameQueue:
             self._loop.call_soon_threadsafe(self.put, frames)
 
     def fail_threadsafe(self, error: BaseException) -> None:
-        self._loop.call_soon_threadsafe(self.fail, error)
-
-    def put(self, frames: list[CapturedFrame]) -> None:
-        if self._closed:
-            return
-        self._frames.extend(frames)
-        while len(self._frames) > self._max:
-            self._frames.popleft()
-            self.dropped += 1
-        self._wakeup.set()
-
-    def fail(self, error: BaseException) -> None:
-        """End the iteration with `error` (the device went away, the helper process died)."""
-        if not self._closed:
-            self._error = error
-            self.close()
-
-    def close(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    async def __aiter__(self) -> AsyncIterator[CapturedFrame]:
-        while True:
-            while self._frames:
-                yield self._frames.popleft()
-            if self._closed:
-                if self._error is not None:
-                    raise self._error
-                return
-            self._wakeup.clear()
-            await self._wakeup.wait()
+        self._loop.call_soon_threadsafe(self.close, error)
 

@@ -1,5 +1,5 @@
 """`voxroom agent` as a subprocess for end-to-end tests, and the environment that points it at
-the scripted LLM test double (tests/fake_openai_server.py)."""
+the scripted LLM test double (tests/fake_openai_server.py), or both at once (scripted_agent)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
+from agent.testing.scripted_llm import ScriptedLLM
 from bench.livekit_path import worker_process
+from tests.fake_openai_server import fake_openai_server
 
 
 def scripted_llm_env(base_url: str) -> dict[str, str]:
@@ -58,3 +60,14 @@ async def worker_beside_loop(
         yield
     finally:
         await asyncio.to_thread(worker.__exit__, None, None, None)
+
+
+@asynccontextmanager
+async def scripted_agent(
+    server: LiveKitServer, log_path: Path, llm: ScriptedLLM, *args: str, **env: str
+) -> AsyncIterator[None]:
+    """`agent_worker` answering through `llm`, served on this loop as an OpenAI-compatible
+    server."""
+    async with fake_openai_server(llm) as base_url:
+        with agent_worker(server, log_path, *args, **scripted_llm_env(base_url), **env):
+            yield

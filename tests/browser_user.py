@@ -176,6 +176,17 @@ def is_subsequence(needle: list[str], haystack: list[str]) -> bool:
     return all(any(h == n for h in it) for n in needle)
 
 
+def assert_answered_aloud(talk: Conversation, heard: str, reply: str) -> None:
+    """The page showed the question (a transcript with `heard` in it) and `reply`, the agent's
+    states went listening, thinking, speaking, listening, and its voice was audible."""
+    assert heard in talk.user_text.lower(), talk.user_text
+    assert talk.agent_text == reply
+    assert is_subsequence(["listening", "thinking", "speaking", "listening"], talk.states), (
+        talk.states
+    )
+    assert talk.peak_level_speaking > AUDIBLE_RMS, talk
+
+
 async def save_screenshots(page, name: str) -> list[Path]:
     """The page as it is now, at a desktop and a phone size, into test-artifacts/."""
     ARTIFACTS.mkdir(exist_ok=True)

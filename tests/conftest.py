@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,27 +54,34 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for_redis(port, proc, timeout_s=10.0)
+        _wait_until_serving("redis-server", proc, lambda: _redis_answers(port), timeout_s=10.0)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def _wait_for_redis(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_until_serving(name: str, proc: subprocess.Popen[bytes], answers: Callable[[], bool],
+                        timeout_s: float) -> None:
+    """Returns once `answers()`; fails the test when the server `name` exits or stays silent
+    for `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"redis-server exited with code {proc.returncode}", pytrace=False)
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-                conn.sendall(b"PING\r\n")
-                if conn.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            pass
+            pytest.fail(f"{name} exited with code {proc.returncode}", pytrace=False)
+        if answers():
+            return
         time.sleep(0.05)
-    pytest.fail(f"redis-server did not answer on port {port} within {timeout_s:.0f} s")
+    pytest.fail(f"{name} did not answer within {timeout_s:.0f} s")
+
+
+def _redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 def _postgres_binary(name: str) -> str:
@@ -117,7 +124,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     url = f"postgresql://voxroom@127.0.0.1:{port}/postgres"
     try:
-        _wait_for_postgres(url, proc, timeout_s=30.0)
+        _wait_until_serving("postgres", proc, lambda: _postgres_answers(url), timeout_s=30.0)
         yield url
     finally:
         proc.send_signal(signal.SIGINT)  # fast shutdown: SIGTERM would wait for the clients
@@ -125,19 +132,14 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-def _wait_for_postgres(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _postgres_answers(url: str) -> bool:
     import psycopg
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"postgres exited with code {proc.returncode}", pytrace=False)
-        try:
-            psycopg.connect(url, connect_timeout=1).close()
-            return
-        except psycopg.OperationalError:
-            time.sleep(0.05)
-    pytest.fail(f"postgres did not accept connections within {timeout_s:.0f} s")
+    try:
+        psycopg.connect(url, connect_timeout=1).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
+from agent.ops.processes import stop_process
 from room_bridge.cli import SUMMARY_PREFIX
 
 SINK = "voxroom_test"
@@ -59,12 +60,7 @@ def pulse_daemon(home: Path) -> Iterator[dict[str, str]]:
             time.sleep(0.1)
         yield env
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop_process(daemon, 10)
 
 
 async def paplay(env: dict[str, str], wav: Path) -> None:

@@ -23,16 +23,12 @@ from livekit import api, rtc
 
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import ATTR_BRIDGE_CANDIDATE
-from agent.transports.tokens import create_join_token
 from bench.speech import RATE, espeak
+from tests.marks import LIVEKIT_INTEGRATION
 from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
+from tests.room_listener import MeetingListener
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    # LiveKit's dev secret is short; the tokens made here with it are for this server only.
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 SENTENCE = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
 WINDOW = RATE // 50  # 20 ms
@@ -59,41 +55,23 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarr
 # ---- a listener in the room ----------------------------------------------------------------
 
 
-class Listener:
-    """Records the "meeting-audio" track at 16 kHz with each frame's arrival time."""
+class Listener(MeetingListener):
+    """Records the meeting audio with each frame's arrival time."""
 
     def __init__(self) -> None:
-        self.room = rtc.Room()
+        super().__init__()
         self.frames: list[tuple[float, np.ndarray]] = []
         self.subscribed = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def join(self, server: LiveKitServer, room: str) -> None:
-        self.room.on("track_subscribed", self._on_track)
-        token = create_join_token(server.livekit_settings(), room, "listener", dispatch_agent=False)
-        await self.room.connect(server.url, token)
+    def _subscribed(self, subscription: int) -> None:
+        self.subscribed.set()
 
-    def _on_track(self, track: rtc.Track, pub: rtc.RemoteTrackPublication, _p: object) -> None:
-        if pub.name == "meeting-audio":
-            self.subscribed.set()
-            task = asyncio.create_task(self._record(track))
-            self._tasks.add(task)
-
-    async def _record(self, track: rtc.Track) -> None:
-        stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
-        async for event in stream:
-            pcm = np.frombuffer(event.frame.data, np.int16).copy()
-            self.frames.append((time.monotonic(), pcm))
+    def _heard(self, subscription: int, pcm: np.ndarray) -> None:
+        self.frames.append((time.monotonic(), pcm.copy()))
 
     def audio_since(self, t: float) -> np.ndarray:
         chunks = [pcm for at, pcm in self.frames if at >= t]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
-
-    async def leave(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.room.disconnect()
 
 
 # ---- signal analysis -----------------------------------------------------------------------

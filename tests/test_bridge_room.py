@@ -19,13 +19,10 @@ from agent.protocol import MEETING_TRACK
 from agent.transports.tokens import create_join_token
 from room_bridge.bridge import BridgeError, RoomBridge
 from room_bridge.frames import CapturedFrame, FrameQueue, now_ms
+from tests.marks import LIVEKIT_INTEGRATION
+from tests.room_listener import MeetingListener
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    # LiveKit's dev secret is short; the tokens made here with it are for this server only.
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 
 class ToneCaptureDouble:
@@ -58,29 +55,19 @@ class ToneCaptureDouble:
         self.queue.close()
 
 
-class Listener:
-    """Counts loud frames of "meeting-audio" per subscription."""
+class Listener(MeetingListener):
+    """Counts loud frames of the meeting audio per subscription."""
 
     def __init__(self) -> None:
-        self.room = rtc.Room()
+        super().__init__()
         self.loud_frames: list[int] = []  # one counter per subscription of the track
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def join(self, server: LiveKitServer, room: str) -> None:
-        self.room.on("track_subscribed", self._on_track)
-        token = create_join_token(server.livekit_settings(), room, "listener", dispatch_agent=False)
-        await self.room.connect(server.url, token)
+    def _subscribed(self, subscription: int) -> None:
+        self.loud_frames.append(0)
 
-    def _on_track(self, track: rtc.Track, pub: rtc.RemoteTrackPublication, _p: object) -> None:
-        if pub.name == MEETING_TRACK:
-            self.loud_frames.append(0)
-            task = asyncio.create_task(self._count(track, len(self.loud_frames) - 1))
-            self._tasks.add(task)
-
-    async def _count(self, track: rtc.Track, n: int) -> None:
-        async for event in rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1):
-            if np.abs(np.frombuffer(event.frame.data, np.int16)).max() > 4000:
-                self.loud_frames[n] += 1
+    def _heard(self, subscription: int, pcm: np.ndarray) -> None:
+        if np.abs(pcm).max() > 4000:
+            self.loud_frames[subscription] += 1
 
     async def wait_for_audio(self, subscription: int, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -89,12 +76,6 @@ class Listener:
                 return
             await asyncio.sleep(0.05)
         raise AssertionError(f"no audio on subscription {subscription}: {self.loud_frames}")
-
-    async def leave(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.room.disconnect()
 
 
 async def eventually(condition: Callable[[], bool], timeout_s: float) -> None:

@@ -265,31 +265,31 @@ def reply_text(program: bytes) -> str:
     )
 
 
-def assert_cut_between_words(out: list[str], text: str) -> None:
+def cut_between_words(
+    chunker: TextChunker, program: bytes, sizes: bytes
+) -> tuple[str, list[str]]:
+    """The reply of `program`, and the `chunker`'s chunks of it streamed in deltas of `sizes`: the
+    speakable text's words, cut between words, and all of it spoken."""
+    text = reply_text(program)
+    out = chunks(chunker, split(text, sizes))
     assert all(c and c == " ".join(c.split()) for c in out)  # non-empty, single spaces
     assert [w for c in out for w in c.split()] == make_speakable(text).split()
+    assert chunker.spoken_text == make_speakable(text)
+    return text, out
 
 
 @FAST
 @given(st.binary(max_size=160), st.binary(max_size=80))
 def test_sentence_chunks_do_not_depend_on_the_deltas(program: bytes, sizes: bytes) -> None:
-    text = reply_text(program)
-    c = SentenceChunker()
-    out = chunks(c, split(text, sizes))
-    assert_cut_between_words(out, text)
+    text, out = cut_between_words(SentenceChunker(), program, sizes)
     assert out == chunks(SentenceChunker(), [text])
-    assert c.spoken_text == make_speakable(text)
 
 
 @FAST
 @given(st.binary(max_size=160), st.binary(max_size=80))
 def test_lookahead_chunks_are_words_of_the_text(program: bytes, sizes: bytes) -> None:
-    text = reply_text(program)
-    c = LookaheadChunker()
-    out = chunks(c, split(text, sizes))
-    assert_cut_between_words(out, text)
+    _, out = cut_between_words(LookaheadChunker(), program, sizes)
     assert all(words(chunk) >= 2 for chunk in out[:-1])  # never token by token
-    assert c.spoken_text == make_speakable(text)
 
 
 @FAST

@@ -32,6 +32,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.events import event_json
 from state_machine import actions as A
 from state_machine.endpointing import EndpointOptions
+from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import run_virtual
 
 FRAME_S = 0.02
@@ -77,7 +78,7 @@ class ScriptedSTT:
         return self.said(voiced_s)
 
 
-class ScriptedSTTStream:
+class ScriptedSTTStream(STTStreamDouble):
     """TEST DOUBLE: one stream of ScriptedSTT."""
 
     def __init__(self, stt: ScriptedSTT) -> None:
@@ -110,11 +111,6 @@ class ScriptedSTTStream:
     async def flush(self) -> str:
         self.stt.calls += 1
         return await self.stt.decode(self.voiced_frames * FRAME_S)
-
-    async def finalize(self) -> str:
-        text = await self.flush()
-        self.discard()
-        return text
 
     def discard(self) -> None:
         self.voiced_frames = 0
@@ -708,6 +704,13 @@ def _frames(ep: QuestionEndpointer, voiced: bool, start: float, seconds: float) 
     return out
 
 
+def _question_heard(ep: QuestionEndpointer) -> A.RequestCandidate:
+    """A second of question, then 60 ms of quiet: the candidate transcript it asks for."""
+    _frames(ep, True, 0.0, 1.0)
+    [req] = [a for a in _frames(ep, False, 1.0, 0.06) if isinstance(a, A.RequestCandidate)]
+    return req
+
+
 def test_endpointer_restarts_the_answer_when_the_final_question_differs():
     ep = QuestionEndpointer()
     out = _frames(ep, True, 0.0, 1.0)
@@ -737,9 +740,7 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
 def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     ep = QuestionEndpointer(
         CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5)))
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    req = _question_heard(ep)
     out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.2)
     [spec] = [a for a in out if isinstance(a, A.StartReply)]
     out = _frames(ep, False, 1.2, 0.4)
@@ -769,9 +770,7 @@ def test_endpointer_drops_a_candidate_asked_at_a_pause_when_the_interviewer_goes
     # Without the drop, the end of the question would wait for the stale transcript of the
     # pause, and only then ask for one that covers the question.
     ep = QuestionEndpointer()
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    req = _question_heard(ep)
     out = _frames(ep, True, 1.06, 0.06)
     assert A.DropCandidate(req.utterance_id) in out
     out = _frames(ep, True, 1.12, 0.5) + _frames(ep, False, 1.62, 0.06)
@@ -799,9 +798,7 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
     # The same core as the voice agent: "Tell me about a time when." scores unfinished, so
     # the question waits past its 0.7 s plain silence for the rest of it.
     ep = _scored()
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    req = _question_heard(ep)
     out = ep.on_candidate(req.utterance_id, "Tell me about a time when.", 1.0, 1.2)
     [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
     assert score.text == "Tell me about a time when."
@@ -822,9 +819,7 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
 
 def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished():
     ep = _scored()
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    req = _question_heard(ep)
     out = ep.on_candidate(req.utterance_id, "What did you do at", 1.0, 1.2)
     ep.on_turn_score(req.utterance_id, "What did you do at", 0.0, 1.25)
     bound = CopilotOptions().endpoint.silence_unfinished_s

@@ -17,8 +17,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
 from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import (
     ATTR_AGENT_STATE,
@@ -32,14 +30,11 @@ from bench.measure import require
 from bench.room_client import CopilotClient, RoomUser
 from tests.agent_process import scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
+from tests.marks import LIVEKIT_INTEGRATION
 from tests.test_copilot_e2e import RecordingLLM
 from tests.test_third_participant import say
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 ROOM = "copilot-intruder"
 CANDIDATE = "candidate"

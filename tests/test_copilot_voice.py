@@ -63,6 +63,18 @@ def _voiced_s(timeline: TimelineSink, until_s: float) -> float:
     return float(np.count_nonzero(timeline.render(int(until_s * RATE)))) / RATE
 
 
+async def _speaking() -> tuple[WordTTS, TimelineSink, Playout, SpokenAnswerSink]:
+    """A sink with speech on, speaking through a started playout onto a timeline."""
+    clock = asyncio.get_running_loop().time
+    tts = WordTTS()
+    timeline = TimelineSink(RATE, 0.0, clock=clock)
+    playout = Playout(timeline, clock=clock)
+    playout.start()
+    sink = SpokenAnswerSink(ShownSink(), tts)
+    await sink.speak_through(playout)
+    return tts, timeline, playout, sink
+
+
 ANSWER = ["- I studied at TU Munich.\n", "- A master's in computer science, ",
           "finished in 2017.\n"]
 
@@ -96,12 +108,7 @@ def test_speech_is_off_by_default_and_the_answer_is_still_shown() -> None:
 def test_with_speech_on_the_answer_is_spoken_as_it_is_written() -> None:
     async def main() -> tuple[WordTTS, float, float]:
         loop = asyncio.get_running_loop()
-        tts = WordTTS()
-        timeline = TimelineSink(RATE, 0.0, clock=loop.time)
-        playout = Playout(timeline, clock=loop.time)
-        playout.start()
-        sink = SpokenAnswerSink(ShownSink(), tts)
-        await sink.speak_through(playout)
+        tts, timeline, playout, sink = await _speaking()
         await sink.open(1, "Where did you study?")
         await sink.write(1, ANSWER[0])
         await asyncio.sleep(0.5)  # the rest of the answer is still being written...
@@ -125,12 +132,7 @@ def test_with_speech_on_the_answer_is_spoken_as_it_is_written() -> None:
 def test_a_superseded_answer_or_speech_turned_off_falls_silent_at_once(how: str) -> None:
     async def main() -> tuple[float, float, WordTTS]:
         loop = asyncio.get_running_loop()
-        tts = WordTTS()
-        timeline = TimelineSink(RATE, 0.0, clock=loop.time)
-        playout = Playout(timeline, clock=loop.time)
-        playout.start()
-        sink = SpokenAnswerSink(ShownSink(), tts)
-        await sink.speak_through(playout)
+        tts, timeline, playout, sink = await _speaking()
         await sink.open(1, "Tell me about yourself.")
         await sink.write(1, "- " + " ".join(["word"] * 40) + ".\n")  # ~10 s of speech
         await asyncio.sleep(1.0)
@@ -152,12 +154,7 @@ def test_a_superseded_answer_or_speech_turned_off_falls_silent_at_once(how: str)
 def test_a_new_answer_cuts_the_voice_of_the_one_before() -> None:
     async def main() -> tuple[list[str], TimelineSink, float]:
         loop = asyncio.get_running_loop()
-        tts = WordTTS()
-        timeline = TimelineSink(RATE, 0.0, clock=loop.time)
-        playout = Playout(timeline, clock=loop.time)
-        playout.start()
-        sink = SpokenAnswerSink(ShownSink(), tts)
-        await sink.speak_through(playout)
+        tts, timeline, playout, sink = await _speaking()
         await sink.open(1, "First?")
         await sink.write(1, "- " + " ".join(["one"] * 40) + ".\n")
         await sink.close(1, "complete")  # written, but far from spoken

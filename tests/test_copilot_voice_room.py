@@ -11,7 +11,6 @@ import json
 from collections.abc import AsyncIterator
 
 import numpy as np
-import pytest
 from livekit import api, rtc
 
 from agent.copilot.room import CopilotSession
@@ -28,12 +27,9 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_bridge_token, create_join_token
 from bench.measure import require
 from bench.speech import RATE, espeak, with_silence
+from tests.marks import LIVEKIT_INTEGRATION
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning"),
-]
+pytestmark = LIVEKIT_INTEGRATION
 
 QUESTION = "Where did you go to university?"
 REPLY = "- I studied at the Technical University of Munich.\n- Computer science, in 2017.\n"

@@ -40,11 +40,10 @@ from agent.transports.tokens import create_join_token
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
 from tests.agent_process import scripted_llm_env
+from tests.marks import LIVEKIT_INTEGRATION
 from tests.pod_home import pod_worker, sandbox_available
-from tests.test_livekit_server import _DEV_SECRET_WARNING
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
-              pytest.mark.filterwarnings(_DEV_SECRET_WARNING)]
+pytestmark = LIVEKIT_INTEGRATION
 
 AGENT = "voxroom-hosts"
 # Long and slowly streamed: its chunks reach the speaker one by one over seconds, so the

@@ -7,10 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,13 +30,13 @@ from agent.transports.direct import (
 from agent.transports.room_session import RoomPublisher
 from agent.transports.web_server import WebSettings
 from agent.voice.events import AudioStart, StateChanged, Transcript, TtsChunk, Turn, TurnRetracted
+from bench.livekit_path import worker_process
 from state_machine.states import AgentState
 from tests.agent_process import scripted_llm_env
 from tests.browser_user import (
-    AUDIBLE_RMS,
+    assert_answered_aloud,
     browser_page,
     converse,
-    is_subsequence,
     question_wav,
     save_screenshots,
 )
@@ -298,35 +294,12 @@ async def test_direct_config_and_access(static_dir: Path) -> None:
 
 @contextmanager
 def direct_demo(port: int, log_path: Path, cwd: Path, **env: str) -> Iterator[str]:
-    """`voxroom demo --direct` as a subprocess; yields the page's URL once it serves."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT), **env}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "demo", "--direct", "--port", str(port)],
-        cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    serving = threading.Event()
-
-    def drain() -> None:
-        with open(log_path, "w") as log:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if line.startswith("Open http"):
-                    serving.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    try:
-        if not serving.wait(180):
-            proc.kill()
-            pytest.fail(f"the demo did not start:\n{log_path.read_text()[-3000:]}")
+    """`voxroom demo --direct` as a subprocess; yields the page's URL once it serves, and
+    stops it (SIGTERM: the demo stops the page and the conversation) afterwards."""
+    argv = ["-m", "agent.cli", "demo", "--direct", "--port", str(port)]
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT), **env}
+    with worker_process(argv, env, log_path, ready="Open http", timeout_s=180, cwd=cwd):
         yield f"http://127.0.0.1:{port}/"
-    finally:
-        proc.terminate()  # SIGTERM: the demo stops the page and the conversation
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.slow
@@ -346,12 +319,7 @@ async def test_browser_talks_to_the_agent_directly(tmp_path: Path) -> None:
                 readout = await latency.text_content() or ""
                 shots = await save_screenshots(page, "direct")
     print(f"\n{talk}\nlatency readout: {readout}\nscreenshots: {[str(p) for p in shots]}")
-    assert "capital" in talk.user_text.lower(), talk.user_text
-    assert talk.agent_text == REPLY
-    assert is_subsequence(["listening", "thinking", "speaking", "listening"], talk.states), (
-        talk.states
-    )
-    assert talk.peak_level_speaking > AUDIBLE_RMS, talk
+    assert_answered_aloud(talk, heard="capital", reply=REPLY)
     assert readout.startswith("Last turn: ") and " ms to the agent's first word" in readout
     log = (tmp_path / "demo.log").read_text()
     assert "Mode: direct" in log

@@ -14,9 +14,14 @@ import pytest
 from agent.apps.doctor import FAIL, OK, SKIP, Doctor, Speech, format_table
 from agent.cli import main
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings, TurnSettings
+from agent.testing.remote_doubles import (
+    DeepgramServerDouble,
+    silence,
+    speech,
+    word_code_recogniser,
+)
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
-from tests.fake_deepgram import FakeDeepgram, silence, speech
 
 
 def dead_url(scheme: str = "http", path: str = "/v1") -> str:
@@ -76,7 +81,7 @@ async def test_remote_livekit_needs_no_local_binary() -> None:
 
 
 async def test_deepgram_hears_the_test_speech() -> None:
-    async with FakeDeepgram(["hello there general kenobi"]) as fake:
+    async with DeepgramServerDouble(word_code_recogniser(["hello there general kenobi"])) as fake:
         stt = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
         test_speech = Speech("Hello there, general Kenobi!",
                              np.concatenate([speech(0, 4), silence(100)]))

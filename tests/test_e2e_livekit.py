@@ -19,8 +19,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
 from bench.room_client import RoomUser
 from bench.speech import RATE, espeak, last_voiced_sample, with_silence
-from tests.agent_process import agent_worker, scripted_llm_env
-from tests.fake_openai_server import fake_openai_server
+from tests.agent_process import agent_worker, scripted_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,31 +65,29 @@ async def converse(server: LiveKitServer, room: str, question: str) -> tuple[Roo
 async def test_spoken_question_gets_the_scripted_spoken_answer(
     livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
 ) -> None:
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        env = scripted_llm_env(base_url)
-        with agent_worker(livekit_server, tmp_path / "worker.log", **env):
-            user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
-            try:
-                states = [s for t, s in user.states if t >= timing["speech_end"] - 5]
-                assert _subsequence(["listening", "thinking", "speaking", "listening"],
-                                    ["listening", *states]), user.states
-                agent_id = user.agent_identity
-                assert agent_id is not None
-                [agent_text] = user.final_texts(agent_id)
-                assert agent_text == REPLY
-                [user_text] = user.final_texts("user-1")
-                # espeak-ng's voice through Opus and Whisper tiny: "of France" is often heard
-                # as "and France"; the question word must come through.
-                assert "capital" in user_text.lower(), user_text
-                heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
-                error = jiwer.wer(_norm(agent_text), _norm(heard))
-                assert error <= 0.25, f"heard {heard!r} for {agent_text!r}"
-                assert timing["first_audio"] is not None
-                v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
-                record_property("voice_to_voice_ms", round(v2v_ms))
-                print(f"\nvoice-to-voice at the client: {v2v_ms:.0f} ms; heard: {heard!r}")
-            finally:
-                await user.close()
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
+        try:
+            states = [s for t, s in user.states if t >= timing["speech_end"] - 5]
+            assert _subsequence(["listening", "thinking", "speaking", "listening"],
+                                ["listening", *states]), user.states
+            agent_id = user.agent_identity
+            assert agent_id is not None
+            [agent_text] = user.final_texts(agent_id)
+            assert agent_text == REPLY
+            [user_text] = user.final_texts("user-1")
+            # espeak-ng's voice through Opus and Whisper tiny: "of France" is often heard
+            # as "and France"; the question word must come through.
+            assert "capital" in user_text.lower(), user_text
+            heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
+            error = jiwer.wer(_norm(agent_text), _norm(heard))
+            assert error <= 0.25, f"heard {heard!r} for {agent_text!r}"
+            assert timing["first_audio"] is not None
+            v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
+            record_property("voice_to_voice_ms", round(v2v_ms))
+            print(f"\nvoice-to-voice at the client: {v2v_ms:.0f} ms; heard: {heard!r}")
+        finally:
+            await user.close()
 
 
 async def test_bundled_llm_gives_a_spoken_answer(

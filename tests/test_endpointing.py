@@ -7,6 +7,7 @@ detector 60 ms after its; a candidate is asked 60 ms into a pause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -66,8 +67,12 @@ def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
     assert [a.reason for _, a in tl.of(A.CancelReply)] == ["user resumed speaking"]
 
 
-def test_an_unfinished_turn_ends_at_the_bound_if_the_speaker_never_goes_on() -> None:
-    tl = scored(lambda s, e: "Could you tell me.", lambda text: 0.0)
+@pytest.mark.parametrize(("said", "score"), [
+    ("Could you tell me.", 0.0),  # scored unfinished, and the speaker never goes on
+    ("I need a recipe for dinner, so, um.", 0.9),  # a trailing filler, whatever the score
+])
+def test_an_unfinished_turn_ends_at_the_bound(said: str, score: float) -> None:
+    tl = scored(lambda s, e: said, lambda text: score)
     tl.run(speech((0.5, 1.5)), until_s=5.0)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
@@ -92,13 +97,6 @@ def test_an_input_that_stops_sending_frames_ends_its_turn_late_by_the_allowance(
     # The candidate is asked once the allowance is spent, and scored after the decode.
     asked = 1.5 + e.late_input_s + e.candidate_silence_s
     assert t_commit == approx(asked + FakeEngines().stt_delay_s + FakeEngines().score_delay_s)
-
-
-def test_a_trailing_filler_waits_whatever_the_model_says() -> None:
-    tl = scored(lambda s, e: "I need a recipe for dinner, so, um.", lambda text: 0.9)
-    tl.run(speech((0.5, 1.5)), until_s=5.0)
-    [(t_commit, _)] = tl.of(A.CommitUserTurn)
-    assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
 
 
 def test_the_same_words_after_more_voice_are_scored_again() -> None:
@@ -150,9 +148,15 @@ def test_unscored_options_never_ask_for_a_score() -> None:
 # ---- barge-in -----------------------------------------------------------------------------
 
 
-def answer_then(interjection: str):  # type: ignore[no-untyped-def]
+def answer_then(
+    interjection: str, early: str = "", heard_whole_at_s: float = 0.0
+) -> Callable[[float, float], str]:
+    """Transcripts of the question (what starts before 2.5 s), then of `interjection`; of
+    only `early`, its start, in a request that ends before `heard_whole_at_s`."""
     def transcript(start: float, end: float) -> str:
-        return "what time is it?" if start < 2.5 else interjection
+        if start < 2.5:
+            return "what time is it?"
+        return early if end < heard_whole_at_s else interjection
 
     return transcript
 
@@ -187,12 +191,8 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
 
 
 def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> None:
-    def transcript(start: float, end: float) -> str:
-        if start < 2.5:
-            return "what time is it?"
-        return "Okay." if end < 3.5 else "Okay, and what about tomorrow?"
-
-    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=4.0))
+    heard = answer_then("Okay, and what about tomorrow?", early="Okay.", heard_whole_at_s=3.5)
+    tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=4.0))
     tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=9.0)
     assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
     assert tl.of(A.BargeIn)
@@ -200,12 +200,9 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
 
 
 def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer() -> None:
-    def transcript(start: float, end: float) -> str:
-        if start < 2.5:
-            return "what time is it?"
-        return "Thank." if end < 3.4 else "Thank you."  # the early request hears a fragment
-
-    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
+    # The early request hears a fragment.
+    heard = answer_then("Thank you.", early="Thank.", heard_whole_at_s=3.4)
+    tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     [(t_resume, _)] = tl.of(A.ResumePlayback)
@@ -214,12 +211,8 @@ def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer() -> None:
 
 
 def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
-    def transcript(start: float, end: float) -> str:
-        if start < 2.5:
-            return "what time is it?"
-        return "No." if end < 3.4 else "No, in Tokyo?"
-
-    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    heard = answer_then("No, in Tokyo?", early="No.", heard_whole_at_s=3.4)
+    tl = Timeline(engines=FakeEngines(transcript=heard))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     [(t_barge, _)] = tl.of(A.BargeIn)
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
@@ -271,12 +264,8 @@ def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> 
 
 def test_two_words_made_up_from_the_start_of_a_hum_wait_for_the_whole_sound() -> None:
     # Through LiveKit the first half-second of "mm hmm" was heard as "and remember".
-    def transcript(start: float, end: float) -> str:
-        if start < 2.5:
-            return "what time is it?"
-        return "and remember" if end < 3.4 else "Mm-hmm."
-
-    tl = Timeline(engines=FakeEngines(transcript=transcript, reply_length_s=3.0))
+    heard = answer_then("Mm-hmm.", early="and remember", heard_whole_at_s=3.4)
+    tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)

@@ -20,12 +20,11 @@ from agent.ops.livekit_server import (
     find_livekit_server,
 )
 from agent.transports.tokens import create_join_token
+from tests.marks import DEV_SECRET
 
 SAMPLE_RATE = 48000
 FRAME = SAMPLE_RATE // 100  # 10 ms
 TONE_HZ = 440.0
-# LiveKitAPI signs its own requests with the short dev secret.
-_DEV_SECRET_WARNING = "ignore::jwt.InsecureKeyLengthWarning"
 
 
 # --- finding and building the binary --------------------------------------------------------
@@ -219,7 +218,7 @@ async def _assert_audio_flows(publish_to: LiveKitServer, subscribe_to: LiveKitSe
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings(_DEV_SECRET_WARNING)
+@DEV_SECRET  # LiveKitAPI signs its requests with it
 async def test_room_service_and_audio_over_udp(livekit_server: LiveKitServer) -> None:
     from livekit import api
 
@@ -239,7 +238,7 @@ async def test_room_service_and_audio_over_udp(livekit_server: LiveKitServer) ->
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings(_DEV_SECRET_WARNING)
+@DEV_SECRET  # LiveKitAPI signs its requests with it
 async def test_two_nodes_sharing_redis_carry_audio(redis_url: str, tmp_path: Path) -> None:
     from livekit import api
 

@@ -142,16 +142,19 @@ async def test_reply_chunks_are_the_replies_cut_as_the_workers_cut_them() -> Non
     assert len(chunks) > len(replies)  # a short first chunk, then the rest
 
 
+def loadtest(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`voxroom loadtest ARGS` run to its end, successfully."""
+    proc = subprocess.run([sys.executable, "-m", "agent.cli", "loadtest", *args],
+                          cwd=repo_root, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_one_room_loadtest_reports_every_figure(tmp_path: Path, repo_root: Path) -> None:
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "loadtest", "--rooms", "1", "--duration", "10",
-         "--json", "--out", str(out)],
-        cwd=repo_root, capture_output=True, text=True, timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = loadtest(repo_root, "--rooms", "1", "--duration", "10", "--json", "--out", str(out))
     assert "step N=1" in proc.stderr  # progress goes to the terminal
     report = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == report
@@ -174,12 +177,8 @@ def test_remote_engines_loadtest_runs_the_workers_on_the_doubles(
     tmp_path: Path, repo_root: Path
 ) -> None:
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "loadtest", "--engines", "remote", "--rooms", "1",
-         "--duration", "10", "--json", "--out", str(out)],
-        cwd=repo_root, capture_output=True, text=True, timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    loadtest(repo_root, "--engines", "remote", "--rooms", "1", "--duration", "10", "--json",
+             "--out", str(out))
     report = json.loads(out.read_text())
     engines = report["engines"]
     # one connection is the worker's provider check at start, one the session's
@@ -200,12 +199,8 @@ def test_compare_agentsession_runs_the_same_load_against_both_workers(
     tmp_path: Path, repo_root: Path
 ) -> None:
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "loadtest", "--rooms", "1", "--duration", "8",
-         "--compare-agentsession", "--out", str(out)],
-        cwd=repo_root, capture_output=True, text=True, timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = loadtest(repo_root, "--rooms", "1", "--duration", "8", "--compare-agentsession",
+                    "--out", str(out))
     assert "agentsession-tuned step N=1" in proc.stderr
     assert "side by side" in proc.stdout
     report = json.loads(out.read_text())

@@ -27,11 +27,30 @@ def parts(tmp_path: Path) -> tuple[list[Path], bytes, str]:
     return paths, whole, hashlib.sha256(whole).hexdigest()
 
 
+@pytest.fixture
+def joined(tmp_path: Path, parts) -> tuple[list[Path], Path, bytes, str]:
+    """`parts` joined into tmp_path/model.gguf: the parts, the file, its bytes and sha256."""
+    paths, whole, sha = parts
+    dest = tmp_path / "model.gguf"
+    models.prepare_joined(paths, dest, sha, progress=False)
+    return paths, dest, whole, sha
+
+
 def _cache_with_parts(monkeypatch, tmp_path: Path, paths: list[Path], sha: str) -> None:
     """A fresh model cache under tmp_path, with `paths` as the GGUF's parts of sha256 `sha`."""
     monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(models, "qwen_part_paths", lambda: paths)
     monkeypatch.setattr(models, "QWEN_SHA256", sha)
+
+
+def _overwrite(dest: Path, data: bytes, *, at: int = 0, later_ns: int = 0) -> None:
+    """`data` written over `dest` at offset `at`, its size kept and its mtime moved
+    `later_ns` on."""
+    stat = dest.stat()
+    with dest.open("r+b") as f:
+        f.seek(at)
+        f.write(data)
+    os.utime(dest, ns=(stat.st_atime_ns, stat.st_mtime_ns + later_ns))
 
 
 def _no_hashing(*_args: object) -> str:
@@ -49,10 +68,8 @@ def test_join_writes_the_concatenation_and_a_stamp(tmp_path: Path, parts) -> Non
     ]
 
 
-def test_a_stamped_file_is_reused_without_hashing(tmp_path: Path, parts, monkeypatch) -> None:
-    paths, _, sha = parts
-    dest = tmp_path / "model.gguf"
-    models.prepare_joined(paths, dest, sha, progress=False)
+def test_a_stamped_file_is_reused_without_hashing(joined, monkeypatch) -> None:
+    paths, dest, _, sha = joined
     mtime = dest.stat().st_mtime_ns
     monkeypatch.setattr(models, "_file_sha256", _no_hashing)
     monkeypatch.setattr(models, "_join", _no_hashing)
@@ -80,26 +97,16 @@ def test_partial_file_is_rejoined(tmp_path: Path, parts) -> None:
     assert dest.read_bytes() == whole
 
 
-def test_modified_file_is_detected_by_its_stamp_and_rejoined(tmp_path: Path, parts) -> None:
-    paths, whole, sha = parts
-    dest = tmp_path / "model.gguf"
-    models.prepare_joined(paths, dest, sha, progress=False)
-    with dest.open("r+b") as f:
-        f.seek(1234)
-        f.write(b"\x00\x01\x02")
-    os.utime(dest, ns=(dest.stat().st_atime_ns, dest.stat().st_mtime_ns + 1_000_000))
+def test_modified_file_is_detected_by_its_stamp_and_rejoined(joined) -> None:
+    paths, dest, whole, sha = joined
+    _overwrite(dest, b"\x00\x01\x02", at=1234, later_ns=1_000_000)
     models.prepare_joined(paths, dest, sha, progress=False)
     assert dest.read_bytes() == whole
 
 
-def test_reverify_catches_corruption_the_stamp_cannot_see(tmp_path: Path, parts) -> None:
-    paths, whole, sha = parts
-    dest = tmp_path / "model.gguf"
-    models.prepare_joined(paths, dest, sha, progress=False)
-    stat = dest.stat()
-    with dest.open("r+b") as f:
-        f.write(b"corrupt")
-    os.utime(dest, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime
+def test_reverify_catches_corruption_the_stamp_cannot_see(joined) -> None:
+    paths, dest, whole, sha = joined
+    _overwrite(dest, b"corrupt")  # same size and mtime
     assert not models.verify_joined(dest, sha)
     models.prepare_joined(paths, dest, sha, progress=False, reverify=True)
     assert dest.read_bytes() == whole

@@ -9,8 +9,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import pytest
-
 from agent.ops.livekit_server import LiveKitServer
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
@@ -19,10 +17,10 @@ from bench.livekit_path import worker_process
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
 from tests.agent_process import scripted_llm_env
-from tests.test_livekit_server import _DEV_SECRET_WARNING, _media_remote_candidates
+from tests.marks import LIVEKIT_INTEGRATION
+from tests.test_livekit_server import _media_remote_candidates
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
-              pytest.mark.filterwarnings(_DEV_SECRET_WARNING)]
+pytestmark = LIVEKIT_INTEGRATION
 
 AGENT = "voxroom-multinode"
 REPLY = "It is noon."

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings
+from agent.testing.remote_doubles import DeepgramServerDouble, word_code_recogniser
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.worker.provider_checks import (
@@ -19,7 +20,6 @@ from agent.worker.provider_checks import (
     check_openai_llm,
     check_providers,
 )
-from tests.fake_deepgram import FakeDeepgram
 from tests.local_http import free_port, serve_app
 
 
@@ -75,7 +75,7 @@ async def test_server_without_a_model_listing_passes_unverified() -> None:
 
 
 async def test_deepgram_handshake() -> None:
-    async with FakeDeepgram(["unused"]) as fake:
+    async with DeepgramServerDouble(word_code_recogniser(["unused"])) as fake:
         good = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
         assert "accepted the key" in await check_deepgram(good)
         with pytest.raises(ProviderError, match=r"rejected the API key.*DEEPGRAM_API_KEY"):

@@ -9,11 +9,17 @@ import pytest
 from agent.config import STTSettings
 from agent.providers import load_speech_engines, load_stt
 from agent.stt.deepgram import DeepgramSTT
-from tests.fake_deepgram import FakeDeepgram, silence, speech
+from agent.testing.remote_doubles import (
+    DeepgramServerDouble,
+    silence,
+    speech,
+    word_code_recogniser,
+)
 
 
 async def test_deepgram_provider_is_chosen_and_transcribes() -> None:
-    async with FakeDeepgram(["what time is it in paris"]) as fake:
+    heard = word_code_recogniser(["what time is it in paris"])
+    async with DeepgramServerDouble(heard, keep_audio=True) as fake:
         settings = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
         stt = load_stt(settings)
         assert isinstance(stt, DeepgramSTT)

@@ -9,7 +9,12 @@ import numpy as np
 import soxr
 
 from agent.stt.deepgram import DeepgramSTT
-from agent.testing.remote_doubles import DeepgramServerDouble, TTSServerDouble, Utterance
+from agent.testing.remote_doubles import (
+    DeepgramServerDouble,
+    TTSServerDouble,
+    Utterance,
+    utterance_recogniser,
+)
 from bench.speech import espeak, with_silence
 
 SENTENCES = (
@@ -30,7 +35,7 @@ def _as_heard(pcm: np.ndarray) -> np.ndarray:
 async def test_the_deepgram_double_recognises_the_speech_it_was_given() -> None:
     speech = [espeak(s) for s in SENTENCES]
     given = [Utterance(t, p) for t, p in zip(SENTENCES, speech, strict=True)]
-    async with DeepgramServerDouble(given, delay_ms=(20, 60)) as double:
+    async with DeepgramServerDouble(utterance_recogniser(given), delay_ms=(20, 60)) as double:
         stt = DeepgramSTT("test-key", base_url=double.url)
         async with stt.stream() as stream:
             heard = []
@@ -49,14 +54,15 @@ async def test_the_deepgram_double_recognises_the_speech_it_was_given() -> None:
     assert last == SENTENCES[1]
     interim = [p.text for p in partials if not p.final and p.text]
     assert interim and all(SENTENCES[1].startswith(t) for t in interim)
-    assert double.connections == 2
+    assert len(double.connections) == 2
     assert double.recognised == [SENTENCES[k] for k in (2, 0, 3, 1, 1)]
 
 
 async def test_the_deepgram_double_answers_only_with_the_right_key() -> None:
     from agent.stt.deepgram import DeepgramAuthError
 
-    async with DeepgramServerDouble([Utterance(SENTENCES[0], espeak(SENTENCES[0]))]) as double:
+    given = [Utterance(SENTENCES[0], espeak(SENTENCES[0]))]
+    async with DeepgramServerDouble(utterance_recogniser(given)) as double:
         stt = DeepgramSTT("wrong-key", base_url=double.url)
         async with stt.stream() as stream:
             stream.push(np.zeros(3200, np.int16))

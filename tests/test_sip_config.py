@@ -13,6 +13,7 @@ from livekit.protocol import sip
 
 from agent.config import LiveKitSettings
 from agent.ops.livekit_server import LiveKitServer
+from tests.marks import DEV_SECRET
 
 SIP_DIR = Path(__file__).resolve().parent.parent / "infra" / "sip"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "sip.md"
@@ -52,7 +53,7 @@ def test_sip_service_config_and_the_doc() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning")  # the dev secret
+@DEV_SECRET
 async def test_livekit_server_takes_the_trunk_and_the_rule(redis_url: str) -> None:
     from livekit import api
 

@@ -1,6 +1,6 @@
-"""The Deepgram streaming adapter against a test double of Deepgram's websocket
-(tests/fake_deepgram.py): results, events, Finalize, keep-alive, reconnect with replay,
-errors, cancellation."""
+"""The Deepgram streaming adapter against the test double of Deepgram's websocket
+(agent/testing/remote_doubles.py, hearing word codes): results, events, Finalize, keep-alive,
+reconnect with replay, errors, cancellation."""
 
 from __future__ import annotations
 
@@ -24,7 +24,13 @@ from agent.stt.deepgram import (
     SpeechStarted,
     UtteranceEnd,
 )
-from tests.fake_deepgram import FRAME_BYTES, FakeDeepgram, silence, speech
+from agent.testing.remote_doubles import (
+    FRAME_BYTES,
+    DeepgramServerDouble,
+    silence,
+    speech,
+    word_code_recogniser,
+)
 
 SCRIPT = ["hello there general kenobi", "what time is it in paris", "ignore this please"]
 FAST = DeepgramOptions(reconnect_backoff_s=0.01, reconnect_backoff_max_s=0.05,
@@ -32,9 +38,14 @@ FAST = DeepgramOptions(reconnect_backoff_s=0.01, reconnect_backoff_max_s=0.05,
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeDeepgram]:
-    async with FakeDeepgram(SCRIPT) as server:
+async def fake() -> AsyncIterator[DeepgramServerDouble]:
+    async with scripted_deepgram() as server:
         yield server
+
+
+def scripted_deepgram(**options: bool) -> DeepgramServerDouble:
+    """The Deepgram double hearing SCRIPT in word codes, keeping the audio it receives."""
+    return DeepgramServerDouble(word_code_recogniser(SCRIPT), keep_audio=True, **options)
 
 
 def make_stt(url: str, key: str = "test-key", **options: float) -> DeepgramSTT:
@@ -60,7 +71,7 @@ def stream_tasks() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if "DeepgramSTTStream" in t.get_coro().__qualname__}
 
 
-async def test_interim_then_final_results(fake: FakeDeepgram) -> None:
+async def test_interim_then_final_results(fake: DeepgramServerDouble) -> None:
     async with make_stt(fake.url).stream() as stream:
         # 4 words, then 600 ms of silence: Deepgram's endpoint comes after 300 ms.
         push(stream, np.concatenate([speech(0, 4), silence(600)]))
@@ -82,7 +93,9 @@ async def test_interim_then_final_results(fake: FakeDeepgram) -> None:
     }
 
 
-async def test_finalize_flushes_the_tail_and_starts_a_new_utterance(fake: FakeDeepgram) -> None:
+async def test_finalize_flushes_the_tail_and_starts_a_new_utterance(
+    fake: DeepgramServerDouble,
+) -> None:
     async with make_stt(fake.url).stream() as stream:
         push(stream, speech(1, 6))  # no trailing silence: only Finalize makes it final
         assert await stream.finalize() == SCRIPT[1]
@@ -91,7 +104,9 @@ async def test_finalize_flushes_the_tail_and_starts_a_new_utterance(fake: FakeDe
     assert fake.connection().count("Finalize") == 2
 
 
-async def test_flush_gives_the_text_so_far_and_the_utterance_goes_on(fake: FakeDeepgram) -> None:
+async def test_flush_gives_the_text_so_far_and_the_utterance_goes_on(
+    fake: DeepgramServerDouble,
+) -> None:
     async with make_stt(fake.url).stream() as stream:
         words = speech(1, 6)
         push(stream, words[: len(words) // 2])
@@ -104,7 +119,7 @@ async def test_flush_gives_the_text_so_far_and_the_utterance_goes_on(fake: FakeD
     assert fake.connection().count("Finalize") == 3
 
 
-async def test_transcribe_one_shot(fake: FakeDeepgram) -> None:
+async def test_transcribe_one_shot(fake: DeepgramServerDouble) -> None:
     pcm = np.concatenate([speech(1, 3), silence(100)])
     assert await make_stt(fake.url).transcribe(pcm) == "what time is"
     conn = fake.connection()
@@ -112,7 +127,7 @@ async def test_transcribe_one_shot(fake: FakeDeepgram) -> None:
     assert [k for k, _ in conn.controls] == ["Finalize", "CloseStream"]
 
 
-async def test_speech_events(fake: FakeDeepgram) -> None:
+async def test_speech_events(fake: DeepgramServerDouble) -> None:
     async with make_stt(fake.url).stream() as stream:
         # 10 frames of speech, 55 of silence, then speech again.
         push(stream, np.concatenate([speech(0, 2), silence(1100), speech(1, 1)]))
@@ -130,7 +145,7 @@ async def test_speech_events(fake: FakeDeepgram) -> None:
     ]
 
 
-async def test_discard_drops_the_false_start(fake: FakeDeepgram) -> None:
+async def test_discard_drops_the_false_start(fake: DeepgramServerDouble) -> None:
     async with make_stt(fake.url).stream() as stream:
         push(stream, speech(2, 2))
         stream.discard()
@@ -140,7 +155,7 @@ async def test_discard_drops_the_false_start(fake: FakeDeepgram) -> None:
     assert fake.connection().controls[0] == ("Finalize", speech(2, 2).nbytes)
 
 
-async def test_discard_after_deepgrams_endpoint(fake: FakeDeepgram) -> None:
+async def test_discard_after_deepgrams_endpoint(fake: DeepgramServerDouble) -> None:
     async with make_stt(fake.url).stream() as stream:
         push(stream, np.concatenate([speech(2, 2), silence(400)]))
         await next_final(stream.partials())  # speech_final for the false start
@@ -150,7 +165,7 @@ async def test_discard_after_deepgrams_endpoint(fake: FakeDeepgram) -> None:
         assert await stream.finalize() == "what time is"
 
 
-async def test_keepalive_only_while_idle(fake: FakeDeepgram) -> None:
+async def test_keepalive_only_while_idle(fake: DeepgramServerDouble) -> None:
     async with make_stt(fake.url, keepalive_interval_s=0.25).stream() as stream:
         await fake.wait_until(lambda: fake.last_count("KeepAlive") >= 2)
         pcm = speech(0, 4)
@@ -163,7 +178,7 @@ async def test_keepalive_only_while_idle(fake: FakeDeepgram) -> None:
     assert during_audio == []
 
 
-async def test_dropped_connection_resends_unconfirmed_audio(fake: FakeDeepgram) -> None:
+async def test_dropped_connection_resends_unconfirmed_audio(fake: DeepgramServerDouble) -> None:
     first = np.concatenate([speech(0, 4), silence(600)])  # final at frame 20 + 15
     second = np.concatenate([speech(1, 6), silence(100)])
     async with make_stt(fake.url).stream() as stream:
@@ -185,7 +200,7 @@ async def test_dropped_connection_resends_unconfirmed_audio(fake: FakeDeepgram) 
     assert len(dropped.audio) + len(resumed.audio) - replayed == len(pushed)
 
 
-async def test_bad_key_is_a_clear_error(fake: FakeDeepgram) -> None:
+async def test_bad_key_is_a_clear_error(fake: DeepgramServerDouble) -> None:
     stt = make_stt(fake.url, key="wrong-key")
     with pytest.raises(DeepgramAuthError, match=r"rejected the API key \(HTTP 401"):
         await stt.transcribe(speech(0, 2))
@@ -224,7 +239,7 @@ async def test_connect_timeout() -> None:
 
 
 async def test_finalize_timeout_falls_back_to_interim_text() -> None:
-    async with FakeDeepgram(SCRIPT, answer_finalize=False) as fake:
+    async with scripted_deepgram(answer_finalize=False) as fake:
         async with make_stt(fake.url, finalize_timeout_s=0.3).stream() as stream:
             push(stream, speech(1, 3))
             assert await stream.finalize() == "what time is"
@@ -234,7 +249,7 @@ async def test_finalize_timeout_falls_back_to_interim_text() -> None:
 
 
 async def test_cancellation_leaves_no_tasks() -> None:
-    async with FakeDeepgram(SCRIPT, answer_finalize=False) as fake:
+    async with scripted_deepgram(answer_finalize=False) as fake:
         stt = make_stt(fake.url, finalize_timeout_s=30.0)
         stream = stt.stream()
         push(stream, speech(1, 3))
@@ -261,7 +276,7 @@ async def test_cancellation_leaves_no_tasks() -> None:
 
 
 async def test_aclose_when_the_server_ignores_closestream() -> None:
-    async with FakeDeepgram(SCRIPT, honour_close_stream=False) as fake:
+    async with scripted_deepgram(honour_close_stream=False) as fake:
         stream = make_stt(fake.url, close_timeout_s=0.2).stream()
         push(stream, speech(0, 1))
         await fake.wait_until(lambda: len(fake.connections) == 1)

@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,7 @@ from agent.transports.tokens import create_join_token
 from bench.measure import wait_until
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
-from tests.agent_process import agent_worker, scripted_llm_env
-from tests.fake_openai_server import fake_openai_server
+from tests.agent_process import scripted_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,6 +45,12 @@ def see_agent_already_there(user: RoomUser) -> None:
                 user.states.append((time.monotonic(), state))
 
 
+def joining(server: LiveKitServer, room: str, identity: str, **token: Any) -> RoomUser:
+    """A RoomUser about to join `room` as `identity`; `token` as create_join_token takes it."""
+    return RoomUser(server.url, create_join_token(server.livekit_settings(), room, identity,
+                                                  **token))
+
+
 async def say(user: RoomUser, text: str) -> float:
     """Say `text` in real time with the mic left open afterwards; returns the end time."""
     await user.speak(with_silence(espeak(text), 0.3, 0.0))
@@ -54,69 +60,60 @@ async def say(user: RoomUser, text: str) -> float:
 async def test_a_third_participant_is_not_answered(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
-    settings = livekit_server.livekit_settings()
-    room = "third-party"
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
-            user = RoomUser(livekit_server.url, create_join_token(settings, room, "user-1"))
-            intruder = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "intruder", dispatch_agent=False))
-            await user.connect()
-            try:
-                await user.wait_for_state("listening", after=0, timeout_s=180)
-                await intruder.connect()
-                user_mic = asyncio.create_task(user.silence(60))
-                said = await say(intruder, QUESTION)
-                await asyncio.sleep(IGNORED_WAIT_S)
-                states = [s for t, s in user.states if t > said - 3]
-                assert "thinking" not in states and "speaking" not in states, user.states
-                agent = user.agent_identity
-                assert agent is not None and user.final_texts(agent) == []
-                assert intruder.first_audio_after(said) is None  # not a word to anyone
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        user = joining(livekit_server, "third-party", "user-1")
+        intruder = joining(livekit_server, "third-party", "intruder", dispatch_agent=False)
+        await user.connect()
+        try:
+            await user.wait_for_state("listening", after=0, timeout_s=180)
+            await intruder.connect()
+            user_mic = asyncio.create_task(user.silence(60))
+            said = await say(intruder, QUESTION)
+            await asyncio.sleep(IGNORED_WAIT_S)
+            states = [s for t, s in user.states if t > said - 3]
+            assert "thinking" not in states and "speaking" not in states, user.states
+            agent = user.agent_identity
+            assert agent is not None and user.final_texts(agent) == []
+            assert intruder.first_audio_after(said) is None  # not a word to anyone
 
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-                asked = await say(user, QUESTION)
-                user_mic = asyncio.create_task(user.silence(30))
-                await user.wait_for_state("speaking", after=asked, timeout_s=30)
-                await user.wait_for_state("listening", after=asked, timeout_s=30)
-                assert await user.wait_for_finals(agent, 1, timeout_s=10) == [REPLY]
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-            finally:
-                await intruder.close()
-                await user.close()
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+            asked = await say(user, QUESTION)
+            user_mic = asyncio.create_task(user.silence(30))
+            await user.wait_for_state("speaking", after=asked, timeout_s=30)
+            await user.wait_for_state("listening", after=asked, timeout_s=30)
+            assert await user.wait_for_finals(agent, 1, timeout_s=10) == [REPLY]
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+        finally:
+            await intruder.close()
+            await user.close()
 
 
 async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
-    settings = livekit_server.livekit_settings()
-    room = "named-user"
     served = json.dumps({KEY_USER: "user-1"})
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
-            # The early participant's token carries the dispatch (and the room's metadata
-            # names user-1, as an operator's backend would set it).
-            early = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "early-bird", dispatch_metadata=served))
-            user = RoomUser(livekit_server.url, create_join_token(
-                settings, room, "user-1", dispatch_agent=False))
-            await early.connect()
-            try:
-                # The agent joins and waits for user-1, the user its dispatch names.
-                assert await wait_until(lambda: early.agent_identity is not None, 180)
-                await user.connect()
-                see_agent_already_there(user)
-                await user.wait_for_state("listening", after=0, timeout_s=180)
-                said = await say(early, QUESTION)
-                await asyncio.sleep(IGNORED_WAIT_S)
-                assert "thinking" not in [s for t, s in user.states if t > said - 3]
-                user_mic = asyncio.create_task(user.silence(30))
-                asked = await say(user, QUESTION)
-                await user.wait_for_state("speaking", after=asked, timeout_s=30)
-                user_mic.cancel()
-                await asyncio.gather(user_mic, return_exceptions=True)
-            finally:
-                await user.close()
-                await early.close()
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        # The early participant's token carries the dispatch (and the room's metadata
+        # names user-1, as an operator's backend would set it).
+        early = joining(livekit_server, "named-user", "early-bird", dispatch_metadata=served)
+        user = joining(livekit_server, "named-user", "user-1", dispatch_agent=False)
+        await early.connect()
+        try:
+            # The agent joins and waits for user-1, the user its dispatch names.
+            assert await wait_until(lambda: early.agent_identity is not None, 180)
+            await user.connect()
+            see_agent_already_there(user)
+            await user.wait_for_state("listening", after=0, timeout_s=180)
+            said = await say(early, QUESTION)
+            await asyncio.sleep(IGNORED_WAIT_S)
+            assert "thinking" not in [s for t, s in user.states if t > said - 3]
+            user_mic = asyncio.create_task(user.silence(30))
+            asked = await say(user, QUESTION)
+            await user.wait_for_state("speaking", after=asked, timeout_s=30)
+            user_mic.cancel()
+            await asyncio.gather(user_mic, return_exceptions=True)
+        finally:
+            await user.close()
+            await early.close()

@@ -15,6 +15,7 @@ from agent import cli
 from agent.config import LiveKitSettings
 from agent.ops.livekit_server import LiveKitServer
 from agent.transports.tokens import create_join_token
+from tests.marks import DEV_SECRET
 
 SETTINGS = LiveKitSettings(
     url="ws://127.0.0.1:7880",
@@ -29,17 +30,23 @@ def _claims(token: str, secret: str = SETTINGS.api_secret, key: str = SETTINGS.a
     return jwt.decode(token, secret, algorithms=["HS256"], issuer=key)
 
 
-def test_grants_are_minimal_and_for_one_room() -> None:
-    claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
-    assert claims["sub"] == "user-1"
-    assert claims["video"] == {
+def user_grants(room: str) -> dict[str, object]:
+    """A user's join token's grants: to join `room`, publish its microphone and data, and
+    subscribe."""
+    return {
         "roomJoin": True,
-        "room": "room-a",
+        "room": room,
         "canPublish": True,
         "canPublishSources": ["microphone"],
         "canSubscribe": True,
         "canPublishData": True,
     }
+
+
+def test_grants_are_minimal_and_for_one_room() -> None:
+    claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
+    assert claims["sub"] == "user-1"
+    assert claims["video"] == user_grants("room-a")
     # No server-wide grants, no hidden participant, no agent or SIP powers.
     assert set(claims) <= {"sub", "iss", "nbf", "exp", "video", "roomConfig"}
 
@@ -148,7 +155,7 @@ def test_token_module_imports_no_livekit(repo_root: Path) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.filterwarnings("ignore::jwt.InsecureKeyLengthWarning")  # LiveKitAPI, dev secret
+@DEV_SECRET  # LiveKitAPI signs its requests with it
 async def test_server_sees_the_grants_and_accepts_a_microphone(
     livekit_server: LiveKitServer,
 ) -> None:

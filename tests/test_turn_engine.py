@@ -21,6 +21,7 @@ from agent.voice.events import event_json
 from bench.speech import espeak, last_voiced_sample
 from state_machine.machine import CANNED_APOLOGY
 from state_machine.options import TurnOptions
+from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import run_virtual
 
 OUT_RATE = 16_000
@@ -29,7 +30,7 @@ QUESTION = "What is the capital of France?"
 REPLY = "The capital of France is Paris, on the river Seine."
 
 
-class FakeSTTStream:
+class FakeSTTStream(STTStreamDouble):
     """TEST DOUBLE of agent.engines.STTStream: 'transcribes' the question once a second of
     audio was pushed, after `flush_s`; a partial every `partial_every` frames unless paused."""
 
@@ -54,11 +55,6 @@ class FakeSTTStream:
         if self.owner.flush_error is not None:
             raise self.owner.flush_error
         return QUESTION if heard >= INPUT_RATE else "What"
-
-    async def finalize(self) -> str:
-        text = await self.flush()
-        self.discard()
-        return text
 
     def discard(self) -> None:
         self.owner.discards += 1

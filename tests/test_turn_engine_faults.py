@@ -31,6 +31,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
 from agent.voice.events import ReplyCancelled, VoiceEvent, event_json
 from state_machine.options import TurnOptions
+from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import VirtualTimeLoop
 
 FRAME_S = FRAME_SAMPLES / INPUT_RATE
@@ -87,7 +88,7 @@ class TimelineSTT:
         return TimelineSTTStream(self)
 
 
-class TimelineSTTStream:
+class TimelineSTTStream(STTStreamDouble):
     def __init__(self, stt: TimelineSTT) -> None:
         self.stt = stt
         self.samples = 0
@@ -106,11 +107,6 @@ class TimelineSTTStream:
         if (e := self.stt.fail()) is not None:
             raise e
         return " ".join(s.text for s in self.stt.said if s.start < end and s.end > start)
-
-    async def finalize(self) -> str:
-        text = await self.flush()
-        self.discard()
-        return text
 
     def discard(self) -> None:
         self.samples = 0

@@ -15,17 +15,15 @@ from agent.config import LiveKitSettings, Settings
 from agent.ops.livekit_server import LiveKitServer
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.web_server import WebSettings
-from tests.agent_process import agent_worker, scripted_llm_env
+from tests.agent_process import scripted_agent
 from tests.browser_user import (
-    AUDIBLE_RMS,
+    assert_answered_aloud,
     browser_page,
     converse,
-    is_subsequence,
     question_wav,
     save_screenshots,
     serve_page,
 )
-from tests.fake_openai_server import fake_openai_server
 from tests.local_http import free_port
 
 QUESTION = "What is the capital of France?"
@@ -39,25 +37,19 @@ async def test_browser_talks_to_the_agent_through_livekit(
 ) -> None:
     wav = question_wav(tmp_path / "question.wav", QUESTION)
     settings = Settings(livekit=livekit_server.livekit_settings())
-    async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with agent_worker(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)):
-            async with serve_page(settings) as origin, browser_page(wav) as page:
-                talk = await converse(page, f"{origin}/?room=web-e2e")
-                mode = await page.locator("#mode").text_content()
-                copilot_offered = await page.locator("#copilot-field").is_visible()
-                latency = page.locator("#latency")  # the turn's `voxroom.metrics` readout
-                await latency.wait_for(timeout=5_000)
-                readout = await latency.text_content() or ""
-                shots = await save_screenshots(page, "livekit")
+    async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
+        async with serve_page(settings) as origin, browser_page(wav) as page:
+            talk = await converse(page, f"{origin}/?room=web-e2e")
+            mode = await page.locator("#mode").text_content()
+            copilot_offered = await page.locator("#copilot-field").is_visible()
+            latency = page.locator("#latency")  # the turn's `voxroom.metrics` readout
+            await latency.wait_for(timeout=5_000)
+            readout = await latency.text_content() or ""
+            shots = await save_screenshots(page, "livekit")
     print(f"\n{talk}\nlatency readout: {readout}\nscreenshots: {[str(p) for p in shots]}")
     assert mode == "Through LiveKit"
     assert copilot_offered
-    assert "capital" in talk.user_text.lower(), talk.user_text
-    assert talk.agent_text == REPLY
-    assert is_subsequence(["listening", "thinking", "speaking", "listening"], talk.states), (
-        talk.states
-    )
-    assert talk.peak_level_speaking > AUDIBLE_RMS, talk
+    assert_answered_aloud(talk, heard="capital", reply=REPLY)
     assert re.match(r"Last turn: \d+ ms to the agent's first word", readout), readout
 
 

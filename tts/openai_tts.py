@@ -18,9 +18,8 @@ import weakref
 
 import aiohttp
 import numpy as np
-import soxr
 
-from tts.piper_tts import fade_edges, trim_silence
+from tts.piper_tts import finish_speech
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PCM_RATE = 24_000  # what the endpoint returns for response_format "pcm"
@@ -49,22 +48,23 @@ class OpenAITTS:
         fade_ms: float = 4.0,
         edge_silence_ms: float = 30.0,
     ) -> None:
-        self.sample_rate = output_rate
         self.url = f"{(base_url or DEFAULT_BASE_URL).rstrip('/')}/audio/speech"
         self.model = model
         self.voice = voice
-        self.max_duration_s = max_duration_s
-        self.fade_ms = fade_ms
-        self.edge_silence_ms = edge_silence_ms
         # Servers that need no key still get the header OpenAI's clients always send.
         self._headers = {"Authorization": f"Bearer {api_key or 'no-key'}"}
         # read = the longest wait for the next bytes; the whole request is capped separately.
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout_s, sock_read=stall_timeout_s
         )
+        self.max_duration_s = max_duration_s
         self._sessions: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, aiohttp.ClientSession
         ] = weakref.WeakKeyDictionary()
+        # The audio that comes back is shaped as Piper's is (tts.piper_tts.finish_speech).
+        self.sample_rate = output_rate
+        self.fade_ms = fade_ms
+        self.edge_silence_ms = edge_silence_ms
 
     async def synthesize(
         self, text: str, *, left_context: str = "", right_context: str = ""
@@ -106,13 +106,8 @@ class OpenAITTS:
 
     def _finish(self, pcm: bytes) -> np.ndarray:
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768
-        audio = trim_silence(audio, PCM_RATE, keep_ms=self.edge_silence_ms)
-        if audio.size == 0:
-            return np.zeros(0, dtype=np.int16)
-        if self.sample_rate != PCM_RATE:
-            audio = soxr.resample(audio, PCM_RATE, self.sample_rate, quality="HQ")
-        fade_edges(audio, int(self.sample_rate * self.fade_ms / 1000))
-        return np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
+        return finish_speech(audio, PCM_RATE, self.sample_rate, fade_ms=self.fade_ms,
+                             edge_silence_ms=self.edge_silence_ms)
 
     async def aclose(self) -> None:
         """Close the running loop's connection pool."""

@@ -188,16 +188,9 @@ class PiperTTS:
         return self.finish(audio)
 
     def finish(self, audio: np.ndarray) -> np.ndarray:
-        """Piper's float audio as every synthesis returns it: trimmed, gain, resampled,
-        faded at the edges, int16."""
-        audio = trim_silence(audio, PIPER_RATE, keep_ms=self.edge_silence_ms)
-        if audio.size == 0:
-            return np.zeros(0, dtype=np.int16)
-        audio = audio * self.gain
-        if self.sample_rate != PIPER_RATE:
-            audio = soxr.resample(audio, PIPER_RATE, self.sample_rate, quality="HQ")
-        fade_edges(audio, int(self.sample_rate * self.fade_ms / 1000))
-        return np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
+        """Piper's float audio as every synthesis returns it (`finish_speech`, with gain)."""
+        return finish_speech(audio, PIPER_RATE, self.sample_rate, gain=self.gain,
+                             fade_ms=self.fade_ms, edge_silence_ms=self.edge_silence_ms)
 
 
 def _synthesize(
@@ -289,6 +282,20 @@ def word_spans(phonemes: Iterable[str]) -> list[tuple[int, int]]:
             spans.append((i, i))
             in_word = True
     return spans
+
+
+def finish_speech(audio: np.ndarray, rate: int, output_rate: int, *, gain: float = 1.0,
+                  fade_ms: float, edge_silence_ms: float) -> np.ndarray:
+    """Float speech at `rate` as a TTS engine returns it: its silent edges trimmed to
+    `edge_silence_ms`, times `gain`, at `output_rate`, faded in and out over `fade_ms`, int16."""
+    audio = trim_silence(audio, rate, keep_ms=edge_silence_ms)
+    if audio.size == 0:
+        return np.zeros(0, dtype=np.int16)
+    audio = audio * gain
+    if output_rate != rate:
+        audio = soxr.resample(audio, rate, output_rate, quality="HQ")
+    fade_edges(audio, int(output_rate * fade_ms / 1000))
+    return np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
 
 
 def trim_silence(audio: np.ndarray, rate: int, *, keep_ms: float) -> np.ndarray:

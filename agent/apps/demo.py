@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agent.config import LiveKitSettings, Settings, load_settings
+from agent.worker.worker import stop_on_signals
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -198,15 +199,6 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _stop_event() -> asyncio.Event:
-    """Set by Ctrl-C or SIGTERM while the event loop runs."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
-
-
 def _restore_signals() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -222,7 +214,7 @@ async def _serve(
 ) -> int:
     from agent.transports.web_server import create_web_app
 
-    stop = _stop_event()
+    stop = stop_on_signals()
     worker = WorkerProcess(settings.livekit, config=args.config, log_path=log_dir / "worker.log")
     try:
         print(
@@ -260,7 +252,7 @@ async def _serve_direct(
     from agent.transports.room_session import OUTPUT_RATE
     from agent.voice.turn_detector import load_detector
 
-    stop = _stop_event()
+    stop = stop_on_signals()
     try:
         print("Loading the speech models...", flush=True)
         stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,

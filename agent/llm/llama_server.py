@@ -40,6 +40,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from agent.ops.processes import stop_process
+
 DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 SSE_PING_INTERVAL_S = 2  # < the stall timeout of agent.llm.openai_chat.OpenAIChatLLM (10 s)
 
@@ -52,31 +54,37 @@ DEFAULT_THREADS = 1
 DEFAULT_BATCH_THREADS = 2
 
 
-class LocalLLMServer:
-    """llama.cpp serving the bundled GGUF in this process.
-
-    `n_ctx` is the context of each session; the server gets `n_ctx * n_parallel` so that each
-    of its `n_parallel` slots (concurrent requests) has the whole of it.
-    """
+class _Serving:
+    """How the server serves, in this process or a child: `n_parallel` slots (concurrent
+    requests) with a context of `n_ctx` tokens each (the server gets `n_ctx * n_parallel`);
+    `threads` generate tokens, `batch_threads` read prompts (see the module docstring)."""
 
     def __init__(
         self,
-        model_path: Path | None = None,
         *,
-        port: int = 0,
         n_parallel: int = DEFAULT_PARALLEL,
         n_ctx: int = DEFAULT_CTX,
         threads: int = DEFAULT_THREADS,
         batch_threads: int = DEFAULT_BATCH_THREADS,
     ) -> None:
-        """`threads` generate tokens, `batch_threads` read prompts (see the module docstring)."""
-        self.model_path = model_path
-        self.port = port
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
         self.threads = threads
         self.batch_threads = batch_threads
-        self.base_url = ""
+        self.base_url = ""  # once it listens
+
+    def warm(self, system_prompt: str) -> None:
+        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
+
+
+class LocalLLMServer(_Serving):
+    """llama.cpp serving the bundled GGUF (or `model_path`) in this process, on `port` (0: a
+    free one); `serving` as `_Serving` takes it."""
+
+    def __init__(self, model_path: Path | None = None, *, port: int = 0, **serving: int) -> None:
+        super().__init__(**serving)
+        self.model_path = model_path
+        self.port = port
         self._server: Any = None
 
     def start(self) -> str:
@@ -104,37 +112,16 @@ class LocalLLMServer:
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
         return self.base_url
 
-    def warm(self, system_prompt: str) -> None:
-        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
-
     def stop(self) -> None:
         """Stop serving; the server's destructor joins its threads and frees the model."""
         self._server = None
 
-    def __enter__(self) -> LocalLLMServer:
-        self.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class LocalLLMProcess:
+class LocalLLMProcess(_Serving):
     """The same server in a child process (`python -m agent.llm.llama_server`)."""
 
-    def __init__(
-        self,
-        *,
-        n_parallel: int = DEFAULT_PARALLEL,
-        n_ctx: int = DEFAULT_CTX,
-        threads: int = DEFAULT_THREADS,
-        batch_threads: int = DEFAULT_BATCH_THREADS,
-    ) -> None:
-        self.n_parallel = n_parallel
-        self.n_ctx = n_ctx
-        self.threads = threads
-        self.batch_threads = batch_threads
-        self.base_url = ""
+    def __init__(self, **serving: int) -> None:
+        super().__init__(**serving)
         self._proc: subprocess.Popen[str] | None = None
 
     def start(self, timeout_s: float = 120.0) -> str:
@@ -172,22 +159,10 @@ class LocalLLMProcess:
         self.base_url = json.loads(line)["base_url"]
         return self.base_url
 
-    def warm(self, system_prompt: str) -> None:
-        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
-
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout_s`; returns the child's exit code."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return None if proc is None else stop_process(proc, timeout_s)
 
 
 def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:

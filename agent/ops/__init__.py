@@ -1,2 +1,3 @@
-"""Running it: Prometheus metrics and per-turn logs (metrics), memory trimming (memory_trim), and
-the livekit-server binary for dev and tests (livekit_server)."""
+"""Running it: Prometheus metrics and per-turn logs (metrics), memory trimming (memory_trim),
+stopping child processes (processes), and the livekit-server binary for dev and tests
+(livekit_server)."""

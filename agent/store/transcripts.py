@@ -19,11 +19,14 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from agent.config import StoreSettings
+
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -79,14 +82,21 @@ def open_turn_store(settings: StoreSettings) -> TurnStore:
         except psycopg.Error as e:
             raise ConfigError(f"cannot open the turn store at store.url (VOXROOM_STORE_URL): "
                               f"{type(e).__name__}: {e}") from e
-    path = default_store_path(settings.path)
+    return open_store_file(
+        TranscriptStore, default_store_path(settings.path), "open the turn store",
+        "store.path (VOXROOM_STORE_PATH) to a writable file, or store.url (VOXROOM_STORE_URL) "
+        "to a PostgreSQL database")
+
+
+def open_store_file(open_file: Callable[[Path], T], path: Path, what: str, instead: str) -> T:
+    """`open_file(path)` on a SQLite file of the store; one that cannot be opened is a
+    ConfigError saying `what` it was for, the file, and what to set `instead`."""
+    from agent.config import ConfigError
+
     try:
-        return TranscriptStore(path)
+        return open_file(path)
     except (OSError, sqlite3.Error) as e:
-        raise ConfigError(
-            f"cannot open the turn store {path}: {e}. Set store.path (VOXROOM_STORE_PATH) to a "
-            "writable file, or store.url (VOXROOM_STORE_URL) to a PostgreSQL database"
-        ) from e
+        raise ConfigError(f"cannot {what} {path}: {e}. Set {instead}") from e
 
 
 def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:
@@ -142,6 +152,15 @@ class TranscriptStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def read_turns(path: Path) -> list[dict[str, Any]]:
+    """Every turn in the SQLite file at `path`, oldest first (blocking)."""
+    store = TranscriptStore(path)
+    try:
+        return store.turns()
+    finally:
+        store.close()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -22,16 +22,16 @@ import contextlib
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import numpy as np
 
 from agent.config import STTSettings
+from agent.drop_oldest import DropOldestQueue
 from agent.engines import INPUT_RATE, Transcript
 from agent.timeouts import finish_within
 
@@ -99,38 +99,7 @@ class UtteranceEnd:
 
 DeepgramEvent = SpeechStarted | SpeechFinal | UtteranceEnd
 
-T = TypeVar("T")
-
-
-class _Feed(Generic[T]):
-    """A bounded single-consumer queue that ends (or raises) when the stream does. When nobody
-    reads it, the oldest items go: a stale partial or event is worthless."""
-
-    def __init__(self, maxlen: int = 64) -> None:
-        self._items: deque[T] = deque(maxlen=maxlen)
-        self._ready = asyncio.Event()
-        self._ended = False
-        self._error: BaseException | None = None
-
-    def put(self, item: T) -> None:
-        self._items.append(item)
-        self._ready.set()
-
-    def end(self, error: BaseException | None = None) -> None:
-        self._ended, self._error = True, error
-        self._ready.set()
-
-    async def items(self) -> AsyncIterator[T]:
-        while True:
-            if self._items:
-                yield self._items.popleft()
-            elif self._ended:
-                if self._error is not None:
-                    raise self._error
-                return
-            else:
-                self._ready.clear()
-                await self._ready.wait()
+_FEED_ITEMS = 64  # partials and events kept for a reader that lags
 
 
 @dataclass
@@ -227,8 +196,9 @@ class DeepgramSTTStream:
         self._closed = False
         self.reconnects = 0
         self._wake = asyncio.Event()
-        self._partials: _Feed[Transcript] = _Feed()
-        self._events: _Feed[DeepgramEvent] = _Feed()
+        # Unread, the oldest go: a stale partial or event is worthless.
+        self._partials: DropOldestQueue[Transcript] = DropOldestQueue(_FEED_ITEMS)
+        self._events: DropOldestQueue[DeepgramEvent] = DropOldestQueue(_FEED_ITEMS)
         self._session = aiohttp.ClientSession()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="deepgram-stream")
 
@@ -318,10 +288,10 @@ class DeepgramSTTStream:
             self._wake.set()
 
     def partials(self) -> AsyncIterator[Transcript]:
-        return self._partials.items()
+        return self._partials.__aiter__()
 
     def events(self) -> AsyncIterator[DeepgramEvent]:
-        return self._events.items()
+        return self._events.__aiter__()
 
     def set_paused(self, paused: bool) -> None:
         """No-op: Deepgram decodes remotely, so pausing would save no local CPU, and audio
@@ -526,7 +496,7 @@ class DeepgramSTTStream:
             if text:
                 self._endpointed = False
         if text:
-            self._partials.put(Transcript(self._utterance_text(), final=is_final))
+            self._partials.put([Transcript(self._utterance_text(), final=is_final)])
 
     def _acknowledge(self, end: int, *, answers_finalize: bool) -> None:
         if end > self._acked:
@@ -552,7 +522,7 @@ class DeepgramSTTStream:
         # A replay after a reconnect repeats the events of the resent audio.
         if at > self._last_event_at.get(type(event), -1.0):
             self._last_event_at[type(event)] = at
-            self._events.put(event)
+            self._events.put([event])
 
     # ---- helpers --------------------------------------------------------------------------
 
@@ -591,8 +561,8 @@ class DeepgramSTTStream:
             if mark.waiter is not None and not mark.waiter.done():
                 mark.waiter.set_exception(error)
         self._marks.clear()
-        self._partials.end(self._error)
-        self._events.end(self._error)
+        self._partials.close(self._error)
+        self._events.close(self._error)
 
 
 def _describe(error: BaseException | None, timed_out: str = "timed out") -> str:

@@ -7,10 +7,12 @@ worker with cloud engines does, not to local models. Like agent/testing/scripted
 answer after a remote-like, seeded-random delay.
 
 The TTS double speaks real speech (the bundled Piper voice, each distinct text synthesized once
-and cached). The Deepgram double "recognises" only the utterances it is given: it cuts the
-audio it receives into utterances by energy, and names each one after the given utterance
-whose loudness contour (dB per 20 ms frame) is nearest, revealing its words as the audio goes
-on. It knows nothing of any other speech.
+and cached). The Deepgram double speaks the part of Deepgram's protocol voxroom uses, and hears
+what its recogniser hears. `utterance_recogniser` "recognises" only the utterances it is given:
+it cuts the audio into utterances by energy, and names each one after the given utterance whose
+loudness contour (dB per 20 ms frame) is nearest, revealing its words as the audio goes on; it
+knows nothing of any other speech. `word_code_recogniser` hears the test audio of `speech()`
+(frames that carry a word's code) deterministically, for the adapter's own tests.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -31,6 +33,7 @@ from aiohttp import WSMsgType, web
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 
 FRAME_S = FRAME_SAMPLES / INPUT_RATE
+FRAME_BYTES = FRAME_SAMPLES * 2
 PCM_RATE = 24_000  # OpenAI's rate for response_format "pcm"
 
 
@@ -41,20 +44,23 @@ def _loopback_socket() -> socket.socket:
 
 
 class _Server:
-    """An aiohttp app on a loopback port of its own (bound before it starts: no port race)."""
+    """One aiohttp route on a loopback port of its own (bound before it starts: no port race)."""
 
     def __init__(self) -> None:
-        self.port = 0
         self._runner: web.AppRunner | None = None
 
-    async def _start(self, app: web.Application) -> None:
+    async def start(self, method: str, path: str,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> str:
+        """Serves `handler` at `method path`; returns the address, 127.0.0.1:PORT."""
+        app = web.Application()
+        app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         sock = _loopback_socket()
-        self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
+        return f"127.0.0.1:{sock.getsockname()[1]}"
 
-    async def _stop(self) -> None:
+    async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -111,15 +117,12 @@ class TTSServerDouble:
     async def __aenter__(self) -> TTSServerDouble:
         if self._speak is None:
             self._speak = await _piper_speaker()
-        app = web.Application()
-        app.router.add_post("/v1/audio/speech", self._speech)
-        await self._server._start(app)
-        self.url = f"http://127.0.0.1:{self._server.port}/v1"
+        self.url = f"http://{await self._server.start('POST', '/v1/audio/speech', self._speech)}/v1"
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self._server._stop()
+        await self._server.stop()
         for task in self._cache.values():
             task.cancel()
         await asyncio.gather(*self._cache.values(), return_exceptions=True)
@@ -207,6 +210,119 @@ def deepgram_results(
     }
 
 
+class DeepgramListener:
+    """Deepgram's messages on one connection, driven by the 20 ms frames of audio it receives:
+    SpeechStarted as speech begins (vad_events), interim Results every `interim_every` frames
+    of speech (interim_results), a speech_final Results after `endpointing` ms of silence,
+    UtteranceEnd after `utterance_end_ms`, a from_finalize Results at a Finalize. What the
+    audio says is the subclass's: `_frames` tells which frames are speech, `_words` what was
+    said."""
+
+    def __init__(self, params: dict[str, str], interim_every: int) -> None:
+        self.interim = params.get("interim_results") == "true"
+        self.vad_events = params.get("vad_events") == "true"
+        endpointing = params.get("endpointing", "10")
+        self.endpoint_frames = None if endpointing == "false" else max(1, int(endpointing) // 20)
+        utterance_end = params.get("utterance_end_ms")
+        self.utterance_end_frames = int(utterance_end) // 20 if utterance_end else None
+        self.interim_every = interim_every
+        self.pending = b""
+        self.frame = 0  # frames heard on this connection
+        self.seg_start = 0  # first frame not yet covered by a final result
+        self.in_speech = False  # an utterance has begun and is not over
+        self.silent = 0  # frames since the last voiced one
+        self.last_word_end: float | None = None  # awaiting UtteranceEnd
+        self.recognised: list[str] = []  # the text of each utterance heard in full, if known
+
+    def _frames(self, pcm: np.ndarray) -> Iterable[tuple[float, bool]]:
+        """(what the subclass reads in it, whether it is speech) per whole frame of `pcm`."""
+        raise NotImplementedError
+
+    def _start(self, frame: int) -> None:
+        """An utterance begins at `frame`."""
+
+    def _voiced(self, frame: int, value: float) -> None:
+        """`frame` of the utterance is speech that reads `value`."""
+
+    def _quiet(self, value: float) -> None:
+        """A frame of silence within the utterance."""
+
+    def _interim_due(self) -> bool:
+        raise NotImplementedError
+
+    def _words(self, *, is_final: bool, speech_final: bool,
+               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
+        """The words of a Results message (word, start s, end s), and whether it ends the
+        utterance."""
+        raise NotImplementedError
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self.pending += data
+        whole = len(self.pending) // FRAME_BYTES * FRAME_BYTES
+        pcm = np.frombuffer(self.pending[:whole], dtype="<i2")
+        self.pending = self.pending[whole:]
+        out: list[dict[str, Any]] = []
+        for value, voiced in self._frames(pcm):
+            out += self._hear(value, voiced)
+        return out
+
+    def _hear(self, value: float, voiced: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        i = self.frame
+        self.frame += 1
+        if voiced:
+            if not self.in_speech:
+                self._start(i)
+                self.in_speech = True
+                if self.vad_events:
+                    out.append({"type": "SpeechStarted", "channel": [0, 1],
+                                "timestamp": i * FRAME_S})
+            self._voiced(i, value)
+            self.silent = 0
+            self.last_word_end = (i + 1) * FRAME_S
+            if self.interim and self._interim_due():
+                out.append(self._results(is_final=False))
+            return out
+        self.silent += 1
+        if self.in_speech:
+            self._quiet(value)
+            if self.endpoint_frames is not None and self.silent >= self.endpoint_frames:
+                out.append(self._results(is_final=True, speech_final=True))
+        if (self.last_word_end is not None and self.utterance_end_frames is not None
+                and self.silent >= self.utterance_end_frames):
+            out.append({"type": "UtteranceEnd", "channel": [0, 1],
+                        "last_word_end": self.last_word_end})
+            self.last_word_end = None
+        return out
+
+    def finalize(self) -> list[dict[str, Any]]:
+        """Like Deepgram: a from_finalize result when there is unfinalized audio, else none."""
+        if self.frame == self.seg_start:
+            return []
+        return [self._results(is_final=True, from_finalize=True)]
+
+    def _results(self, *, is_final: bool, speech_final: bool = False,
+                 from_finalize: bool = False) -> dict[str, Any]:
+        words, ended = self._words(is_final=is_final, speech_final=speech_final,
+                                   from_finalize=from_finalize)
+        msg = deepgram_results(words, start_s=self.seg_start * FRAME_S,
+                               duration_s=(self.frame - self.seg_start) * FRAME_S,
+                               is_final=is_final, speech_final=speech_final,
+                               from_finalize=from_finalize)
+        if is_final:
+            self.seg_start = self.frame
+        if ended:
+            self.in_speech = False
+        return msg
+
+
+Recogniser = Callable[[dict[str, str]], DeepgramListener]
+"""What a `DeepgramServerDouble` hears: a listener for each connection, given its query."""
+
+
+# ---- hearing the utterances given, by their loudness contour ----------------------------------
+
+
 VOICED_DB = -45.0  # a 20 ms frame louder than this (RMS, dBFS) is speech
 _FLOOR_DB = -60.0
 _MAX_SHIFT = 2  # frames of onset misalignment tolerated between heard audio and a template
@@ -270,74 +386,32 @@ class _Utterance:
     template: _Template | None = None  # fixed once words are final
 
 
-class _Listener:
-    """Deepgram's behaviour on one connection, driven by the audio it receives."""
+class _ContourListener(DeepgramListener):
+    """Names each utterance after the given one whose loudness contour is nearest."""
 
     def __init__(self, templates: Sequence[_Template], params: dict[str, str],
                  interim_every: int) -> None:
+        super().__init__(params, interim_every)
         self.templates = templates
-        self.interim = params.get("interim_results") == "true"
-        self.vad_events = params.get("vad_events") == "true"
-        endpointing = params.get("endpointing", "10")
-        self.endpoint_frames = None if endpointing == "false" else max(1, int(endpointing) // 20)
-        utterance_end = params.get("utterance_end_ms")
-        self.utterance_end_frames = int(utterance_end) // 20 if utterance_end else None
-        self.interim_every = interim_every
-        self.pending = b""
-        self.frame = 0  # frames heard on this connection
-        self.seg_start = 0  # first frame not yet covered by a final result
         self.utt: _Utterance | None = None
-        self.silent = 0
-        self.last_word_end: float | None = None  # awaiting UtteranceEnd
-        self.recognised: list[str] = []  # the text of each utterance, once complete
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
-        self.pending += data
-        n = len(self.pending) // (FRAME_SAMPLES * 2)
-        if not n:
-            return []
-        pcm = np.frombuffer(self.pending[: n * FRAME_SAMPLES * 2], dtype="<i2")
-        self.pending = self.pending[n * FRAME_SAMPLES * 2:]
-        out: list[dict[str, Any]] = []
-        for level in frame_levels(pcm):
-            out += self._hear(float(level))
-        return out
+    def _frames(self, pcm: np.ndarray) -> Iterable[tuple[float, bool]]:
+        return ((float(level), level > VOICED_DB) for level in frame_levels(pcm))
 
-    def _hear(self, level: float) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        i = self.frame
-        self.frame += 1
-        utt = self.utt
-        if level > VOICED_DB:
-            if utt is None:
-                utt = self.utt = _Utterance(first_frame=i)
-                if self.vad_events:
-                    out.append({"type": "SpeechStarted", "channel": [0, 1],
-                                "timestamp": i * FRAME_S})
-            utt.levels.append(level)
-            utt.voiced_len = len(utt.levels)
-            self.silent = 0
-            self.last_word_end = (i + 1) * FRAME_S
-            if self.interim and utt.voiced_len % self.interim_every == 0:
-                out.append(self._results(is_final=False))
-            return out
-        self.silent += 1
-        if utt is not None:
-            utt.levels.append(level)
-            if self.endpoint_frames is not None and self.silent >= self.endpoint_frames:
-                out.append(self._results(is_final=True, speech_final=True))
-        if (self.last_word_end is not None and self.utterance_end_frames is not None
-                and self.silent >= self.utterance_end_frames):
-            out.append({"type": "UtteranceEnd", "channel": [0, 1],
-                        "last_word_end": self.last_word_end})
-            self.last_word_end = None
-        return out
+    def _start(self, frame: int) -> None:
+        self.utt = _Utterance(first_frame=frame)
 
-    def finalize(self) -> list[dict[str, Any]]:
-        """Like Deepgram: a from_finalize result when there is unfinalized audio, else none."""
-        if self.frame == self.seg_start:
-            return []
-        return [self._results(is_final=True, from_finalize=True)]
+    def _voiced(self, frame: int, value: float) -> None:
+        assert self.utt is not None
+        self.utt.levels.append(value)
+        self.utt.voiced_len = len(self.utt.levels)
+
+    def _quiet(self, value: float) -> None:
+        assert self.utt is not None
+        self.utt.levels.append(value)
+
+    def _interim_due(self) -> bool:
+        return self.utt is not None and self.utt.voiced_len % self.interim_every == 0
 
     def _match(self, utt: _Utterance, *, complete: bool) -> _Template:
         if utt.template is not None:
@@ -346,8 +420,8 @@ class _Listener:
         return min(self.templates,
                    key=lambda t: contour_distance(heard, t.levels, complete=complete))
 
-    def _results(self, *, is_final: bool, speech_final: bool = False,
-                 from_finalize: bool = False) -> dict[str, Any]:
+    def _words(self, *, is_final: bool, speech_final: bool,
+               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
         utt = self.utt
         words: list[tuple[str, float, float]] = []
         ended = False
@@ -370,61 +444,168 @@ class _Listener:
                 ended = speech_final or (over and upto == n)
                 if ended:
                     self.recognised.append(" ".join(template.words))
-        msg = deepgram_results(words, start_s=self.seg_start * FRAME_S,
-                               duration_s=(self.frame - self.seg_start) * FRAME_S,
-                               is_final=is_final, speech_final=speech_final,
-                               from_finalize=from_finalize)
-        if is_final:
-            self.seg_start = self.frame
-        if ended or (speech_final and utt is None):
+        if ended:
             self.utt = None
-        return msg
+        return words, ended
+
+
+def utterance_recogniser(utterances: Sequence[Utterance],
+                         interim_every_frames: int = 10) -> Recogniser:
+    """Hears real speech as the nearest of `utterances` (and nothing else), revealing its
+    words as the audio goes on."""
+    if not utterances:
+        raise ValueError("the double needs the utterances it is to recognise")
+    templates = [_template(u) for u in utterances]
+    return lambda params: _ContourListener(templates, params, interim_every_frames)
+
+
+# ---- hearing test audio of word codes ---------------------------------------------------------
+
+_SILENCE_BELOW = 500
+
+
+def word_code(utterance: int, word: int) -> int:
+    return 1000 + 100 * utterance + word
+
+
+def speech(utterance: int, words: int, frames_per_word: int = 5) -> np.ndarray:
+    """Test audio that `word_code_recogniser(script)` hears as the first `words` words of
+    script[utterance]: 20 ms frames whose samples all carry the word's code."""
+    codes = [word_code(utterance, w) for w in range(words) for _ in range(frames_per_word)]
+    return np.repeat(np.array(codes, dtype=np.int16), FRAME_SAMPLES)
+
+
+def silence(ms: int) -> np.ndarray:
+    return np.zeros(ms * 16, dtype=np.int16)
+
+
+class _WordCodeListener(DeepgramListener):
+    """Reads each frame's code as a word of the script (see `speech`); zeros are silence."""
+
+    def __init__(self, script: Sequence[str], params: dict[str, str], interim_every: int) -> None:
+        super().__init__(params, interim_every)
+        self.script = script
+        self.words: list[list[int]] = []  # [code, first frame, last frame] per word
+        self.voiced = 0  # voiced frames since the last final result
+
+    def _frames(self, pcm: np.ndarray) -> Iterable[tuple[float, bool]]:
+        return ((code, abs(code) >= _SILENCE_BELOW)
+                for code in (int(c) for c in pcm[::FRAME_SAMPLES]))
+
+    def _voiced(self, frame: int, value: float) -> None:
+        code = int(value)
+        if self.words and self.words[-1][0] == code:
+            self.words[-1][2] = frame
+        else:
+            self.words.append([code, frame, frame])
+        self.voiced += 1
+
+    def _interim_due(self) -> bool:
+        return self.voiced % self.interim_every == 0
+
+    def _word(self, code: int) -> str:
+        u, w = divmod(code - 1000, 100)
+        return self.script[u].split()[w]
+
+    def _words(self, *, is_final: bool, speech_final: bool,
+               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
+        words = [(self._word(c), first * FRAME_S, (last + 1) * FRAME_S)
+                 for c, first, last in self.words]
+        if is_final:
+            self.words, self.voiced = [], 0
+        return words, speech_final
+
+
+def word_code_recogniser(script: Sequence[str], interim_every_frames: int = 5) -> Recogniser:
+    """Hears the test audio of `speech()` deterministically: word `w` of utterance `u` reads
+    as `script[u].split()[w]`. All timing is audio time (frames received), never the wall
+    clock."""
+    return lambda params: _WordCodeListener(script, params, interim_every_frames)
+
+
+# ---- the server -------------------------------------------------------------------------------
+
+
+@dataclass
+class DeepgramConnection:
+    params: dict[str, str]
+    received: int = 0  # audio bytes
+    audio: bytearray = field(default_factory=bytearray)  # the bytes, when the double keeps them
+    # (message type, audio bytes received before it), in order of arrival
+    controls: list[tuple[str, int]] = field(default_factory=list)
+    dropped: bool = False
+
+    def count(self, kind: str) -> int:
+        return sum(1 for k, _ in self.controls if k == kind)
 
 
 class DeepgramServerDouble:
-    """/v1/listen (websocket) answering the `utterances` it is given. Results leave after a
-    uniform random `delay_ms` (seeded), in order, as a remote service's do.
-    `async with DeepgramServerDouble(utterances) as dg:` then connect to `dg.url`.
+    """/v1/listen (websocket) with `Authorization: Token <api_key>`, hearing what `recognise`
+    hears; Results leave after a uniform random `delay_ms` (seeded), in order, as a remote
+    service's do. `async with DeepgramServerDouble(recognise) as dg:` then connect to `dg.url`.
 
-    `recognised` lists the text of every utterance heard, over all connections."""
+    It records each connection (`connections`: its query, the control messages received, and
+    with `keep_audio` the audio), counts refused handshakes (`rejected`) and lists the text of
+    every utterance heard in full (`recognised`). `drop_after_bytes` aborts the next connection
+    that has received that much audio, as a network failure would; `answer_finalize` False
+    leaves Finalize unanswered, `honour_close_stream` False ignores CloseStream."""
 
     def __init__(
         self,
-        utterances: Sequence[Utterance],
+        recognise: Recogniser,
         *,
         api_key: str = "test-key",
-        delay_ms: tuple[float, float] = (100.0, 200.0),
-        interim_every_frames: int = 10,
+        delay_ms: tuple[float, float] = (0.0, 0.0),
         seed: int = 0,
+        keep_audio: bool = False,
+        answer_finalize: bool = True,
+        honour_close_stream: bool = True,
     ) -> None:
-        if not utterances:
-            raise ValueError("the double needs the utterances it is to recognise")
         low, high = delay_ms
         if not 0 <= low <= high:
             raise ValueError("delay_ms must be (low, high) with 0 <= low <= high")
-        self.templates = [_template(u) for u in utterances]
+        self.recognise = recognise
         self.api_key = api_key
         self.delay_ms = delay_ms
-        self.interim_every_frames = interim_every_frames
-        self.connections = 0
-        self.recognised: list[str] = []
-        self.url = ""
         self._jitter = random.Random(seed)
+        self.answer_finalize = answer_finalize
+        self.honour_close_stream = honour_close_stream
+        self.drop_after_bytes: int | None = None
+        # what it received
+        self.keep_audio = keep_audio
+        self.connections: list[DeepgramConnection] = []
+        self.rejected = 0
+        self.recognised: list[str] = []
+        self._activity = asyncio.Event()  # set on every handshake and message received
+        self.url = ""
         self._server = _Server()
 
     async def __aenter__(self) -> DeepgramServerDouble:
-        app = web.Application()
-        app.router.add_get("/v1/listen", self._listen)
-        await self._server._start(app)
-        self.url = f"ws://127.0.0.1:{self._server.port}"
+        self.url = f"ws://{await self._server.start('GET', '/v1/listen', self._listen)}"
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self._server._stop()
+        await self._server.stop()
+
+    def connection(self, index: int = -1) -> DeepgramConnection:
+        return self.connections[index]
+
+    def last_count(self, kind: str) -> int:
+        """How many `kind` control messages the latest connection got (0 before any)."""
+        return self.connections[-1].count(kind) if self.connections else 0
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
+        """Wait until `condition()` (about what the double has received) holds."""
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                self._activity.clear()
+                await self._activity.wait()
 
     async def _listen(self, request: web.Request) -> web.StreamResponse:
+        self._activity.set()
         if request.headers.get("Authorization") != f"Token {self.api_key}":
+            self.rejected += 1
             return web.json_response(
                 {"err_code": "INVALID_AUTH", "err_msg": "Invalid credentials."}, status=401,
                 headers={"dg-error": "Invalid credentials."})
@@ -434,8 +615,9 @@ class DeepgramServerDouble:
             return web.json_response({"err_code": "Bad Request"}, status=400)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self.connections += 1
-        listener = _Listener(self.templates, params, self.interim_every_frames)
+        conn = DeepgramConnection(params)
+        self.connections.append(conn)
+        listener = self.recognise(params)
         outbox: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
         sender = asyncio.create_task(self._send(ws, outbox))
         last_due = 0.0
@@ -449,13 +631,24 @@ class DeepgramServerDouble:
 
         try:
             async for msg in ws:
+                self._activity.set()
                 if msg.type == WSMsgType.BINARY:
+                    conn.received += len(msg.data)
+                    if self.keep_audio:
+                        conn.audio += msg.data
+                    if self.drop_after_bytes is not None and conn.received >= self.drop_after_bytes:
+                        self.drop_after_bytes = None
+                        conn.dropped = True
+                        assert request.transport is not None
+                        request.transport.abort()
+                        return ws
                     post(listener.feed(msg.data))
                 elif msg.type == WSMsgType.TEXT:
-                    kind = json.loads(msg.data).get("type")
-                    if kind == "Finalize":
+                    kind = str(json.loads(msg.data).get("type"))
+                    conn.controls.append((kind, conn.received))
+                    if kind == "Finalize" and self.answer_finalize:
                         post(listener.finalize())
-                    elif kind == "CloseStream":
+                    elif kind == "CloseStream" and self.honour_close_stream:
                         post(listener.finalize())
                         post([{"type": "Metadata", "request_id": "double",
                                "duration": listener.frame * FRAME_S, "channels": 1}])

@@ -34,7 +34,6 @@ import logging
 import math
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import Settings, load_settings
 
 log = logging.getLogger("voxroom.worker")
 
@@ -356,6 +355,15 @@ def _process_llm(settings: Settings) -> object:
     return llm
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event the running loop sets on Ctrl-C or SIGTERM: time to stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 async def _drain(server: object, stop: asyncio.Event, timeout_s: float) -> None:
     """Take no new jobs and let the active conversations end, for at most `timeout_s`; a
     second signal stops at once."""
@@ -450,10 +458,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
         if leases is not None:
             leases.start(server, lambda: worker_id)
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     run_task = asyncio.create_task(server.run(devmode=False))
     try:
         stopped = asyncio.create_task(stop.wait())
@@ -509,13 +514,9 @@ def _open_leases(settings: Settings) -> Any:
         from agent.store.shared_state import RedisLeases, connect_redis
 
         return RedisLeases(connect_redis(settings.store.redis_url))
-    from agent.store.transcripts import default_store_path
+    from agent.store.transcripts import default_store_path, open_store_file
 
-    path = default_store_path(settings.store.path)
-    try:
-        return LeaseTable(path)
-    except (OSError, sqlite3.Error) as e:
-        raise ConfigError(
-            f"cannot keep the room leases in {path}: {e}. Set store.redis_url "
-            "(VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable file"
-        ) from e
+    return open_store_file(
+        LeaseTable, default_store_path(settings.store.path), "keep the room leases in",
+        "store.redis_url (VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable "
+        "file")

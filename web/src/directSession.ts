@@ -5,13 +5,12 @@
 
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
 import { parseDirectMessage } from './directProtocol';
-import { directLostMessage, micProblemOf } from './messages';
+import { directLostMessage } from './messages';
 import {
-  authHeaders,
+  askToJoin,
   type JoinRequest,
   JoinFailure,
   MicFailure,
-  refusal,
   type SessionEvents,
   type VoiceSession,
 } from './session';
@@ -55,19 +54,12 @@ export class DirectSession implements VoiceSession {
 
     await pc.setLocalDescription(await pc.createOffer());
     await gatheringComplete(pc, GATHER_TIMEOUT_MS);
-    let response: Response;
-    try {
-      response = await fetch('/api/direct/offer', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...authHeaders(request.accessCode) },
-        body: JSON.stringify({ sdp: pc.localDescription?.sdp, type: 'offer' }),
-      });
-    } catch {
-      throw new JoinFailure({ kind: 'web-unreachable' });
-    }
-    if (!response.ok) throw await refusal(response);
-    const answer: { sdp?: string; identity?: string } = await response.json().catch(() => ({}));
-    if (!answer.sdp) throw await refusal(response);
+    const answer = await askToJoin<{ sdp: string; identity?: string }>(
+      '/api/direct/offer',
+      request.accessCode,
+      { sdp: pc.localDescription?.sdp, type: 'offer' },
+      (a) => !!a.sdp,
+    );
     if (this.leaving) throw new JoinFailure(undefined);
     this.identity = answer.identity ?? this.identity;
     await pc.setRemoteDescription({ type: 'answer', sdp: answer.sdp });
@@ -128,7 +120,7 @@ export class DirectSession implements VoiceSession {
       });
       track = stream.getAudioTracks()[0];
     } catch (err) {
-      throw new MicFailure(micProblemOf(err), err instanceof Error ? err.message : String(err));
+      throw MicFailure.of(err);
     }
     if (!track) throw new MicFailure('not-found');
     if (this.leaving || !this.sender) {

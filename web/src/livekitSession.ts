@@ -21,15 +21,14 @@ import {
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
 import { ATTR_BRIDGE_CANDIDATE, COPILOT_TOPIC, MEETING_TRACK } from './copilot';
 import { CONTEXT_STATUS_TOPIC } from './copilotDocuments';
-import { type JoinProblem, micProblemOf, roomLostMessage } from './messages';
+import { type JoinProblem, roomLostMessage } from './messages';
 import { METRICS_TOPIC } from './metrics';
 import {
-  authHeaders,
+  askToJoin,
   type CopilotChannel,
   type JoinRequest,
   JoinFailure,
   MicFailure,
-  refusal,
   type SessionEvents,
   type VoiceSession,
 } from './session';
@@ -109,7 +108,7 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
       if (deviceId) await this.room.switchActiveDevice('audioinput', deviceId);
       await this.room.localParticipant.setMicrophoneEnabled(true);
     } catch (err) {
-      throw new MicFailure(micProblemOf(err), err instanceof Error ? err.message : String(err));
+      throw MicFailure.of(err);
     }
   }
 
@@ -240,24 +239,13 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
 }
 
 async function fetchToken(request: JoinRequest): Promise<{ token: string; url: string }> {
-  let response: Response;
-  try {
-    response = await fetch('/api/token', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...authHeaders(request.accessCode) },
-      body: JSON.stringify({
-        room: request.room,
-        name: request.name,
-        ...(request.copilot ? { copilot: true } : {}),
-      }),
-    });
-  } catch {
-    throw new JoinFailure({ kind: 'web-unreachable' });
-  }
-  if (!response.ok) throw await refusal(response);
-  const body: { token?: string; url?: string } = await response.json().catch(() => ({}));
-  if (!body.token || !body.url) throw await refusal(response);
-  return { token: body.token, url: body.url };
+  const answer = await askToJoin<{ token: string; url: string }>(
+    '/api/token',
+    request.accessCode,
+    { room: request.room, name: request.name, ...(request.copilot ? { copilot: true } : {}) },
+    (a) => !!a.token && !!a.url,
+  );
+  return { token: answer.token, url: answer.url };
 }
 
 /** What to tell the user about a failed connect; undefined when there is nothing to tell. */

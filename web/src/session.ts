@@ -3,7 +3,7 @@
 // main.ts renders; a session only reports.
 
 import type { Connection } from './agentState';
-import type { JoinProblem, MicProblem } from './messages';
+import { type JoinProblem, type MicProblem, micProblemOf } from './messages';
 import type { Attributes, LocalIdentity, StreamInfo } from './transcript';
 
 /** Raised by `connect`; carries what to tell the user (undefined: nothing, e.g. cancelled). */
@@ -20,6 +20,11 @@ export class MicFailure extends Error {
     readonly detail = '',
   ) {
     super(problem);
+  }
+
+  /** The failure for what the browser threw when asked for the microphone. */
+  static of(err: unknown): MicFailure {
+    return new MicFailure(micProblemOf(err), err instanceof Error ? err.message : String(err));
   }
 }
 
@@ -92,4 +97,29 @@ export async function refusal(response: Response): Promise<JoinFailure> {
     status: response.status,
     message: body.error ?? '',
   });
+}
+
+/** POSTs `body` to the voxroom join endpoint `path` with the access code, and returns its JSON
+ * answer once `complete` finds in it what the caller needs. A server out of reach, a refusal
+ * or an answer without it is a JoinFailure. */
+export async function askToJoin<T>(
+  path: string,
+  accessCode: string,
+  body: unknown,
+  complete: (answer: Partial<T>) => boolean,
+): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...authHeaders(accessCode) },
+      body: JSON.stringify(body),
+    });
+  } catch {
+    throw new JoinFailure({ kind: 'web-unreachable' });
+  }
+  if (!response.ok) throw await refusal(response);
+  const answer: Partial<T> = await response.json().catch(() => ({}));
+  if (!complete(answer)) throw await refusal(response);
+  return answer as T;
 }

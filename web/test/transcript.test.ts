@@ -8,22 +8,30 @@ function stream(streamId: string, attributes: Record<string, string>, sender = '
   return { streamId, attributes, senderIdentity: sender };
 }
 
+/** A stream from the agent opened with `attributes`, and `text` as its first chunk. */
+function begin(t: Transcript, streamId: string, attributes: Record<string, string>, text: string): void {
+  t.open(stream(streamId, attributes), me);
+  t.append(streamId, text);
+}
+
+/** A whole stream from the agent: `begin`, then closed. */
+function send(t: Transcript, streamId: string, attributes: Record<string, string>, text: string): void {
+  begin(t, streamId, attributes, text);
+  t.close(streamId, attributes);
+}
+
 describe('Transcript', () => {
   it('replaces a partial segment with later text for the same segment id', () => {
     const t = new Transcript();
     const partial = { 'lk.segment_id': 'SG_1', 'lk.transcribed_track_id': 'TR_mic', 'lk.transcription_final': 'false' };
-    t.open(stream('s1', partial), me);
-    t.append('s1', 'what is');
-    t.close('s1', partial);
+    send(t, 's1', partial, 'what is');
     t.open(stream('s2', partial), me);
     // until the newer stream speaks, the older text stays on screen
     expect(t.lines()).toEqual([{ segmentId: 'SG_1', speaker: 'user', text: 'what is', final: false, cut: false }]);
     t.append('s2', 'what is the time');
     t.close('s2', partial);
     const final = { ...partial, 'lk.transcription_final': 'true' };
-    t.open(stream('s3', final), me);
-    t.append('s3', 'What is the time?');
-    t.close('s3', final);
+    send(t, 's3', final, 'What is the time?');
     expect(t.lines()).toEqual([
       { segmentId: 'SG_1', speaker: 'user', text: 'What is the time?', final: true, cut: false },
     ]);
@@ -44,8 +52,7 @@ describe('Transcript', () => {
     const t = new Transcript();
     const attrs = { 'lk.segment_id': 'SG_1' };
     t.open(stream('old', attrs), me);
-    t.open(stream('new', attrs), me);
-    t.append('new', 'newer');
+    begin(t, 'new', attrs, 'newer');
     expect(t.append('old', ' late')).toBe(false);
     expect(t.lines().map((l) => l.text)).toEqual(['newer']);
   });
@@ -96,14 +103,10 @@ describe('Transcript', () => {
   it('marks an agent segment cut when its final text is shorter than what it showed', () => {
     const t = new Transcript();
     const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
-    t.open(stream('p1', partial), me);
-    t.append('p1', 'Paris is the capital');
-    t.open(stream('p2', partial), me);
-    t.append('p2', 'Paris is the capital of France. It is old.');
+    begin(t, 'p1', partial, 'Paris is the capital');
+    begin(t, 'p2', partial, 'Paris is the capital of France. It is old.');
     const final = { ...partial, 'lk.transcription_final': 'true' };
-    t.open(stream('f', final), me);
-    t.append('f', 'Paris is the capital of');
-    t.close('f', final);
+    send(t, 'f', final, 'Paris is the capital of');
     expect(t.lines()).toEqual([
       { segmentId: 'agent-1', speaker: 'agent', text: 'Paris is the capital of', final: true, cut: true },
     ]);
@@ -112,12 +115,9 @@ describe('Transcript', () => {
   it('does not mark a whole answer, or the user, as cut', () => {
     const t = new Transcript();
     const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
-    t.open(stream('p', partial), me);
-    t.append('p', 'It is  noon. ');
+    begin(t, 'p', partial, 'It is  noon. ');
     const final = { ...partial, 'lk.transcription_final': 'true' };
-    t.open(stream('f', final), me);
-    t.append('f', 'It is noon.');
-    t.close('f', final);
+    send(t, 'f', final, 'It is noon.');
     const user = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic' };
     t.open(stream('u1', { ...user, 'lk.transcription_final': 'false' }), me);
     t.append('u1', 'what is the time now');
