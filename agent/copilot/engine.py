@@ -40,7 +40,7 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
-from agent.voice.listener import Listener, VoiceDetector
+from agent.voice.listener import Listener, VoiceDetector, tick_forever
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
 from state_machine.endpointing import (
@@ -160,7 +160,7 @@ class QuestionEndpointer:
         vote = self._vote.push(voiced, now)
         utt = self._utt
         if utt is not None:
-            utt.heard_until = now
+            utt.hear(now, o.frame_s)
         if utt is None:
             if vote:
                 self._next_id += 1
@@ -170,7 +170,7 @@ class QuestionEndpointer:
                 out.append(A.Notify("speech_start", {"utterance_id": self._next_id,
                                                      "onset": onset}))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
-            utt.last_voiced = now
+            utt.voice(now)
             if self._vote.run == o.resume_frames:
                 utt.endpoint_reached = False
                 self._cancel_pending("the interviewer went on", out)
@@ -473,7 +473,10 @@ class CopilotEngine:
         self._listener.start(self._stream)
         self._set_partials()
         self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
-        self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
+        self._ticker = asyncio.create_task(
+            tick_forever(self.options.frame_s, self._clock,
+                         lambda now: self._apply(self.endpointer.tick(now))),
+            name="copilot-timer")
 
     async def aclose(self) -> None:
         tasks = [t for t in (self._ticker, self._partials) if t is not None]
@@ -491,11 +494,6 @@ class CopilotEngine:
     def idle(self) -> bool:
         """No utterance being heard and no answer on its way."""
         return not self._listener.hearing and not self._live
-
-    async def _tick_forever(self) -> None:
-        while True:  # covers a muted or silent track: frames drive the endpointer otherwise
-            await asyncio.sleep(self.options.frame_s)
-            self._apply(self.endpointer.tick(self._clock()))
 
     def push_frame(self, pcm: np.ndarray) -> None:
         """One 20 ms frame of the interviewer (int16, 16 kHz mono, FRAME_SAMPLES long)."""
