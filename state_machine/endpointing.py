@@ -67,10 +67,11 @@ class EndpointOptions:
 
     late_input_s: float = 0.200
     """Time after the last frame received that does not count as silence yet. Silence is
-    what the frames say; when none come, the clock takes over after this long. Frames reach
-    the worker late and in bunches when its event loop or the network stalls, and counted on
-    the clock such a stall inside a sentence read as a pause, which ended turns early. Cost:
-    an input that stops sending frames (a muted track) ends its turn this much later."""
+    what the frames say, counted in the audio they hold; when none come, the clock takes
+    over after this long. Frames reach the worker late and in bunches when its event loop or
+    the network stalls, and counted on the clock such a stall inside a sentence read as a
+    pause, which ended turns early. Cost: an input that stops sending frames (a muted track)
+    ends its turn this much later."""
 
 
 @dataclass
@@ -97,17 +98,28 @@ class Utterance:
     scoring: Candidate | None = None
     endpoint_reached: bool = False
     heard_until: float | None = None  # the end of the last frame received (None: last_voiced)
+    quiet_heard: float = 0.0  # audio of the frames received since the last voiced one
+
+    def hear(self, now: float, frame_s: float) -> None:
+        """A frame received at `now`; `voice()` follows if it holds speech."""
+        self.heard_until = now
+        self.quiet_heard += frame_s
+
+    def voice(self, now: float) -> None:
+        self.last_voiced = now
+        self.quiet_heard = 0.0
 
     def fresh(self) -> bool:
         """The candidate covers all of the speech so far."""
         return self.candidate is not None and self.candidate.covered_until >= self.last_voiced
 
     def silence(self, now: float, late_input_s: float) -> float:
-        """The trailing silence heard: up to the last frame, then the clock's beyond the
-        allowance for late frames (`EndpointOptions.late_input_s`)."""
+        """The trailing silence: the audio of the quiet frames received (frames that came in a
+        bunch count what they hold, not when they came), then, with no frame coming, the
+        clock's beyond the allowance for late frames (`EndpointOptions.late_input_s`)."""
         heard = self.last_voiced if self.heard_until is None else self.heard_until
         unheard = max(0.0, now - heard - late_input_s)
-        return heard - self.last_voiced + unheard + EPS
+        return self.quiet_heard + unheard + EPS
 
     def fresh_score(self) -> float | None:
         """The score of the fresh candidate, if it has one."""

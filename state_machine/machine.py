@@ -122,7 +122,7 @@ class ConversationStateMachine:
         vote = self._vote.push(voiced, now)
         onset = voiced and self._vote.run == self.options.barge_in_frames
         if self._utt is not None:
-            self._utt.heard_until = now
+            self._utt.hear(now, self.options.frame_s)
 
         if self.state is AgentState.SPEAKING:
             self._speaking_frame(onset, vote, now, out)
@@ -244,7 +244,7 @@ class ConversationStateMachine:
             return
         if not voiced or self._vote.run < 2:
             return  # a lone voiced frame in silence is noise, not speech
-        utt.last_voiced = now
+        utt.voice(now)
         if onset:
             utt.endpoint_reached = False  # speech again after the endpoint, before the final
             r = self._reply
@@ -364,7 +364,7 @@ class ConversationStateMachine:
         if utt is None:
             return
         if self._vote.run >= 2:
-            utt.last_voiced = now
+            utt.voice(now)
         if (vote and not utt.candidate_in_flight
                 and now - self._asked_at + EPS >= self.options.barge_in_recheck_s):
             # Words while the user still talks: a real interruption is committed before it

@@ -53,20 +53,27 @@ class Timeline:
     def run(
         self, voiced: Callable[[float], bool], until_s: float,
         stalls: tuple[tuple[float, float], ...] = (),
+        loop_stalls: tuple[tuple[float, float], ...] = (),
     ) -> None:
         """Feed frames ending at 20 ms, 40 ms, ... with `voiced(t)`, running scheduled engine
         callbacks in time order between frames. Inside a stall (start, end) no frame comes and
         the engine's timer ticks instead; the frames held back arrive together at its end
         (never, if it ends after `until_s`), stamped with that time as the engine stamps a
-        frame on arrival."""
+        frame on arrival. Inside a loop stall (the engine's event loop busy) nothing runs at
+        all, and at its end the held frames come before the timer's next tick (the engine
+        skips a tick that runs late)."""
         f = self.options.frame_s
         n = round(until_s / f)
         held: list[bool] = []
         for i in range(1, n + 1):
             t = round(i * f, 6)
-            while self._queue and self._queue[0][0] <= t:
+            while self._queue and self._queue[0][0] <= t and not any(
+                    a < t < b for a, b in loop_stalls):
                 when, _, fn = heapq.heappop(self._queue)
                 self._apply(fn(when), when)
+            if any(a < t < b for a, b in loop_stalls):
+                held.append(voiced(t - f / 2))
+                continue
             if any(a < t < b for a, b in stalls):
                 held.append(voiced(t - f / 2))
                 self._apply(self.machine.tick(t), t)

@@ -715,7 +715,7 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
     ep = QuestionEndpointer()
     out = _frames(ep, True, 0.0, 1.0)
     [open_] = [a for a in out if isinstance(a, A.OpenUtterance)]
-    out = _frames(ep, False, 1.0, 0.06)
+    out = _frames(ep, False, 1.0, 0.1)
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
     # A candidate without a cue: the speculative start waits for 250 ms of silence.
     out = ep.on_candidate(req.utterance_id, "What was the hardest bug", 1.0, 1.1)
@@ -728,6 +728,7 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
     assert A.CancelReply(spec.reply_id, "the interviewer went on") in out
     out = _frames(ep, False, 1.56, 0.06)
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    _frames(ep, False, 1.62, 0.08)
     out = ep.on_candidate(req.utterance_id, "What was the hardest bug you fixed?", 1.56, 1.7)
     [final] = [a for a in out if isinstance(a, A.StartReply)]
     assert final.user_text == "What was the hardest bug you fixed?"
@@ -741,6 +742,7 @@ def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     ep = QuestionEndpointer(
         CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5)))
     req = _question_heard(ep)
+    _frames(ep, False, 1.06, 0.14)  # the quiet goes on while it is decoded
     out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.2)
     [spec] = [a for a in out if isinstance(a, A.StartReply)]
     out = _frames(ep, False, 1.2, 0.4)
@@ -820,7 +822,9 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
 def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished():
     ep = _scored()
     req = _question_heard(ep)
+    _frames(ep, False, 1.06, 0.14)  # the quiet goes on while it is decoded and scored
     out = ep.on_candidate(req.utterance_id, "What did you do at", 1.0, 1.2)
+    _frames(ep, False, 1.2, 0.04)
     ep.on_turn_score(req.utterance_id, "What did you do at", 0.0, 1.25)
     bound = CopilotOptions().endpoint.silence_unfinished_s
     out = _frames(ep, False, 1.26, bound - 0.3)
@@ -840,6 +844,22 @@ def test_endpointer_counts_no_pause_while_the_frames_are_held_up():
     out += ep.on_candidate(req.utterance_id, text, 1.0, 1.3)
     out += ep.on_turn_score(req.utterance_id, text, 0.9, 1.36)
     out += _frames(ep, True, 1.38, 0.5)  # the held-up frames, and more of the question
+    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
+
+
+def test_quiet_frames_that_come_in_a_bunch_count_the_audio_they_hold():
+    # The worker's event loop stalls 0.8 s in a 0.14 s pause mid-question, its candidate
+    # already scored complete: the frames of the stall come together, stamped on arrival.
+    # The pause is their 0.14 s of quiet, not the 0.9 s since the last voiced frame.
+    ep = _scored()
+    _frames(ep, True, 0.0, 1.0)
+    out = _frames(ep, False, 1.0, 0.1)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    text = "What is your biggest weakness?"
+    out += ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out += ep.on_turn_score(req.utterance_id, text, 0.9, 1.12)
+    for voiced in [False] * 2 + [True] * 38:  # 1.1-1.14 quiet, then more of the question
+        out += ep.on_frame(voiced, 1.9)
     assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
 
 

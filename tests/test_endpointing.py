@@ -89,6 +89,21 @@ def test_frames_held_up_inside_a_sentence_are_no_pause() -> None:
     assert tl.audible and tl.audible[0][0] > 3.0
 
 
+def test_a_busy_event_loop_in_a_pause_is_not_the_speakers_silence() -> None:
+    # "Could you tell me ... which bus goes to the airport?": the 0.3 s pause is scored
+    # unfinished (a 1.2 s wait), and the worker's loop is busy for 1.3 s inside it. The
+    # frames of the pause and of the words after it come in a bunch when it frees up;
+    # stamped on arrival, the first of them was 1.4 s after the last voiced frame.
+    def transcript(start: float, end: float) -> str:
+        return "Could you tell me" if end < 1.9 else "Could you tell me which bus goes there?"
+
+    tl = scored(transcript, lambda text: 0.01 if text == "Could you tell me" else 0.9)
+    tl.run(speech((0.5, 1.5), (1.8, 3.0)), until_s=6.0, loop_stalls=((1.6, 2.9),))
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)
+    assert t_commit > 3.0 and commit.text.endswith("there?")
+    assert tl.audible and tl.audible[0][0] > 3.0
+
+
 def test_an_input_that_stops_sending_frames_ends_its_turn_late_by_the_allowance() -> None:
     tl = scored(lambda s, e: "What time is it?", lambda text: 0.9)
     tl.run(speech((0.5, 1.5)), until_s=5.0, stalls=((1.5, 9.0),))  # muted as the words end

@@ -54,7 +54,7 @@ from agent.engines import (
     STTStream,
 )
 from agent.voice.events import Speculative, Transcript
-from agent.voice.listener import Listener, VoiceDetector
+from agent.voice.listener import Listener, VoiceDetector, tick_forever
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
 from state_machine.endpointing import (
@@ -196,7 +196,7 @@ class QuestionEndpointer:
         vote = self._vote.push(voiced, now)
         utt = self._utt
         if utt is not None:
-            utt.heard_until = now
+            utt.hear(now, o.frame_s)
         if utt is None:
             if vote:
                 self._next_id += 1
@@ -205,7 +205,7 @@ class QuestionEndpointer:
                 out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
                 out.append(A.SpeechStart(self._next_id, onset))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
-            utt.last_voiced = now
+            utt.voice(now)
             if self._vote.run == o.resume_frames:
                 utt.endpoint_reached = False
                 self._cancel_pending("the interviewer went on", out)
@@ -506,7 +506,10 @@ class CopilotEngine:
         self._listener.start(self._stream)
         self._set_partials()
         self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
-        self._ticker = asyncio.create_task(self._tick_forever(), name="copilot-timer")
+        self._ticker = asyncio.create_task(
+            tick_forever(self.options.frame_s, self._clock,
+                         lambda now: self._apply(self.endpointer.tick(now))),
+            name="copilot-timer")
 
     async def aclose(self) -> None:
         tasks = [t for t in (self._ticker, self._partials) if t is not None]
@@ -524,11 +527,6 @@ class CopilotEngine:
     def idle(self) -> bool:
         """No utterance being heard and no answer on its way."""
         return not self._listener.hearing and not self._live
-
-    async def _tick_forever(self) -> None:
-        while True:  # covers a muted or silent track: frames drive the endpointer otherwise
-            await asyncio.sleep(self.options.frame_s)
-            self._apply(self.endpointer.tick(self._clock()))
 
     def push_frame(self, pcm: np.ndarray) -> None:
         """One 20 ms frame of the interviewer (int16, 16 kHz mono, FRAME_SAMPLES long)."""

@@ -54,7 +54,7 @@ from agent.voice.events import (
     UtteranceDiscarded,
     VoiceEvent,
 )
-from agent.voice.listener import Listener
+from agent.voice.listener import Listener, tick_forever
 from agent.voice.playout import Playout
 from agent.voice.reply import ReplyPipeline
 from agent.voice.turn_detector import TurnDetector, TurnScorer
@@ -138,7 +138,10 @@ class TurnEngine:
         self._stream.set_paused(self._partials == "off")
         self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
         self._playout.start()
-        self._ticker = asyncio.create_task(self._tick_forever(), name="turn-timer")
+        self._ticker = asyncio.create_task(
+            tick_forever(self.options.frame_s, self._clock,
+                         lambda now: self._apply(self.machine.tick(now))),
+            name="turn-timer")
         self._emit(StateChanged(self._clock(), self.machine.state))
 
     async def aclose(self) -> None:
@@ -154,12 +157,6 @@ class TurnEngine:
             self._cancel_reply(rid, "session closed")
         await asyncio.gather(*self._cancelled, return_exceptions=True)
         await self._playout.aclose()
-
-    async def _tick_forever(self) -> None:
-        # Frames drive the machine while audio flows; this covers a silent or muted input.
-        while True:
-            await asyncio.sleep(self.options.frame_s)
-            self._apply(self.machine.tick(self._clock()))
 
     # ---- input ----------------------------------------------------------------------------
 

@@ -28,6 +28,25 @@ log = logging.getLogger(__name__)
 CandidateCallback = Callable[[int, str, float, bool], None]
 
 
+async def tick_forever(
+    period_s: float, clock: Callable[[], float], tick: Callable[[float], None]
+) -> None:
+    """`tick(now)` every `period_s`, for an input that goes silent or is muted (its frames
+    drive the endpointing otherwise). A tick that the event loop runs more than a period late
+    is skipped, once: the frames held up by the same stall are queued behind it, and judged
+    before them, the stall would read as the speaker's silence."""
+    skipped = False
+    while True:
+        due = clock() + period_s
+        await asyncio.sleep(period_s)
+        now = clock()
+        if now - due > period_s and not skipped:
+            skipped = True
+            continue
+        skipped = False
+        tick(now)
+
+
 class VoiceDetector(Protocol):
     def is_speech(self, pcm: np.ndarray) -> bool: ...
 
