@@ -8,7 +8,9 @@ from state_machine.endpointing import EndpointOptions
 
 
 @dataclass(frozen=True)
-class TurnOptions:
+class ListenOptions:
+    """The listening front end's options, the same for the voice agent and the copilot."""
+
     frame_s: float = 0.020
     """Length of one VAD frame."""
 
@@ -19,7 +21,16 @@ class TurnOptions:
     """Speech starts when more than this share of the window's frames are voiced."""
 
     pre_roll_s: float = 0.300
-    """Audio kept from before the speech-start decision, so the first syllable is transcribed."""
+    """Audio kept from before the speech-start decision, so the first syllable is transcribed.
+    0.5 s did not pay (docs/benchmarks.md)."""
+
+    def frames(self, seconds: float) -> int:
+        return max(1, round(seconds / self.frame_s))
+
+
+@dataclass(frozen=True)
+class TurnOptions(ListenOptions):
+    """The voice agent's turn-taking."""
 
     endpoint: EndpointOptions = field(default_factory=EndpointOptions)
     """Where the user's turn ends (`state_machine.endpointing`)."""
@@ -71,6 +82,3 @@ class TurnOptions:
 
     speaking_stall_s: float = 4.0
     """SPEAKING timeout: the reply produced no audio for this long while unfinished; end it."""
-
-    def frames(self, seconds: float) -> int:
-        return max(1, round(seconds / self.frame_s))

@@ -57,17 +57,15 @@ from agent.voice.events import Speculative, Transcript
 from agent.voice.listener import Listener, VoiceDetector, tick_forever
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from state_machine import actions as A
+from state_machine import endpointing  # the decisions: the same core as the voice agent's
 from state_machine.endpointing import (
     EPS,
     Candidate,
     EndpointOptions,
     SpeechVote,
     Utterance,
-    candidate_due,
-    endpoint_due,
-    score_due,
-    speculation_due,
 )
+from state_machine.options import ListenOptions
 from state_machine.similarity import spoken_words, text_similarity
 
 log = logging.getLogger(__name__)
@@ -86,16 +84,9 @@ EventSink = Callable[[CopilotEvent], None]
 
 
 @dataclass(frozen=True)
-class CopilotOptions:
-    """Durations in seconds; frames are the 20 ms VAD frames."""
+class CopilotOptions(ListenOptions):
+    """The copilot's question endpointing and answers."""
 
-    frame_s: float = 0.020
-    vad_window_s: float = 0.300
-    """Sliding window for the speech-start vote."""
-    vad_start_ratio: float = 0.5
-    """Speech starts when more than this share of the window's frames are voiced."""
-    pre_roll_s: float = 0.300
-    """Audio kept from before the speech-start decision."""
     resume_frames: int = 3
     """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
     dropped)."""
@@ -138,9 +129,6 @@ class CopilotOptions:
     answer_word_limit: int = 60
     """Generation stops here even inside a sentence: a model caught in a loop may never end
     one. A loop is also stopped as soon as a phrase comes a third time in a row."""
-
-    def frames(self, seconds: float) -> int:
-        return max(1, round(seconds / self.frame_s))
 
 
 # ---- the pure part ---------------------------------------------------------------------------
@@ -240,10 +228,10 @@ class QuestionEndpointer:
         utt = self._utt
         if utt is None:
             return out
-        if candidate_due(o, utt, now):
+        if endpointing.candidate_due(o, utt, now):
             utt.candidate_in_flight = True
             out.append(A.RequestCandidate(utt.id))
-        if score_due(o, utt):
+        if endpointing.score_due(o, utt):
             out.append(A.ScoreTurn(utt.id, utt.start_scoring()))
         fresh = utt.fresh()
         if utt.endpoint_reached:
@@ -257,9 +245,9 @@ class QuestionEndpointer:
             complete = check.complete
             if not check.is_question:
                 self._cancel_pending("the text asks nothing", out)
-            elif speculation_due(o, utt, now, complete):
+            elif endpointing.speculation_due(o, utt, now, complete):
                 self._maybe_speculate(utt, now, out)
-        if endpoint_due(o, utt, now, complete):
+        if endpointing.endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
             out.append(A.SpeechEnd(utt.id, utt.last_voiced))
             if fresh:
