@@ -16,7 +16,8 @@ class SetState:
 
 @dataclass(frozen=True)
 class OpenUtterance:
-    """Start collecting user audio, including `pre_roll_s` before now."""
+    """Start collecting user audio, including `pre_roll_s` before now: the options' pre-roll
+    before the speech's onset, and the frames from the onset to the decision."""
 
     utterance_id: int
     pre_roll_s: float

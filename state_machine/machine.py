@@ -256,7 +256,7 @@ class ConversationStateMachine:
         self._next_id += 1
         onset = self._vote.run_start
         self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
-        out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
+        out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - onset))
         out.append(SpeechStart(self._next_id, onset))
 
     def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
@@ -358,8 +358,9 @@ class ConversationStateMachine:
                 out.append(PausePlayback())
                 out.append(PlaybackPaused(self._vote.run_start))
                 self._next_id += 1
-                self._utt = Utterance(self._next_id, onset=self._vote.run_start, last_voiced=now)
-                out.append(OpenUtterance(self._next_id, self.options.pre_roll_s))
+                onset_at = self._vote.run_start
+                self._utt = Utterance(self._next_id, onset=onset_at, last_voiced=now)
+                out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - onset_at))
             return
         if utt is None:
             return

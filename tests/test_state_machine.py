@@ -38,6 +38,14 @@ def test_one_turn_cycles_listening_thinking_speaking_listening() -> None:
     assert tl.machine.counters.speculative_kept == 1 and tl.machine.counters.speculative_wasted == 0
 
 
+def test_the_pre_roll_counts_back_from_the_speech_onset_not_the_vote() -> None:
+    tl = Timeline()
+    tl.run(speech((0.5, 2.0)), until_s=1.0)
+    [(t_open, open_)] = tl.of(A.OpenUtterance)
+    # Voted in at 0.66 on a run that started at 0.50: 0.3 s before 0.50.
+    assert t_open == approx(0.66) and open_.pre_roll_s == approx(0.3 + 0.16)
+
+
 def test_uncued_text_waits_the_long_endpoint_and_is_never_heard_before_it() -> None:
     engines = FakeEngines(
         reply_audio_after_s=0.1, transcript=lambda s, e: "tell me about the weather"

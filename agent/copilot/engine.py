@@ -190,7 +190,7 @@ class QuestionEndpointer:
                 self._next_id += 1
                 onset = self._vote.run_start
                 self._utt = Utterance(self._next_id, onset, now)
-                out.append(A.OpenUtterance(self._next_id, o.pre_roll_s))
+                out.append(A.OpenUtterance(self._next_id, o.pre_roll_s + now - onset))
                 out.append(A.SpeechStart(self._next_id, onset))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
             utt.voice(now)
@@ -470,7 +470,7 @@ class CopilotEngine:
 
             vad = VoiceActivityDetector()
         self._listener = Listener(
-            vad=vad, pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
+            vad=vad, keep_frames=self.options.kept_frames(), clock=clock,
             scorer=scorer)
         self._clock = clock
         self._stream: STTStream | None = None
@@ -534,8 +534,8 @@ class CopilotEngine:
     def _execute(self, a: EndpointerAction) -> None:
         now = self._clock()
         match a:
-            case A.OpenUtterance(utterance_id=uid):
-                self._listener.open(uid)
+            case A.OpenUtterance(utterance_id=uid, pre_roll_s=pre_roll_s):
+                self._listener.open(uid, self.options.frames(pre_roll_s))
                 if self._prefill is not None:
                     self._prefill.restart()
             case A.DiscardUtterance():

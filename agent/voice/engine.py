@@ -103,7 +103,7 @@ class TurnEngine:
         self._clock = clock
         self._listener = Listener(
             vad=VoiceActivityDetector(vad_aggressiveness),
-            pre_roll_frames=self.options.frames(self.options.pre_roll_s), clock=clock,
+            keep_frames=self.options.kept_frames(), clock=clock,
             scorer=scorer)
         self._chunker_kind = chunker_kind
         self._playout = Playout(
@@ -180,8 +180,8 @@ class TurnEngine:
                     self._stream.set_paused(state is not AgentState.LISTENING)
                 if state is AgentState.LISTENING and self._turn is not None:
                     self._close_turn(interrupted=False)
-            case A.OpenUtterance(utterance_id=uid):
-                self._listener.open(uid)
+            case A.OpenUtterance(utterance_id=uid, pre_roll_s=pre_roll_s):
+                self._listener.open(uid, self.options.frames(pre_roll_s))
             case A.DiscardUtterance(utterance_id=uid):
                 self._listener.close(uid)
             case A.RequestCandidate(utterance_id=uid):

@@ -53,11 +53,11 @@ class VoiceDetector(Protocol):
 
 class Listener:
     def __init__(
-        self, *, vad: VoiceDetector, pre_roll_frames: int, clock: Callable[[], float],
+        self, *, vad: VoiceDetector, keep_frames: int, clock: Callable[[], float],
         scorer: TurnScorer | None = None,
     ) -> None:
         self._vad = vad
-        self._recent: deque[np.ndarray] = deque(maxlen=pre_roll_frames)
+        self._recent: deque[np.ndarray] = deque(maxlen=keep_frames)  # for the pre-roll
         self._clock = clock
         self.scorer = scorer
         self.stream: STTStream | None = None
@@ -96,16 +96,16 @@ class Listener:
             self.heard_until = now
         return self._vad.is_speech(pcm), now
 
-    def open(self, utterance_id: int) -> None:
-        """An utterance starts: the pre-roll (this frame included) goes first, so its first
-        syllable, said before the speech vote, is transcribed."""
+    def open(self, utterance_id: int, pre_roll_frames: int) -> None:
+        """An utterance starts: its last `pre_roll_frames` frames (this one included) go first,
+        so its first syllable, said before the speech vote, is transcribed."""
         self.utterance_id = utterance_id
         self.heard_until = self._clock()
         if self.scorer is not None:
             self.scorer.new_utterance()
         if self._guard is not None:
             self._guard.new_utterance()
-        for pcm in self._recent:
+        for pcm in list(self._recent)[-pre_roll_frames:]:
             self._push(pcm)
 
     def close(self, utterance_id: int | None = None) -> None:
