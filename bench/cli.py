@@ -31,6 +31,7 @@ import datetime
 import importlib
 import json
 import platform
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Stopped by SIGTERM (a CI step's timeout, `kill`), a benchmark unwinds as on Ctrl-C, so the
+    # livekit-server and agent workers it started stop with it instead of running on.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if args.suite:
         return int(importlib.import_module(SUITES[args.suite][0]).run(args) or 0)
     if args.from_json:

@@ -148,6 +148,10 @@ class LiveKitBench:
             try:
                 await user.wait_for_state("listening", after=0, timeout_s=READY_TIMEOUT_S)
                 windows = await self._converse(user, mic, usage, run, on_item)
+                run.notes.append(f"microphone underruns: {user.underruns}")
+                if user.underruns:
+                    log.warning("the bench user's microphone ran dry %d times: its audio had "
+                                "gaps (a busy machine)", user.underruns)
             finally:
                 await mic.close()
                 await user.close()

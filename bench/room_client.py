@@ -32,6 +32,12 @@ from agent.transports.room_session import LiveKitAudioSink
 
 RATE = 16_000
 FRAME = RATE // 50  # 20 ms
+MIC_LEAD_S = 0.060
+"""How far ahead of its play-out the microphone's audio is written, as a sound card's buffer
+holds some (within the source's `queue_size_ms`). Written just in time, a wake-up of the
+bench's event loop a few milliseconds late left the source empty for a 10 ms tick, and the
+track without audio for that moment; `RoomUser.underruns` counts what is left of that."""
+UNDERRUN_S = 0.010  # the source plays 10 ms at a time: a frame this late found it empty
 LEAVE_TIMEOUT_S = 10.0
 """`close()` waits this long for each of its steps: a load test's step ends with many users
 leaving at once, and one whose disconnect never finished hung a whole run."""
@@ -67,6 +73,9 @@ class RoomUser:
     states: list[tuple[float, str]] = field(default_factory=list)
     transcripts: list[Transcription] = field(default_factory=list)
     agent_identity: str | None = None
+    underruns: int = 0
+    """Frames written after the microphone's source had run dry (see MIC_LEAD_S)."""
+    _due: float = field(default=0.0, init=False, repr=False)  # when the next frame plays out
     track_name: str = "mic"  # the copilot listens to a bridge's "meeting-audio" instead
 
     async def connect(self) -> None:
@@ -91,20 +100,23 @@ class RoomUser:
     async def speak(self, pcm: np.ndarray, *, marks: Sequence[int] = ()) -> list[float | None]:
         """Send `pcm` (16 kHz int16) in real time; returns, for each sample index in `marks`,
         when that sample left the microphone (monotonic seconds; None past the end)."""
-        start = time.monotonic()
         sent: list[float | None] = [None] * len(marks)
+        self._due = max(self._due, time.monotonic())
         n = -(-len(pcm) // FRAME)
         for i in range(n):
             chunk = np.zeros(FRAME, np.int16)
             part = pcm[i * FRAME : (i + 1) * FRAME]
             chunk[: len(part)] = part
+            now = time.monotonic()
+            if now > self._due + UNDERRUN_S:
+                self.underruns += 1
+            self._due = max(self._due, now)
             await self._mic.write(chunk)
             for k, mark in enumerate(marks):
                 if i * FRAME <= mark < (i + 1) * FRAME:
-                    offset = (mark - i * FRAME) / RATE
-                    queued = self._mic.queued_samples() / RATE
-                    sent[k] = time.monotonic() + queued - FRAME / RATE + offset
-            await asyncio.sleep(max(0.0, start + (i + 1) * FRAME / RATE - time.monotonic()))
+                    sent[k] = self._due + (mark - i * FRAME) / RATE
+            self._due += FRAME / RATE
+            await asyncio.sleep(max(0.0, self._due - MIC_LEAD_S - time.monotonic()))
         return sent
 
     async def silence(self, seconds: float) -> None:

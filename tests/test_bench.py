@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +185,7 @@ def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
     for r in report["runs"]:
         assert r["path"] == "livekit"
         check_run(r, anchor=r["name"] != "voxroom")
+        assert any(n.startswith("microphone underruns: ") for n in r["notes"]), r["notes"]
     ratio = report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"]
     assert ratio is not None and ratio > 0
 
@@ -208,3 +214,62 @@ def test_simulate_path_reports_the_turn_corpus_by_kind(
     assert kinds["backchannel"]["false_barge_ins"] in (0, 1)
     assert kinds["paused"]["cut_offs"] in (0, 1)
     assert "turn-taking by kind" in capsys.readouterr().out
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def _name(pid: int) -> str:
+    """livekit-server, agent.cli (the worker) or the program's file name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    if b"agent.cli" in argv:
+        return "agent.cli"
+    return Path(argv[0].decode()).name
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_benchmark_stopped_by_sigterm_stops_its_server_and_worker(tmp_path: Path) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "bench", "--path", "livekit", "--questions", "1",
+         "--barge-ins", "0", "--no-recordings", "--cache-dir", str(tmp_path / "speech")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not {"livekit-server", "agent.cli"} <= {_name(k) for k in _children(bench.pid)}:
+            assert bench.poll() is None and time.monotonic() < deadline, "nothing started"
+            time.sleep(0.2)
+        kids = _children(bench.pid)
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=60)
+        stopping = time.monotonic() + 10
+        while any(_running(k) for k in kids) and time.monotonic() < stopping:
+            time.sleep(0.2)
+        assert not [k for k in kids if _running(k)]
+    finally:
+        bench.kill()
+        for k in _children(bench.pid) + kids:
+            if _running(k):
+                os.kill(k, signal.SIGKILL)  # what a failure left behind
