@@ -493,7 +493,8 @@ class CopilotEngine:
         self._stream = self._stt.stream()
         self._listener.start(self._stream)
         self._set_partials()
-        self._partials = asyncio.create_task(self._read_partials(), name="copilot-partials")
+        self._partials = asyncio.create_task(self._listener.read_partials(self._offer_prefill),
+                                            name="copilot-partials")
         self._ticker = asyncio.create_task(
             tick_forever(self.options.frame_s, self._clock,
                          lambda now: self._apply(self.endpointer.tick(now))),
@@ -580,15 +581,6 @@ class CopilotEngine:
 
     def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
         self._apply(self.endpointer.on_turn_score(uid, text, score, self._clock()))
-
-    async def _read_partials(self) -> None:
-        assert self._stream is not None
-        try:
-            async for partial in self._stream.partials():
-                self._offer_prefill(partial.text)
-                self._listener.partial(partial.text)
-        except Exception as e:  # the stream died; candidates report it utterance by utterance
-            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
     def _offer_prefill(self, transcript: str, *, at_pause: bool = False) -> None:
         if self._prefill is not None and self._listener.hearing and transcript.strip():

@@ -136,7 +136,8 @@ class TurnEngine:
         self._stream = self._stt.stream()
         self._listener.start(self._stream)
         self._stream.set_paused(self._partials == "off")
-        self._partials_task = asyncio.create_task(self._read_partials(), name="stt-partials")
+        self._partials_task = asyncio.create_task(self._listener.read_partials(self._on_partial),
+                                                  name="stt-partials")
         self._playout.start()
         self._ticker = asyncio.create_task(
             tick_forever(self.options.frame_s, self._clock,
@@ -258,15 +259,8 @@ class TurnEngine:
     def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
         self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
 
-    async def _read_partials(self) -> None:
-        assert self._stream is not None
-        try:
-            async for partial in self._stream.partials():
-                if self._listener.hearing and partial.text.strip():
-                    self._emit(Transcript(self._clock(), partial.text, final=False))
-                    self._listener.partial(partial.text)
-        except Exception as e:  # the stream died; candidates report it turn by turn
-            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
+    def _on_partial(self, text: str) -> None:
+        self._emit(Transcript(self._clock(), text, final=False))
 
     # ---- replies --------------------------------------------------------------------------
 

@@ -117,10 +117,19 @@ class Listener:
         if self._guard is not None:
             self._guard.discard()
 
-    def partial(self, text: str) -> None:
-        """A partial transcript of the open utterance, for the scorer to read ahead."""
-        if self.scorer is not None and self.hearing:
-            self.scorer.partial(text)
+    async def read_partials(self, on_partial: Callable[[str], None]) -> None:
+        """The stream's partial transcripts of the open utterance, each to `on_partial` and to
+        the scorer (to read ahead), until the stream ends. A stream that dies is logged here;
+        each candidate then reports it for its own utterance."""
+        assert self.stream is not None
+        try:
+            async for partial in self.stream.partials():
+                if self.hearing and partial.text.strip():
+                    on_partial(partial.text)
+                    if self.scorer is not None:
+                        self.scorer.partial(partial.text)
+        except Exception as e:
+            log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 
     def score(self, utterance_id: int, text: str) -> None:
         if self.scorer is not None and utterance_id == self.utterance_id:
