@@ -76,6 +76,7 @@ class RoomUser:
     underruns: int = 0
     """Frames written after the microphone's source had run dry (see MIC_LEAD_S)."""
     _due: float = field(default=0.0, init=False, repr=False)  # when the next frame plays out
+    _speaking: bool = field(default=False, init=False, repr=False)
     track_name: str = "mic"  # the copilot listens to a bridge's "meeting-audio" instead
 
     async def connect(self) -> None:
@@ -100,6 +101,15 @@ class RoomUser:
     async def speak(self, pcm: np.ndarray, *, marks: Sequence[int] = ()) -> list[float | None]:
         """Send `pcm` (16 kHz int16) in real time; returns, for each sample index in `marks`,
         when that sample left the microphone (monotonic seconds; None past the end)."""
+        if self._speaking:  # two at once would interleave their frames on the one track
+            raise RuntimeError("this user is already speaking: speak() calls must not overlap")
+        self._speaking = True
+        try:
+            return await self._speak(pcm, marks)
+        finally:
+            self._speaking = False
+
+    async def _speak(self, pcm: np.ndarray, marks: Sequence[int]) -> list[float | None]:
         sent: list[float | None] = [None] * len(marks)
         self._due = max(self._due, time.monotonic())
         n = -(-len(pcm) // FRAME)

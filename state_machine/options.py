@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Self
 
 from state_machine.endpointing import EndpointOptions
 
 
 @dataclass(frozen=True)
 class ListenOptions:
-    """The listening front end's options, the same for the voice agent and the copilot."""
+    """How a speaker is heard, the same for the voice agent and the copilot: the frames, the
+    speech vote, the pre-roll and where a turn ends."""
 
     frame_s: float = 0.020
     """Length of one VAD frame."""
@@ -26,6 +28,13 @@ class ListenOptions:
     from the decision instead, it held only ~0.14 s before the onset (the vote takes 8 voiced
     frames), and through LiveKit "Could you remind me" was heard "of your mind meter"."""
 
+    endpoint: EndpointOptions = field(default_factory=EndpointOptions)
+    """Where the speaker's turn ends (`state_machine.endpointing`)."""
+
+    def scored(self) -> Self:
+        """These options, with the endpoint silence set by an end-of-turn model's score."""
+        return replace(self, endpoint=replace(self.endpoint, scored=True))
+
     def kept_frames(self) -> int:
         """Frames the listener keeps: the pre-roll and a vote window before the decision."""
         return self.frames(self.pre_roll_s + self.vad_window_s)
@@ -37,9 +46,6 @@ class ListenOptions:
 @dataclass(frozen=True)
 class TurnOptions(ListenOptions):
     """The voice agent's turn-taking."""
-
-    endpoint: EndpointOptions = field(default_factory=EndpointOptions)
-    """Where the user's turn ends (`state_machine.endpointing`)."""
 
     speculative_start: bool = True
     """Start the LLM on a stable candidate before the endpoint is confirmed."""

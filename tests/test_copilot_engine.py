@@ -1002,3 +1002,9 @@ def test_without_a_prefill_no_partials_are_decoded():
     assert stt.streams[0].paused and set(stt.streams[0].pauses) == {True}
     [(aid, _)] = run.sink.opened()
     assert run.sink.status(aid) == "complete"
+
+
+def test_with_an_end_of_turn_model_the_question_keeps_its_own_silences_scored() -> None:
+    options = CopilotOptions().scored()
+    assert isinstance(options, CopilotOptions) and options.endpoint.scored
+    assert options.endpoint.silence_s == CopilotOptions().endpoint.silence_s == 0.7

@@ -1,6 +1,6 @@
 """RoomUser's teardown is bounded: a step that never ends, even when cancelled, is left behind
 after LEAVE_TIMEOUT_S with a warning, and the caller goes on (a load test's step ends with many
-users leaving at once)."""
+users leaving at once). Its microphone keeps its lead over play-out and has one speaker."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 
+import numpy as np
 import pytest
 
 from bench import room_client
@@ -82,3 +83,30 @@ async def test_final_texts_keep_the_latest_stream_of_each_segment() -> None:
     assert user.final_texts("user-1") == ["Please remember my number, four two seven.",
                                           "And my name?"]
     assert user.final_texts("agent") == []
+
+
+class RecordingMic:
+    """A TEST DOUBLE of the microphone's sink: when each frame was written."""
+
+    def __init__(self) -> None:
+        self.written: list[float] = []
+
+    async def write(self, pcm: np.ndarray) -> None:
+        self.written.append(time.monotonic())
+
+
+async def test_the_microphone_has_one_speaker_at_a_time() -> None:
+    # Two at once would interleave their frames on the one track (a test once did, and the
+    # agent heard the question chopped into 20 ms pieces).
+    user = RoomUser("ws://unused", "token")
+    mic = RecordingMic()
+    user._mic = mic  # what connect() sets
+    speech = np.zeros(room_client.RATE // 5, np.int16)  # 10 frames
+    first = asyncio.create_task(user.speak(speech))
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="already speaking"):
+        await user.speak(speech)
+    await first
+    assert len(mic.written) == 10
+    await user.speak(speech)  # free again
+    assert len(mic.written) == 20

@@ -53,8 +53,10 @@ def joining(server: LiveKitServer, room: str, identity: str, **token: Any) -> Ro
 
 async def say(user: RoomUser, text: str) -> float:
     """Say `text` in real time with the mic left open afterwards; returns the end time."""
-    await user.speak(with_silence(espeak(text), 0.3, 0.0))
-    return time.monotonic()
+    pcm = with_silence(espeak(text), 0.3, 0.0)
+    [end] = await user.speak(pcm, marks=[len(pcm) - 1])
+    assert end is not None
+    return end
 
 
 async def test_a_third_participant_is_not_answered(
@@ -109,8 +111,8 @@ async def test_the_participant_named_in_the_metadata_is_served_even_if_not_first
             said = await say(early, QUESTION)
             await asyncio.sleep(IGNORED_WAIT_S)
             assert "thinking" not in [s for t, s in user.states if t > said - 3]
-            user_mic = asyncio.create_task(user.silence(30))
             asked = await say(user, QUESTION)
+            user_mic = asyncio.create_task(user.silence(30))
             await user.wait_for_state("speaking", after=asked, timeout_s=30)
             user_mic.cancel()
             await asyncio.gather(user_mic, return_exceptions=True)

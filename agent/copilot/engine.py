@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -455,7 +455,7 @@ class CopilotEngine:
         end-of-turn model whose score sets the question's endpoint silence."""
         options = options or CopilotOptions()
         if turn_detector is not None:
-            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+            options = options.scored()
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
@@ -90,8 +89,8 @@ class TurnEngine:
         turn_detector: TurnDetector | None = None,
     ) -> None:
         options = options or TurnOptions()
-        if turn_detector is not None:  # the endpoint silence follows its score
-            options = replace(options, endpoint=replace(options.endpoint, scored=True))
+        if turn_detector is not None:
+            options = options.scored()
         self.options = options
         self.machine = ConversationStateMachine(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
