@@ -64,6 +64,10 @@ class STTSettings:
     # speaks, so local decoding leaves the CPU to the LLM and TTS), "always", or "off" (only
     # the candidate transcript at each pause).
     partials: str = "listening"
+    # A CTranslate2 conversion of another Whisper (a folder with model.bin, English-only or
+    # multilingual) in place of the bundled tiny.en; `voxroom bench stt-ceiling --model-dir`
+    # measures one on the listening corpus first.
+    model_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,11 @@ def validate(s: Settings) -> None:
     if s.stt.partials not in STT_PARTIALS:
         raise ConfigError(
             f"stt.partials must be one of {', '.join(STT_PARTIALS)}, got {s.stt.partials!r}"
+        )
+    if s.stt.model_dir and not (Path(s.stt.model_dir) / "model.bin").is_file():
+        raise ConfigError(
+            f"stt.model_dir must be a CTranslate2 Whisper folder with a model.bin, "
+            f"got {s.stt.model_dir!r}"
         )
     if s.stt.provider == "deepgram" and not s.stt.api_key:
         raise ConfigError("DEEPGRAM_API_KEY is required when stt.provider = 'deepgram'")

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from agent.config import ConfigError, LLMSettings, Settings, STTSettings, TTSSettings, validate
 from agent.engines import LanguageModel, SpeechToText, TextToSpeech
@@ -23,10 +24,10 @@ SPEC_HELP = "local | openai:MODEL | script:PATH"
 # --- speech to text ----------------------------------------------------------------------------
 
 
-def _whisper(_settings: STTSettings) -> SpeechToText:
+def _whisper(settings: STTSettings) -> SpeechToText:
     from agent.stt.whisper import WhisperSTT
 
-    stt = WhisperSTT()
+    stt = WhisperSTT(Path(settings.model_dir) if settings.model_dir else None)
     stt.load()
     stt.warmup()
     return stt

@@ -51,6 +51,9 @@ CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus",
 # name -> (module, one-line help); each module defines `add_arguments(parser)` and `run(args)`.
 SUITES: dict[str, tuple[str, str]] = {
     "stt": ("bench.stt_bench", "streaming STT: Whisper tiny.en's partials, finals and WER"),
+    "stt-ceiling": ("bench.stt_ceiling",
+                    "what a Whisper model hears of the listening corpus, decoded whole after "
+                    "Opus: best and n-best oracle WER per condition"),
     "tts-roundtrip": ("bench.tts_roundtrip",
                       "Piper whole and in chunks, transcribed back by Whisper: WER, first audio"),
     "turn-detectors": ("bench.turn_detectors",

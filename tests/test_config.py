@@ -90,7 +90,16 @@ def test_bad_file_is_rejected_with_a_clear_error(empty_dir: Path, toml: str, mes
 def test_unknown_key_error_lists_the_known_ones(empty_dir: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(_toml(empty_dir, '[stt]\nmodl = "x"\n'), env={})
-    assert "['api_key', 'base_url', 'partials', 'provider']" in str(err.value)
+    assert "['api_key', 'base_url', 'model_dir', 'partials', 'provider']" in str(err.value)
+
+
+def test_stt_model_dir_must_hold_a_model(empty_dir: Path) -> None:
+    assert load_settings(env={}).stt.model_dir == ""
+    with pytest.raises(ConfigError, match=r"stt\.model_dir must be a CTranslate2 Whisper folder"):
+        load_settings(env={"VOXROOM_STT_MODEL_DIR": str(empty_dir)})
+    (empty_dir / "model.bin").write_bytes(b"")
+    assert load_settings(env={"VOXROOM_STT_MODEL_DIR": str(empty_dir)}).stt.model_dir == str(
+        empty_dir)
 
 
 def test_stt_partials_are_checked(empty_dir: Path) -> None:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -37,6 +40,19 @@ def test_whisper_stays_the_default() -> None:
     assert isinstance(stt, WhisperSTT)
     assert isinstance(tts, PiperTTS) and tts.sample_rate == 16_000
     assert isinstance(load_stt(STTSettings()), WhisperSTT)
+
+
+@pytest.mark.slow
+def test_whisper_loads_the_configured_model_dir(tmp_path: Path) -> None:
+    from agent.models import whisper_model_dir
+    from agent.stt.whisper import WhisperSTT
+
+    copy = tmp_path / "whisper"
+    shutil.copytree(whisper_model_dir(), copy)
+    assert isinstance(load_stt(STTSettings(model_dir=str(copy))), WhisperSTT)
+    (copy / "model.bin").write_bytes(b"not a model")  # never the bundled one in its place
+    with pytest.raises(RuntimeError):
+        load_stt(STTSettings(model_dir=str(copy)))
 
 
 def test_every_configurable_provider_has_a_factory() -> None:

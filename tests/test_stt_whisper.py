@@ -98,6 +98,17 @@ async def test_transcribes_espeak_sentences(stt: WhisperSTT, sentence: str) -> N
     assert wer(sentence, text) <= 0.25, text
 
 
+@pytest.mark.slow
+async def test_hypotheses_are_the_beams_best_first(stt: WhisperSTT, piper) -> None:
+    sentence = "How many people live in New York City?"
+    speech = with_silence(await piper.synthesize(sentence), 0.2, 0.3)
+    hyps = await stt.hypotheses(speech, 4)
+    assert 1 <= len(hyps) <= 4
+    scores = [score for _, score in hyps]
+    assert scores == sorted(scores, reverse=True)
+    assert wer(sentence, hyps[0][0]) <= 0.25, hyps
+
+
 @pytest.fixture(scope="module")
 def piper():
     from tts.piper_tts import PiperTTS

@@ -148,6 +148,11 @@ class _Decoder:
         self._sot = tok("<|startoftranscript|>")
         self._prev = tok("<|startofprev|>")
         self.timestamp_begin = tok("<|notimestamps|>") + 1
+        # A multilingual model is told the language and the task, or it may guess another
+        # language (or translate) from a few seconds of accented English.
+        self._task = (
+            (tok("<|en|>"), tok("<|transcribe|>")) if self._whisper.is_multilingual else ()
+        )
         self._pieces: dict[int, str] = {}
         # The encoder output of 30 s of silence: frames from here continue the silence after
         # a clip (the encoder is bidirectional, but its frames deep in silence hardly depend
@@ -205,7 +210,7 @@ class _Decoder:
         o = self._options
         context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
         # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
-        prompt = [*context, self._sot, self.timestamp_begin, *prefix]
+        prompt = [*context, self._sot, *self._task, self.timestamp_begin, *prefix]
         budget = len(prefix) + 8 + math.ceil(seconds * o.max_tokens_per_s)
         # CTranslate2 caps the result (prefix included) at
         # min(max_length / 2, max_length - len(context)).
@@ -232,6 +237,24 @@ class _Decoder:
         self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
     ) -> tuple[int, ...]:
         return self.generate(self.encode(audio), len(audio) / INPUT_RATE, prefix, previous)
+
+    def hypotheses(self, audio: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The `n` best texts of a beam of `n` over the whole of `audio`, best first, each with
+        its mean log probability per token (for measuring what a model can hear: the finals
+        take only the best)."""
+        seconds = len(audio) / INPUT_RATE
+        budget = 8 + math.ceil(seconds * self._options.max_tokens_per_s)
+        result = self._whisper.generate(
+            self.encode(audio), [[self._sot, *self._task, self.timestamp_begin]], beam_size=n,
+            num_hypotheses=n, max_length=2 * budget,
+            repetition_penalty=self._options.repetition_penalty, return_scores=True,
+        )[0]
+        return [
+            (self.text(drop_late_segments(ids, self.timestamp_begin, self.eot,
+                                          seconds + self._options.end_pad_s, self.normalized)),
+             float(score))
+            for ids, score in zip(result.sequences_ids, result.scores, strict=True)
+        ]
 
     def text(self, ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(ids)).strip()
@@ -621,8 +644,9 @@ class WhisperSTTStream:
 
 
 class WhisperSTT:
-    """Whisper tiny.en on CPU (agent.engines.SpeechToText). Call `load()` once per process
-    (in the worker's prewarm), then `warmup()`."""
+    """Whisper on CPU (agent.engines.SpeechToText): the bundled tiny.en, or the CTranslate2
+    conversion of another Whisper in `model_dir` (English-only or multilingual, decoded as
+    English). Call `load()` once per process (in the worker's prewarm), then `warmup()`."""
 
     def __init__(
         self, model_dir: Path | None = None, *, cpu_threads: int = 2,
@@ -662,6 +686,12 @@ class WhisperSTT:
 
     def stream(self) -> WhisperSTTStream:
         return WhisperSTTStream(self._loaded(), self.options)
+
+    async def hypotheses(self, pcm: np.ndarray, n: int = 8) -> list[tuple[str, float]]:
+        """The n-best transcripts of a whole 16 kHz int16 utterance (`_Decoder.hypotheses`)."""
+        decoder = self._loaded()
+        return await WHISPER_POOL.run(lambda: decoder.hypotheses(pcm, n),
+                                      priority=PRIORITY_FINAL)
 
     async def transcribe(self, pcm: np.ndarray) -> str:
         """One-shot transcription of a whole 16 kHz int16 utterance (no partials)."""
