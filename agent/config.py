@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -28,7 +28,7 @@ class LiveKitSettings:
 
 # The providers of each engine (agent.providers has a factory for each name).
 LLM_PROVIDERS = ("local", "openai")
-STT_PROVIDERS = ("whisper", "deepgram")
+STT_PROVIDERS = ("whisper", "deepgram", "openai")
 TTS_PROVIDERS = ("piper", "openai")
 
 
@@ -57,9 +57,13 @@ STT_PARTIALS = ("listening", "always", "off")
 
 @dataclass(frozen=True)
 class STTSettings:
-    provider: str = "whisper"  # or "deepgram"
+    # "whisper" (bundled), "deepgram", or "openai": OpenAI's /audio/transcriptions or any
+    # server that speaks it at base_url (a larger Whisper on another host).
+    provider: str = "whisper"
+    # DEEPGRAM_API_KEY; for "openai", OPENAI_API_KEY when this is not set.
     api_key: str = field(default="", repr=False)
     base_url: str = ""
+    model: str = ""  # for "openai": the server's model name (default whisper-1)
     # Partial transcripts while the user speaks: "listening" (paused while the agent thinks or
     # speaks, so local decoding leaves the CPU to the LLM and TTS), "always", or "off" (only
     # the candidate transcript at each pause).
@@ -175,6 +179,8 @@ def load_settings(
                 continue
             values[f.name] = _coerce(section, f.name, raw, type(getattr(cls(), f.name)))
         sections[section] = cls(**values)
+    if sections["stt"].provider == "openai" and not sections["stt"].api_key:
+        sections["stt"] = replace(sections["stt"], api_key=env.get("OPENAI_API_KEY", ""))
     settings = Settings(**sections)
     validate(settings)
     from agent.log_redaction import register_secrets
@@ -223,7 +229,9 @@ def validate(s: Settings) -> None:
     if s.llm.max_tokens <= 0:
         raise ConfigError("llm.max_tokens must be positive")
     if s.stt.provider not in STT_PROVIDERS:
-        raise ConfigError(f"stt.provider must be 'whisper' or 'deepgram', got {s.stt.provider!r}")
+        raise ConfigError(
+            f"stt.provider must be one of {', '.join(STT_PROVIDERS)}, got {s.stt.provider!r}"
+        )
     if s.stt.partials not in STT_PARTIALS:
         raise ConfigError(
             f"stt.partials must be one of {', '.join(STT_PARTIALS)}, got {s.stt.partials!r}"
@@ -235,6 +243,11 @@ def validate(s: Settings) -> None:
         )
     if s.stt.provider == "deepgram" and not s.stt.api_key:
         raise ConfigError("DEEPGRAM_API_KEY is required when stt.provider = 'deepgram'")
+    if s.stt.provider == "openai":
+        if s.stt.base_url and urlparse(s.stt.base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"stt.base_url must be an http(s) URL, got {s.stt.base_url!r}")
+        if not s.stt.base_url and not s.stt.api_key:
+            raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set stt.base_url)")
     if s.turn.detector not in TURN_DETECTORS:
         raise ConfigError(
             f"turn.detector must be one of {', '.join(TURN_DETECTORS)}, got {s.turn.detector!r}"

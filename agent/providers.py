@@ -40,10 +40,18 @@ def _deepgram(settings: STTSettings) -> SpeechToText:
     return DeepgramSTT.from_settings(settings)
 
 
+def _openai_transcription(settings: STTSettings) -> SpeechToText:
+    # Nothing to load: its reachability is checked at worker start (agent.worker.provider_checks).
+    from agent.stt.openai_stt import OpenAISTT
+
+    return OpenAISTT(base_url=settings.base_url, api_key=settings.api_key, model=settings.model)
+
+
 # stt.provider -> the engine, loaded and warmed (blocking: call from prewarm or a thread).
 STT_PROVIDERS: dict[str, Callable[[STTSettings], SpeechToText]] = {
     "whisper": _whisper,
     "deepgram": _deepgram,
+    "openai": _openai_transcription,
 }
 
 

@@ -90,7 +90,20 @@ def test_bad_file_is_rejected_with_a_clear_error(empty_dir: Path, toml: str, mes
 def test_unknown_key_error_lists_the_known_ones(empty_dir: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(_toml(empty_dir, '[stt]\nmodl = "x"\n'), env={})
-    assert "['api_key', 'base_url', 'model_dir', 'partials', 'provider']" in str(err.value)
+    assert "['api_key', 'base_url', 'model', 'model_dir', 'partials', 'provider']" in str(err.value)
+
+
+def test_openai_stt_needs_a_server_or_a_key(empty_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY is required"):
+        load_settings(env={"VOXROOM_STT_PROVIDER": "openai"})
+    with pytest.raises(ConfigError, match=r"stt\.base_url must be an http\(s\) URL"):
+        load_settings(env={"VOXROOM_STT_PROVIDER": "openai", "VOXROOM_STT_BASE_URL": "ws://x"})
+    keyed = load_settings(env={"VOXROOM_STT_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test"})
+    assert keyed.stt.api_key == "sk-test"  # OpenAI's key when no STT key is set
+    served = load_settings(env={"VOXROOM_STT_PROVIDER": "openai",
+                                "VOXROOM_STT_BASE_URL": "http://asr.internal:8000/v1",
+                                "VOXROOM_STT_MODEL": "large-v3"})
+    assert (served.stt.base_url, served.stt.model) == ("http://asr.internal:8000/v1", "large-v3")
 
 
 def test_stt_model_dir_must_hold_a_model(empty_dir: Path) -> None:
@@ -139,7 +152,8 @@ def test_missing_explicit_file(empty_dir: Path) -> None:
         ),
         ({"VOXROOM_LLM_MAX_TOKENS": "0"}, r"max_tokens must be positive"),
         ({"VOXROOM_STT_PROVIDER": "deepgram"}, r"DEEPGRAM_API_KEY"),
-        ({"VOXROOM_STT_PROVIDER": "vosk"}, r"'whisper' or 'deepgram'"),
+        ({"VOXROOM_STT_PROVIDER": "vosk"},
+         r"stt\.provider must be one of whisper, deepgram, openai"),
         ({"VOXROOM_TTS_PROVIDER": "say"}, r"tts\.provider must be 'piper'"),
     ],
 )

@@ -26,13 +26,15 @@ class ProviderError(ConfigError):
 
 
 async def check_providers(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
-    """Check every remote provider the settings name (an OpenAI-compatible LLM, Deepgram),
+    """Check every remote provider the settings name (an OpenAI-compatible LLM or STT, Deepgram),
     concurrently. Returns what was verified; raises ProviderError naming every failure."""
     checks = []
     if settings.llm.provider == "openai":
         checks.append(check_openai_llm(settings.llm, timeout_s=timeout_s))
     if settings.stt.provider == "deepgram":
         checks.append(check_deepgram(settings.stt, timeout_s=timeout_s))
+    if settings.stt.provider == "openai":
+        checks.append(check_openai_stt(settings.stt, timeout_s=timeout_s))
     results = await asyncio.gather(*checks, return_exceptions=True)
     if errors := [str(r) for r in results if isinstance(r, ProviderError)]:
         raise ProviderError("; ".join(errors))
@@ -117,6 +119,20 @@ async def check_deepgram(settings: STTSettings, *, timeout_s: float = DEFAULT_TI
     except DeepgramError as e:  # the key or the request refused: the message says which
         raise ProviderError(f"stt: {e}") from e
     return f"Deepgram at {settings.base_url or DEFAULT_BASE_URL} accepted the key and a stream"
+
+
+async def check_openai_stt(settings: STTSettings, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+    """Half a second of silence is transcribed (the request checks the key and the model)."""
+    from agent.stt.openai_stt import OpenAISTT, STTRequestError
+
+    stt = OpenAISTT(base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
+                    connect_timeout_s=min(timeout_s, _CONNECT_TIMEOUT_S), max_duration_s=timeout_s)
+    try:
+        await stt.transcribe(np.zeros(INPUT_RATE // 2, np.int16))
+    except STTRequestError as e:
+        raise ProviderError(f"stt: {e}; check stt.base_url (VOXROOM_STT_BASE_URL), "
+                            f"stt.model (VOXROOM_STT_MODEL) and the key") from e
+    return f"{stt.url} transcribed a test clip with {stt.model}"
 
 
 async def check_livekit(
