@@ -48,7 +48,7 @@ from agent.protocol import (
     KEY_MODE,
     MEETING_TRACK,
 )
-from agent.transports.tokens import create_join_token
+from agent.transports.tokens import create_bridge_token, create_join_token
 from bench.copilot_bench import (
     DATA,
     QUESTIONS,
@@ -66,6 +66,7 @@ AGENT_NAME = "voxroom-copilot-bench"
 CANDIDATE = "candidate"
 ANSWER_DONE = re.compile(r"answer_done (\{.*\})")
 CPU_SAMPLE_S = 0.05  # the windows are ~0.6 s
+UNANSWERED_ABORT = 3  # none of the first this many answered: the run is broken, not slow
 
 
 def engine_views(log_path: Path) -> list[dict]:
@@ -135,8 +136,9 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
     dispatch = json.dumps({KEY_MODE: "copilot", KEY_CANDIDATE: CANDIDATE})
     await candidate.join(server.url, create_join_token(settings, room, CANDIDATE,
                                                        dispatch_metadata=dispatch))
-    interviewer = RoomUser(server.url, create_join_token(
-        settings, room, "meeting-bridge-bench", dispatch_agent=False), track_name=MEETING_TRACK)
+    # The copilot hears only its candidate's bridge: the interviewer joins as one.
+    interviewer = RoomUser(server.url, create_bridge_token(
+        settings, room, "meeting-bridge-bench", CANDIDATE), track_name=MEETING_TRACK)
     await interviewer.connect()
     mic = OpenMic(interviewer)
     results: list[dict] = []
@@ -162,6 +164,9 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
                             and candidate.answers[-1].done_at is not None, args.timeout_s, "")
             except TimeoutError:
                 results.append({"question": question, "answered": False})
+                if len(results) == UNANSWERED_ABORT and not any(r["answered"] for r in results):
+                    raise RuntimeError(f"the copilot answered none of the first {len(results)} "
+                                       "questions: see the worker's log (--worker-log)") from None
                 continue
             results.append(_result(question, speech_end, candidate.answers[-1]))
             print(json.dumps(results[-1]), flush=True)
