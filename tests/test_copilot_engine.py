@@ -341,11 +341,12 @@ def test_a_complete_question_is_answered_speculatively_and_shown_right_after_its
     speech_end = run.speech_ends[0]
     assert record.speech_end == pytest.approx(speech_end)
     # candidate after 60 ms of silence, decoded in 200 ms: a complete question, so the answer
-    # starts at once and the cued endpoint (300 ms) confirms it; first words 100 ms later.
+    # starts at once and the cued endpoint (400 ms) confirms it; the first words, ready
+    # since 360 ms, are shown then.
     assert record.started_at - speech_end == pytest.approx(0.26, abs=0.021)
-    assert record.committed_at - speech_end == pytest.approx(0.30, abs=0.021)
+    assert record.committed_at - speech_end == pytest.approx(0.40, abs=0.021)
     first = run.sink.first_write_at(aid) - speech_end
-    assert first == pytest.approx(0.36, abs=0.021)
+    assert first == pytest.approx(0.40, abs=0.021)
     assert record.latency_ms()["first_words"] == pytest.approx(first * 1000, abs=0.5)
     assert len(llm.requests) == 1
 
@@ -382,6 +383,23 @@ def test_a_pause_inside_a_question_cancels_the_speculative_answer_and_answers_th
         "Interviewer: Tell me about a time when",
         "Interviewer: Tell me about a time when you disagreed with your manager.",
     ]
+
+
+def test_a_comma_pause_after_a_complete_looking_half_does_not_end_the_question():
+    # "Where did you go to university, and what did you study?": the first half is a whole
+    # question, and the comma's pause (a quick decode hears it well inside it) ends nothing.
+    stt = ScriptedSTT([(1.0, "Where did you go to university?"),
+                       (2.0, "Where did you go to university, and what did you study?")],
+                      delay_s=0.05)
+    llm = RecordingLLM([ANSWER], ttft_ms=10, words_per_s=1000)
+    run = run_copilot([("speech", 1.0), ("silence", 0.3), ("speech", 1.0)], stt, llm)
+
+    [(aid, question)] = run.sink.opened()
+    assert question == "Where did you go to university, and what did you study?"
+    assert run.sink.status(aid) == "complete"
+    # The half was answered speculatively, unseen, and that answer dropped.
+    assert [c["reason"] for c in kinds(run.events, "answer_cancelled")] == [
+        "the interviewer went on"]
 
 
 def test_a_transcript_asked_at_a_pause_is_not_waited_for_once_the_question_goes_on():
@@ -733,7 +751,7 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
     [final] = [a for a in out if isinstance(a, A.StartReply)]
     assert final.user_text == "What was the hardest bug you fixed?"
     assert open_.utterance_id == req.utterance_id
-    out = _frames(ep, False, 1.7, 0.2)
+    out = _frames(ep, False, 1.7, 0.3)  # 0.4 s of silence after the question
     assert A.ConfirmReply(final.reply_id) in out
     assert A.CommitUserTurn(final.user_text, req.utterance_id) in out
 
@@ -815,8 +833,22 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
     [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
     _frames(ep, False, 3.3, 0.06)
     out = ep.on_turn_score(req.utterance_id, question, 0.9, 3.36)
+    assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
+    out = _frames(ep, False, 3.36, 0.2)
     [commit] = [a for a in out if isinstance(a, A.CommitUserTurn)]
-    assert commit.text == question  # ended as soon as it was scored complete
+    assert commit.text == question  # scored complete: ended at 0.4 s of silence
+
+
+def test_endpointer_lets_a_comma_pause_pass_when_the_model_scores_the_half_complete():
+    ep = _scored()
+    req = _question_heard(ep)
+    text = "Where did you go to university?"
+    ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out = ep.on_turn_score(req.utterance_id, text, 0.9, 1.15)
+    out += _frames(ep, False, 1.06, 0.3)  # a comma's pause
+    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
+    out = _frames(ep, False, 1.36, 0.06)  # had it gone on: 0.4 s of silence ends it
+    assert [a for a in out if isinstance(a, A.CommitUserTurn)]
 
 
 def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished():

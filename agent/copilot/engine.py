@@ -91,13 +91,21 @@ class CopilotOptions(ListenOptions):
     """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
     dropped)."""
     speculative_start: bool = True
-    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(silence_s=0.700))
+    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(
+        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400))
     """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
-    interviewer's numbers: without an end-of-turn model, 0.7 s of silence ends anything that
-    is not a complete question (agent.copilot.question_detector) and 0.3 s a complete one:
-    interviewers pause inside long questions, and 0.7 s lets most "Tell me about a time
-    when... you" pauses pass. A statement that ends is dropped (kept as the next question's
-    preamble). With a model, its score sets the silence, as for the voice agent."""
+    interviewer's numbers. Without an end-of-turn model, 0.7 s of silence ends anything that
+    is not a complete question (agent.copilot.question_detector): interviewers pause inside
+    long questions, and 0.7 s lets most "Tell me about a time when... you" pauses pass. A
+    statement that ends is dropped (kept as the next question's preamble). With a model, its
+    score sets the silence, as for the voice agent.
+
+    A question that looks complete (by its words or its score) ends after 0.4 s, not the
+    voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
+    and what did you study?"), and the comma's pause (~0.2 s when espeak-ng says it) ended it
+    there, answering half the question. The wait costs the candidate
+    little: the answer starts speculatively at the pause, and its first words wait for the
+    LLM's first token, which the bundled model gives ~0.45-0.6 s after the question's end."""
     similarity_keep: float = 0.92
     """A speculative answer is kept when its question is this similar to the final one."""
     preamble_keep_s: float = 20.0
