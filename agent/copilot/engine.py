@@ -103,9 +103,10 @@ class CopilotOptions(ListenOptions):
     A question that looks complete (by its words or its score) ends after 0.4 s, not the
     voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
     and what did you study?"), and the comma's pause (~0.2 s when espeak-ng says it) ended it
-    there, answering half the question. The wait costs the candidate
-    little: the answer starts speculatively at the pause, and its first words wait for the
-    LLM's first token, which the bundled model gives ~0.45-0.6 s after the question's end."""
+    there, answering half the question. The wait has a price: the answer starts
+    speculatively at the pause and its first token is often ready before 0.4 s, so its first
+    words come up to 0.2 s later (measured in docs/benchmarks.md). An answer to half the
+    question, then another, costs the candidate more."""
     similarity_keep: float = 0.92
     """A speculative answer is kept when its question is this similar to the final one."""
     preamble_keep_s: float = 20.0
