@@ -120,7 +120,7 @@ class LiveKitBench:
         from bench.room_client import RoomUser
 
         tag = agentsession or "voxroom"
-        log = self.dir / f"worker-{tag}.log"
+        worker_log = self.dir / f"worker-{tag}.log"
         store = self.dir / f"turns-{tag}.sqlite3"
         metrics = self.dir / f"metrics-{tag}.jsonl"
         env = {"LIVEKIT_URL": self.server.url, "LIVEKIT_API_KEY": self.server.api_key,
@@ -140,7 +140,7 @@ class LiveKitBench:
                     "VOXROOM_BENCH_METRICS": str(metrics)}
         settings = self.server.livekit_settings(agent_name)
         room = f"bench-{tag}-{int(time.time())}"
-        with worker_process(argv, env, log) as proc:
+        with worker_process(argv, env, worker_log) as proc:
             usage = ProcessUsage(proc.pid)
             user = RoomUser(self.server.url, create_join_token(settings, room, "bench-user"))
             await user.connect()

@@ -54,13 +54,13 @@ class EndpointOptions:
     0.3-0.8 s inside a question ("Could you tell me ... which bus goes to the airport?");
     1.2 s covers those pauses and bounds the wait when the model is wrong."""
 
-    complete_score: float = 0.25
-    unfinished_score: float = 0.05
+    complete_score: float = 0.03
+    unfinished_score: float = 0.015
     """Scores between the two interpolate the silence linearly. Chosen on the cases of
     `bench/turn_detectors.py` (not the bench corpus; figures in docs/benchmarks.md): with the
-    text model, unfinished starts cluster near 0 and complete questions around 0.4; a lower
-    `complete_score` cuts off more starts the model half-believes, a higher one makes more
-    complete questions wait."""
+    text model, unfinished starts score 0.000-0.003 and complete questions 0.1-0.4; the
+    narrow band is where the two overlap least. A lower `complete_score` cuts off more starts
+    the model half-believes, a higher one makes more complete questions wait."""
 
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""

@@ -122,7 +122,9 @@ def test_the_same_words_after_more_voice_are_scored_again() -> None:
     def transcript(start: float, end: float) -> str:
         return first if end < 3.1 else "Could you recommend a film for tonight? Something funny?"
 
-    scores = iter([0.19, 0.005, 0.9])  # before the "uh", after it, the whole question
+    e = SCORED.endpoint
+    unsure = (e.complete_score + e.unfinished_score) / 2  # the words alone: a 0.7 s wait
+    scores = iter([unsure, 0.005, 0.9])  # before the "uh", after it, the whole question
     tl = scored(transcript, lambda text: next(scores))
     tl.run(speech((0.5, 2.0), (2.35, 2.6), (3.2, 4.0)), until_s=8.0)
     assert [a.text for _, a in tl.of(A.ScoreTurn)] == [first, first, transcript(0, 4)]

