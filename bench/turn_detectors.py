@@ -188,8 +188,8 @@ def transcribed(all_cases: list[Case]) -> list[Case]:
 
 # Each model's own decision threshold: Smart Turn's 0.5; LiveKit's "unlikely" threshold for
 # English in livekit-agents (0.36); for the text model, the middle of voxroom's
-# EndpointOptions band (unfinished <= 0.015, complete >= 0.03).
-THRESHOLDS = {"text": 0.02, "text+smart-turn": 0.02, "smart-turn": 0.5, "livekit": 0.36}
+# EndpointOptions band (unfinished <= 0.003, complete >= 0.03).
+THRESHOLDS = {"text": 0.015, "text+smart-turn": 0.015, "smart-turn": 0.5, "livekit": 0.36}
 
 
 def ordered_pairs(done: list[float], unfinished: list[float]) -> float:

@@ -55,12 +55,13 @@ class EndpointOptions:
     1.2 s covers those pauses and bounds the wait when the model is wrong."""
 
     complete_score: float = 0.03
-    unfinished_score: float = 0.015
+    unfinished_score: float = 0.003
     """Scores between the two interpolate the silence linearly. Chosen on the cases of
     `bench/turn_detectors.py` (not the bench corpus; figures in docs/benchmarks.md): with the
-    text model, unfinished starts score 0.000-0.003 and complete questions 0.1-0.4; the
-    narrow band is where the two overlap least. A lower `complete_score` cuts off more starts
-    the model half-believes, a higher one makes more complete questions wait."""
+    text model, unfinished starts score 0.000-0.003 and most complete questions 0.03-0.4; in
+    between are misheard words of either kind ("What is the capital and France?" 0.014),
+    which wait in proportion. A lower `complete_score` cuts off more starts the model
+    half-believes, a higher one makes more complete questions wait."""
 
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""

@@ -822,7 +822,7 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
     out = ep.on_candidate(req.utterance_id, "Tell me about a time when.", 1.0, 1.2)
     [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
     assert score.text == "Tell me about a time when."
-    out = ep.on_turn_score(req.utterance_id, score.text, 0.01, 1.25)
+    out = ep.on_turn_score(req.utterance_id, score.text, 0.0, 1.25)
     out += _frames(ep, False, 1.26, 0.9)  # 1.16 s of silence in all
     assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
     out = _frames(ep, True, 2.16, 1.0) + _frames(ep, False, 3.16, 0.06)

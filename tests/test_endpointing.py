@@ -32,7 +32,7 @@ def scored(transcript, score, **kw) -> Timeline:  # type: ignore[no-untyped-def]
 def test_the_silence_follows_the_score_between_its_bounds() -> None:
     o = EndpointOptions()
     assert silence_for_score(o, 0.9) == o.silence_complete_s == 0.2
-    assert silence_for_score(o, 0.01) == o.silence_unfinished_s == 1.2
+    assert silence_for_score(o, 0.0) == o.silence_unfinished_s == 1.2
     mid = (o.complete_score + o.unfinished_score) / 2
     assert silence_for_score(o, mid) == approx((o.silence_complete_s + o.silence_unfinished_s) / 2)
     scores = [i / 100 for i in range(101)]
@@ -56,7 +56,7 @@ def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
         return "Could you tell me." if end < 2.5 else "Could you tell me which bus goes there?"
 
     def score(text: str) -> float:
-        return 0.01 if text == "Could you tell me." else 0.8
+        return 0.0 if text == "Could you tell me." else 0.8
 
     tl = scored(transcript, score)
     tl.run(speech((0.5, 1.5), (2.2, 3.5)), until_s=8.0)  # a 0.7 s pause after "tell me"
@@ -97,7 +97,7 @@ def test_a_busy_event_loop_in_a_pause_is_not_the_speakers_silence() -> None:
     def transcript(start: float, end: float) -> str:
         return "Could you tell me" if end < 1.9 else "Could you tell me which bus goes there?"
 
-    tl = scored(transcript, lambda text: 0.01 if text == "Could you tell me" else 0.9)
+    tl = scored(transcript, lambda text: 0.0 if text == "Could you tell me" else 0.9)
     tl.run(speech((0.5, 1.5), (1.8, 3.0)), until_s=6.0, loop_stalls=((1.6, 2.9),))
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)
     assert t_commit > 3.0 and commit.text.endswith("there?")
@@ -124,7 +124,7 @@ def test_the_same_words_after_more_voice_are_scored_again() -> None:
 
     e = SCORED.endpoint
     unsure = (e.complete_score + e.unfinished_score) / 2  # the words alone: a 0.7 s wait
-    scores = iter([unsure, 0.005, 0.9])  # before the "uh", after it, the whole question
+    scores = iter([unsure, 0.0, 0.9])  # before the "uh", after it, the whole question
     tl = scored(transcript, lambda text: next(scores))
     tl.run(speech((0.5, 2.0), (2.35, 2.6), (3.2, 4.0)), until_s=8.0)
     assert [a.text for _, a in tl.of(A.ScoreTurn)] == [first, first, transcript(0, 4)]

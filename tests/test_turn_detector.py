@@ -99,8 +99,8 @@ def test_the_audio_models_load_from_their_packages_and_score(detector_class: typ
 def test_the_voice_overrules_the_text_only_when_it_hears_a_hesitation() -> None:
     assert combined(0.3, 0.3) == 0.3  # the text model decides
     assert combined(0.3, 0.99) == 0.3
-    assert combined(0.3, HESITATION_P / 2) == HESITATION_P / 2  # "..., uh": it waits
-    assert combined(0.001, HESITATION_P / 2) == 0.001
+    assert combined(0.3, HESITATION_P / 2) == 0.0  # "..., uh": unfinished, it waits
+    assert combined(0.001, HESITATION_P / 2) == 0.0
     assert combined(HESITATION_TEXT_MAX, HESITATION_P / 2) == HESITATION_TEXT_MAX  # sure words
 
 

