@@ -8,9 +8,10 @@ cancelling the awaiting task abandons the result promptly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -77,10 +78,55 @@ class TextToSpeech(Protocol):
         ...
 
 
-ChatMessage = dict[str, str]
+# An OpenAI chat message: {"role", "content"}; an assistant's message may carry "tool_calls"
+# ([{"id", "type": "function", "function": {"name", "arguments"}}]) and a tool's result is
+# {"role": "tool", "tool_call_id", "content"}.
+ChatMessage = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the LLM is offered it: a name, what it does, and the JSON schema of its
+    arguments (an object)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai(self) -> dict[str, Any]:
+        """The entry of the chat completions request's `tools` list."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description,
+                             "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the LLM made, whole: `arguments` is the JSON text it wrote (not yet checked:
+    it may be invalid JSON, or not match the schema)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def message(self) -> dict[str, Any]:
+        """The entry of an assistant message's `tool_calls` list."""
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; ValueError when they are not JSON of an object."""
+        args = json.loads(self.arguments or "{}")
+        if not isinstance(args, dict):
+            raise ValueError(f"the arguments of {self.name} are not a JSON object")
+        return args
 
 
 class LanguageModel(Protocol):
-    def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
-        """Text deltas of the reply. Closing the iterator (`aclose`) cancels the request."""
+    def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        """Text deltas of the reply, and each tool call once it is complete (only when `tools`
+        are offered; callers that offer none get text alone). Closing the iterator (`aclose`)
+        cancels the request."""
         ...
