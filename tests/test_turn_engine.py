@@ -140,8 +140,10 @@ class ScriptedTurnDetector:
 
 def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
              tts: ToneTTS | None = None, reply: str = REPLY,
-             llm: Any = None, detector: Any = None) -> list[dict[str, Any]]:
-    """Feed `pcm` frame by frame in virtual time; the events with t relative to the input."""
+             llm: Any = None, detector: Any = None, history: ChatHistory | None = None,
+             **engine_args: Any) -> list[dict[str, Any]]:
+    """Feed `pcm` frame by frame in virtual time; the events with t relative to the input.
+    `engine_args`: more of TurnEngine's arguments (a toolbox)."""
 
     async def main() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
@@ -149,9 +151,9 @@ def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
         engine = TurnEngine(
             stt=stt, llm=llm or ScriptedLLM([reply], sleep=asyncio.sleep),
             tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
-            history=ChatHistory("system"), clock=loop.time, partials=partials,
+            history=history or ChatHistory("system"), clock=loop.time, partials=partials,
             on_event=lambda event: events.append(event_json(event)),
-            turn_detector=detector,
+            turn_detector=detector, **engine_args,
         )
         await engine.start()
         t0 = loop.time()

@@ -103,6 +103,9 @@ class LocalLLMServer(_Serving):
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.batch_threads
         params.cache_prompt = True
+        # The GGUF's own chat template (Jinja) renders `tools` and the tool calls and results
+        # in the history; without it the server refuses a request that offers tools.
+        params.use_jinja = True
         # While a long prompt is read (a copilot's documents: tens of seconds here) the
         # streaming client hears nothing but these pings, which keep its stall timeout away.
         params.sse_ping_interval = SSE_PING_INTERVAL_S

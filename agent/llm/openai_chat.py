@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
-from agent.engines import ChatMessage
+from agent.engines import ChatMessage, ToolCall, ToolSpec
+from agent.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 
 
 class LLMError(RuntimeError):
@@ -53,13 +55,21 @@ class OpenAIChatLLM:
             timeout=openai.Timeout(stall_timeout_s, connect=connect_timeout_s),
         )
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
-        """Text deltas of the reply. `aclose()` on the iterator (or cancelling the task that
-        iterates it) closes the HTTP response, which makes the server stop generating."""
+    async def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        """Text deltas of the reply, then its tool calls (streamed `tool_calls`, or calls the
+        model wrote as text: agent.llm.tool_calls). `aclose()` on the iterator (or cancelling
+        the task that iterates it) closes the HTTP response, which makes the server stop
+        generating."""
         import openai
 
         deadline = time.monotonic() + self.max_duration_s
-        options = {"stop": self.stop} if self.stop else {}
+        options: dict[str, Any] = {"stop": self.stop} if self.stop else {}
+        if tools:
+            options["tools"] = [t.openai() for t in tools]
+        streamed = StreamedToolCalls()
+        in_text = ToolCallsInText([t.name for t in tools]) if tools else None
         try:
             response = await self._client.chat.completions.create(
                 model=self.model,
@@ -73,10 +83,25 @@ class OpenAIChatLLM:
             raise LLMError(f"{self._where()}: {e}") from e
         try:
             async for chunk in response:
-                if chunk.choices and (delta := chunk.choices[0].delta.content):
-                    yield delta
+                if chunk.choices:
+                    delta = chunk.choices[0].delta
+                    if delta.tool_calls:
+                        streamed.add(delta.tool_calls)
+                    text = delta.content or ""
+                    if text and in_text is not None:
+                        text = in_text.push(text)
+                    if text:
+                        yield text
                 if time.monotonic() > deadline:
                     raise LLMError(f"{self._where()}: reply took over {self.max_duration_s} s")
+            calls = streamed.calls()
+            if in_text is not None:
+                held, written = in_text.finish()
+                if held:
+                    yield held
+                calls += written
+            for call in calls:
+                yield call
         except openai.APIError as e:
             raise LLMError(f"{self._where()}: {e}") from e
         finally:

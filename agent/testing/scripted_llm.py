@@ -7,16 +7,34 @@ are repeatable and cost no CPU for generation. It is not a language model.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.engines import ChatMessage
+from agent.engines import ChatMessage, ToolCall, ToolSpec
 from state_machine.similarity import text_similarity
 
 _WORD_WITH_SPACE = re.compile(r"\S+\s*")
 MATCH_SIMILARITY = 0.5  # a last user message this close to a `by_text` key gets its reply
+
+
+@dataclass(frozen=True)
+class ScriptedToolTurn:
+    """A scripted turn that calls a tool: `preamble` (may be empty), then the call; once the
+    call's result is in the messages, `answer` with `{result}` replaced by the result's text.
+    When the tool is not offered, `without_tool` is the reply."""
+
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    answer: str = "{result}"
+    preamble: str = ""
+    without_tool: str = "Sorry, I can't do that here."
+
+
+Scripted = str | ScriptedToolTurn
 
 
 class ScriptedLLM:
@@ -38,15 +56,15 @@ class ScriptedLLM:
 
     def __init__(
         self,
-        replies: Sequence[str],
+        replies: Sequence[Scripted],
         *,
         ttft_ms: float = 150.0,
         words_per_s: float = 15.0,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-        by_text: Mapping[str, str] | None = None,
+        by_text: Mapping[str, Scripted] | None = None,
     ) -> None:
-        self.replies = [r.strip() for r in replies if r.strip()]
-        self.by_text = {k: v.strip() for k, v in (by_text or {}).items() if k and v.strip()}
+        self.replies = [_clean(r) for r in replies if _clean(r)]
+        self.by_text = {k: _clean(v) for k, v in (by_text or {}).items() if k and _clean(v)}
         if not self.replies:
             raise ValueError("ScriptedLLM needs at least one non-empty reply")
         if words_per_s <= 0 or ttft_ms < 0:
@@ -57,14 +75,16 @@ class ScriptedLLM:
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedLLM:
-        """One reply per line (UTF-8); blank lines are ignored."""
+        """One reply per line (UTF-8); blank lines are ignored. A line that is a JSON object is
+        a tool turn (`ScriptedToolTurn`'s fields: {"tool": ..., "arguments": {...},
+        "answer": "It is {result}."})."""
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-        replies = [line for line in lines if line.strip()]
+        replies = [_parse_line(line) for line in lines if line.strip()]
         if not replies:
             raise ValueError(f"{path}: the script has no replies")
         return cls(replies, **kwargs)
 
-    def reply_for(self, messages: list[ChatMessage]) -> str:
+    def reply_for(self, messages: list[ChatMessage]) -> Scripted:
         said = [m for m in messages if m.get("role") == "user"]
         if not said:
             raise ValueError("ScriptedLLM: the messages contain no user turn")
@@ -75,13 +95,54 @@ class ScriptedLLM:
                 return self.by_text[best]
         return self.replies[(len(said) - 1) % len(self.replies)]
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
-        words = _WORD_WITH_SPACE.findall(self.reply_for(messages))
+    async def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        reply = self.reply_for(messages)
+        call = None
+        if isinstance(reply, ScriptedToolTurn):
+            result = _result_since_last_user(messages)
+            if result is not None:
+                text = reply.answer.replace("{result}", result)
+            elif reply.tool in {t.name for t in tools}:
+                text = reply.preamble
+                call = ToolCall(f"call_scripted_{len(messages)}", reply.tool,
+                                json.dumps(reply.arguments))
+            else:
+                text = reply.without_tool
+        else:
+            text = reply
         await self._sleep(self.ttft_s)
-        for i, word in enumerate(words):
+        for i, word in enumerate(_WORD_WITH_SPACE.findall(text)):
             if i:
                 await self._sleep(self.word_interval_s)
             yield word
+        if call is not None:
+            yield call
+
+
+def _clean(reply: Scripted) -> Scripted:
+    return reply.strip() if isinstance(reply, str) else reply
+
+
+def _parse_line(line: str) -> Scripted:
+    if not line.lstrip().startswith("{"):
+        return line
+    try:
+        return ScriptedToolTurn(**json.loads(line))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"not a tool turn: {line!r}: {e}") from e
+
+
+def _result_since_last_user(messages: list[ChatMessage]) -> str | None:
+    """The text of the tool results after the last user message (None: no call made yet)."""
+    results: list[str] = []
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            break
+        if m.get("role") == "tool":
+            results.insert(0, message_text(m))
+    return " ".join(results) if results else None
 
 
 def message_text(message: Any) -> str:

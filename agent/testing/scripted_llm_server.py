@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.engines import ToolCall, ToolSpec
 from agent.testing.scripted_llm import ScriptedLLM
 
 
@@ -54,12 +55,16 @@ async def scripted_llm_server(
             await resp.prepare(request)
             if high > 0:
                 await asyncio.sleep(jitter.uniform(low, high) / 1000)
-            async for word in llm.stream(body["messages"]):
-                chunk = {"id": "scripted", "object": "chat.completion.chunk", "created": 0,
-                         "model": body.get("model", "scripted"),
-                         "choices": [{"index": 0, "delta": {"content": word},
-                                      "finish_reason": None}]}
-                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            model = body.get("model", "scripted")
+            calls = 0
+            async for delta in llm.stream(body["messages"], _offered(body)):
+                if isinstance(delta, ToolCall):
+                    for piece in _tool_call_deltas(delta, calls):
+                        await resp.write(_event(model, piece))
+                    calls += 1
+                else:
+                    await resp.write(_event(model, {"content": delta}))
+            await resp.write(_event(model, {}, "tool_calls" if calls else "stop"))
             await resp.write(b"data: [DONE]\n\n")
         except ConnectionResetError:
             pass  # the client cancelled the reply (a barge-in, a speculative start dropped)
@@ -76,3 +81,26 @@ async def scripted_llm_server(
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         await runner.cleanup()
+
+
+def _offered(body: dict[str, Any]) -> list[ToolSpec]:
+    """The request's `tools`, as the double's stream takes them."""
+    return [ToolSpec(t["function"]["name"], t["function"].get("description", ""),
+                     t["function"].get("parameters", {}))
+            for t in body.get("tools") or [] if t.get("type") == "function"]
+
+
+def _tool_call_deltas(call: ToolCall, index: int) -> list[dict[str, Any]]:
+    """A call as OpenAI streams it: id and name first, the arguments in two pieces."""
+    half = len(call.arguments) // 2
+    head = {"index": index, "id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": ""}}
+    return [{"tool_calls": [head]}] + [
+        {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
+        for part in (call.arguments[:half], call.arguments[half:])]
+
+
+def _event(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    chunk = {"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(chunk)}\n\n".encode()

@@ -31,6 +31,8 @@ from agent.engines import (
 )
 from agent.llm.history import ChatHistory
 from agent.ops.memory_trim import PROCESS_TRIMMER
+from agent.tools.base import ToolContext
+from agent.tools.toolbox import Toolbox
 from agent.voice.events import (
     AudioStart,
     Backchannel,
@@ -56,6 +58,7 @@ from agent.voice.events import (
 from agent.voice.listener import Listener, tick_forever
 from agent.voice.playout import Playout
 from agent.voice.reply import ReplyPipeline
+from agent.voice.tool_round import FILLER_TEXTS, ToolSession
 from agent.voice.turn_detector import TurnDetector, TurnScorer
 from agent.voice.turn_metrics import TurnRecord
 from state_machine import actions as A
@@ -87,6 +90,8 @@ class TurnEngine:
         chunker_kind: str = "lookahead",
         partials: str = "listening",
         turn_detector: TurnDetector | None = None,
+        toolbox: Toolbox | None = None,
+        tool_context: ToolContext | None = None,
     ) -> None:
         options = options or TurnOptions()
         if turn_detector is not None:
@@ -122,6 +127,9 @@ class TurnEngine:
         self._filler: np.ndarray | None = None
         self._canned: dict[str, np.ndarray] = {}
         self._ticker: asyncio.Task[None] | None = None
+        self._toolbox = toolbox
+        self._tool_context = tool_context or ToolContext(room="", user_identity="")
+        self._tools: ToolSession | None = None  # once its fillers are ready
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -132,6 +140,10 @@ class TurnEngine:
             self._canned[CANNED_APOLOGY] = await self._tts.synthesize(CANNED_APOLOGY)
         except Exception as e:
             log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
+        if self._toolbox:
+            fillers = [(text, await self._tts.synthesize(text)) for text in FILLER_TEXTS]
+            self._tools = ToolSession(self._toolbox, self._tool_context, fillers,
+                                      self._tts.sample_rate)
         self._stream = self._stt.stream()
         self._listener.start(self._stream)
         self._stream.set_paused(self._partials == "off")
@@ -192,6 +204,8 @@ class TurnEngine:
                 self._start_reply(rid, text, spec)
             case A.ConfirmReply(reply_id=rid):
                 self._playout.confirm(rid)
+                if (reply := self._replies.get(rid)) is not None:
+                    reply.confirm()
             case A.CancelReply(reply_id=rid, reason=reason):
                 self._cancel_reply(rid, reason)
             case A.CommitUserTurn(text=text):
@@ -274,6 +288,7 @@ class TurnEngine:
             on_event=self._emit,
             on_failed=self._on_reply_failed,
             clock=self._clock,
+            tools=self._tools,
         )
         self._replies[rid] = reply
         reply.start()
@@ -345,6 +360,7 @@ class TurnEngine:
         if heard_text is None:  # it played to the end: all of what it said
             heard_text = " ".join(reply.spoken) if reply is not None else ""
         turn.finish(agent_text=agent_text.strip(), heard_text=heard_text, interrupted=interrupted)
+        self.history.add_tool_messages(turn.tool_messages)
         self.history.add_assistant(turn.heard_text)
         self.turns.append(turn)
         self._emit(Turn(self._clock(), **turn.as_event()))

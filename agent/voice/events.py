@@ -9,7 +9,7 @@ the turn store keep it. The copilot's own events are in agent.copilot.events; `T
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, ClassVar
 
@@ -185,8 +185,21 @@ class PlaybackStopped(Event):
 
 
 @dataclass(frozen=True)
+class ToolCalled(Event):
+    """A tool call of reply `reply_id` ended: `ok`, or failed (the LLM was told why)."""
+
+    kind: ClassVar[str] = "tool_called"
+    reply_id: int
+    name: str
+    ok: bool
+    duration_ms: float
+
+
+@dataclass(frozen=True)
 class Turn(Event):
-    """A finished turn (`TurnRecord.as_event()`): what was said and heard, and its latencies."""
+    """A finished turn (`TurnRecord.as_event()`): what was said and heard, its latencies, and
+    the tool exchange before the answer (OpenAI messages: the assistant's calls, their
+    results)."""
 
     kind: ClassVar[str] = "turn"
     user_text: str
@@ -194,6 +207,7 @@ class Turn(Event):
     heard_text: str
     interrupted: bool
     latency_ms: dict[str, float | None]
+    tool_messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 VoiceEvent = (
@@ -216,5 +230,6 @@ VoiceEvent = (
     | Backchannel
     | FalseInterruption
     | PlaybackStopped
+    | ToolCalled
     | Turn
 )

@@ -27,6 +27,8 @@ class _Chunk:
     text: str
     start: int  # first sample in the reply's own timeline
     pcm: np.ndarray
+    # A phrase said while a tool works ("One moment."): heard, but not part of the answer.
+    filler: bool = False
 
 
 @dataclass
@@ -42,8 +44,8 @@ class ReplyAudio:
     confirmed: bool = False  # may be heard (not a speculative reply still waiting)
     started: bool = False
 
-    def append(self, text: str, pcm: np.ndarray) -> None:
-        self.chunks.append(_Chunk(text, self.length, pcm))
+    def append(self, text: str, pcm: np.ndarray, *, filler: bool = False) -> None:
+        self.chunks.append(_Chunk(text, self.length, pcm, filler))
         self.length += len(pcm)
 
     def read(self, n: int) -> np.ndarray:
@@ -58,14 +60,14 @@ class ReplyAudio:
         return np.concatenate(out) if out else np.zeros(0, np.int16)
 
     def text(self) -> str:
-        return " ".join(c.text for c in self.chunks).strip()
+        return " ".join(c.text for c in self.chunks if not c.filler).strip()
 
     def heard_text(self) -> str:
         """Text of every fully heard chunk, plus the heard share of the chunk cut in the middle
         (words in proportion to samples: Piper speaks at an even pace within a chunk)."""
         words: list[str] = []
         for c in self.chunks:
-            c_words = c.text.split()
+            c_words = [] if c.filler else c.text.split()
             if self.heard >= c.start + len(c.pcm):
                 words += c_words
             elif self.heard > c.start:
@@ -123,11 +125,19 @@ class Playout:
         r = self._reply
         return r if r is not None and r.reply_id == reply_id else None
 
-    def append(self, reply_id: int, text: str, pcm: np.ndarray) -> None:
+    def append(self, reply_id: int, text: str, pcm: np.ndarray, *, filler: bool = False) -> None:
         r = self.reply(reply_id)
         if r is not None:
-            r.append(text, pcm)
+            r.append(text, pcm, filler=filler)
             self._wake.set()
+
+    def unplayed_s(self, reply_id: int) -> float:
+        """How long the reply's audio goes on before the listener hears silence (0 for a reply
+        that is not current)."""
+        r = self.reply(reply_id)
+        if r is None:
+            return 0.0
+        return (r.length - r.written + self.sink.queued_samples()) / self.sink.sample_rate
 
     def finish(self, reply_id: int) -> None:
         r = self.reply(reply_id)

@@ -1,8 +1,11 @@
 """One reply: LLM deltas -> text chunker -> TTS -> playout, every stage streaming.
 
 The LLM and TTS run concurrently: a chunk goes to TTS as soon as the chunker releases it, while
-the LLM keeps generating. Cancelling the reply closes the LLM stream (the HTTP request ends),
-cancels the pending synthesis and leaves nothing running.
+the LLM keeps generating. When the session offers tools, the LLM may call them instead of (or
+after) speaking: the calls run (agent/voice/tool_round.py), their results go back to the LLM and
+it goes on, for at most MAX_TOOL_ROUNDS rounds. Cancelling the reply closes the LLM stream (the
+HTTP request ends), cancels the running calls and the pending synthesis, and leaves nothing
+running.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.engines import ChatMessage, LanguageModel, TextToSpeech
-from agent.voice.events import TtsChunk
+from agent.engines import ChatMessage, LanguageModel, TextToSpeech, ToolCall, ToolSpec
+from agent.voice.events import ToolCalled, TtsChunk
 from agent.voice.playout import Playout
+from agent.voice.tool_round import MAX_TOOL_ROUNDS, TOOL_APOLOGY, ToolRound, ToolSession
 from tts.chunker import TextChunker
 
 log = logging.getLogger(__name__)
@@ -41,9 +45,11 @@ class ReplyPipeline:
         tts: TextToSpeech,
         playout: Playout,
         chunker: TextChunker,
-        on_event: Callable[[TtsChunk], None],
+        on_event: Callable[[TtsChunk | ToolCalled], None],
         on_failed: Callable[[int, str], None],
         clock: Callable[[], float] = time.monotonic,
+        tools: ToolSession | None = None,
+        confirmed: bool = False,
     ) -> None:
         self.reply_id = reply_id
         self._messages = messages
@@ -57,6 +63,12 @@ class ReplyPipeline:
         self.timings = ReplyTimings(started=clock())
         self.text = ""  # the LLM's text so far, as generated
         self.spoken: list[str] = []  # the chunks handed to the playout, in order
+        self._tools = tools
+        # Set once the turn is confirmed: a call with side effects waits for it.
+        self._confirmed = asyncio.Event()
+        if confirmed:
+            self._confirmed.set()
+        self._rounds: list[tuple[str, ToolRound]] = []  # (the text before the calls, the calls)
         self._task: asyncio.Task[None] | None = None
         # The first chunk's audio, started on the chunker's guess while its lookahead words
         # are still arriving (~130 ms sooner at 15 words/s); used only if the guess was right.
@@ -71,9 +83,22 @@ class ReplyPipeline:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    def confirm(self) -> None:
+        """The user's turn is confirmed: the reply may be heard and its calls may act."""
+        self._confirmed.set()
+
     @property
     def done(self) -> bool:
         return self._task is not None and self._task.done()
+
+    def tool_messages(self) -> list[ChatMessage]:
+        """The tool exchange of this reply for the history: each round's assistant message
+        with its calls, then a result for every call (a call cut by the user says so)."""
+        out: list[ChatMessage] = []
+        for text, round_ in self._rounds:
+            out.append(round_.assistant_message(text))
+            out += round_.result_messages()
+        return out
 
     async def _run(self) -> None:
         chunks: asyncio.Queue[str | None] = asyncio.Queue()
@@ -110,13 +135,60 @@ class ReplyPipeline:
             self._on_failed(self.reply_id, f"{type(e).__name__}: {e}")
 
     async def _generate(self, chunks: asyncio.Queue[str | None]) -> None:
-        stream = self._llm.stream(self._messages)
+        messages = list(self._messages)
+        for round_no in range(MAX_TOOL_ROUNDS + 1):
+            specs = (self._tools.toolbox.specs
+                     if self._tools is not None and round_no < MAX_TOOL_ROUNDS else [])
+            text, calls = await self._generate_round(messages, chunks, specs)
+            if not calls:
+                break
+            assert self._tools is not None
+            for chunk in self._chunker.flush():  # words said before the calls, heard now
+                self._emit_chunk(chunk, chunks)
+            round_ = ToolRound(
+                self._tools, calls, confirmed=self._confirmed,
+                say_filler=lambda text, pcm: self._playout.append(
+                    self.reply_id, text, pcm, filler=True),
+                unplayed_s=lambda: self._playout.unplayed_s(self.reply_id))
+            self._rounds.append((text, round_))
+            await round_.run()
+            for outcome in round_.outcomes:
+                self._on_event(ToolCalled(self._clock(), self.reply_id, outcome.call.name,
+                                          outcome.ok, round(outcome.duration_s * 1000, 1)))
+            if round_.failed:
+                self._say(TOOL_APOLOGY, chunks)
+                break
+            messages += [round_.assistant_message(text), *round_.result_messages()]
+        self._end_chunks(chunks)
+        if not self._chunker.spoken_text.strip():  # empty, or only emoji and markup
+            raise RuntimeError("the LLM returned nothing to say")
+
+    def _say(self, text: str, chunks: asyncio.Queue[str | None]) -> None:
+        """Words of the reply that come from voxroom, not from the LLM."""
+        self.text += text
+        for chunk in self._chunker.push(text):
+            self._emit_chunk(chunk, chunks)
+
+    async def _generate_round(
+        self, messages: list[ChatMessage], chunks: asyncio.Queue[str | None],
+        specs: list[ToolSpec],
+    ) -> tuple[str, list[ToolCall]]:
+        """One LLM response, offered `specs`: its text goes to the chunker as it comes; returns
+        that text and the tool calls it made."""
+        # An LLM that takes no tools is never asked with them.
+        stream = self._llm.stream(messages, specs) if specs else self._llm.stream(messages)
+        text = ""
+        calls: list[ToolCall] = []
         try:
             async for delta in stream:
                 if not delta:
                     continue
                 if self.timings.llm_first_token is None:
                     self.timings.llm_first_token = self._clock()
+                if isinstance(delta, ToolCall):
+                    calls.append(delta)
+                    continue
+                text += delta
                 self.text += delta
                 for chunk in self._chunker.push(delta):
                     self._emit_chunk(chunk, chunks)
@@ -124,9 +196,7 @@ class ReplyPipeline:
                     await self._guess_early(self._chunker.provisional_first())
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
-        self._end_chunks(chunks)
-        if not self._chunker.spoken_text.strip():  # empty, or only emoji and markup
-            raise RuntimeError("the LLM returned nothing to say")
+        return text, calls
 
     def _end_chunks(self, chunks: asyncio.Queue[str | None]) -> None:
         for chunk in self._chunker.flush():

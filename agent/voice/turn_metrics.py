@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,10 +27,12 @@ class TurnRecord:
     heard_text: str = ""
     interrupted: bool = False
     timings: ReplyTimings | None = None  # the reply's, once the turn is finished
+    tool_messages: list[dict[str, Any]] = field(default_factory=list)
 
     def finish(self, *, agent_text: str, heard_text: str, interrupted: bool) -> None:
         self.agent_text, self.heard_text, self.interrupted = agent_text, heard_text, interrupted
         if self.reply is not None:
+            self.tool_messages = self.reply.tool_messages()
             # Keep the figures, not the pipeline: a session keeps its turn records, and each
             # pipeline holds its whole prompt (the soak run's memory grew turn by turn).
             self.timings, self.reply = self.reply.timings, None
@@ -53,6 +55,7 @@ class TurnRecord:
             "heard_text": self.heard_text,
             "interrupted": self.interrupted,
             "latency_ms": self.latency_ms(),
+            "tool_messages": self.tool_messages,
         }
 
 
