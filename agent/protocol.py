@@ -35,6 +35,7 @@ DIRECT_CHANNEL_LABEL = "voxroom"  # direct mode's data channel (agent.transports
 
 # --- dispatch and room metadata keys -------------------------------------------------------------
 KEY_USER = "voxroom.user"  # the identity the agent serves
+KEY_PROFILE = "voxroom.profile"  # the agent profile ([profiles.NAME]) the room gets
 KEY_MODE = "voxroom.mode"
 MODES = ("voice", "copilot")
 KEY_CANDIDATE = "voxroom.candidate"

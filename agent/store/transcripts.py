@@ -39,10 +39,13 @@ CREATE TABLE IF NOT EXISTS turns (
     heard_text TEXT NOT NULL,
     interrupted INTEGER NOT NULL,
     latency_ms TEXT NOT NULL,
-    fallbacks TEXT NOT NULL
+    fallbacks TEXT NOT NULL,
+    tool_messages TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS turns_room ON turns (room, id);
 """
+# A file written before turns kept their tool calls gets the column (its turns had none).
+ADD_TOOL_MESSAGES = "ALTER TABLE turns ADD COLUMN tool_messages TEXT NOT NULL DEFAULT '[]'"
 
 
 class TurnStore(Protocol):
@@ -109,6 +112,7 @@ def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:
         bool(turn["interrupted"]),
         json.dumps(turn["latency_ms"]),
         json.dumps(turn.get("fallbacks", [])),
+        json.dumps(turn.get("tool_messages", [])),
     )
 
 
@@ -124,12 +128,16 @@ class TranscriptStore:
         self._db.execute("PRAGMA synchronous=FULL")  # fsync the WAL at every commit
         self._db.execute("PRAGMA busy_timeout=5000")  # several workers may share the file
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(turns)")}
+        if "tool_messages" not in columns:
+            self._db.execute(ADD_TOOL_MESSAGES)
 
     def append(self, room: str, session: str, turn: dict[str, Any]) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT INTO turns (room, session, created_at, user_text, agent_text, heard_text,"
-                " interrupted, latency_ms, fallbacks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " interrupted, latency_ms, fallbacks, tool_messages)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (room, session, *turn_row(turn)),
             )
 
@@ -147,6 +155,7 @@ class TranscriptStore:
             r["interrupted"] = bool(r["interrupted"])
             r["latency_ms"] = json.loads(r["latency_ms"])
             r["fallbacks"] = json.loads(r["fallbacks"])
+            r["tool_messages"] = json.loads(r["tool_messages"])
         return rows[::-1]
 
     def close(self) -> None:

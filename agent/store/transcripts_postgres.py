@@ -26,16 +26,19 @@ CREATE TABLE IF NOT EXISTS voxroom_turns (
     heard_text TEXT NOT NULL,
     interrupted BOOLEAN NOT NULL,
     latency_ms JSONB NOT NULL,
-    fallbacks JSONB NOT NULL
+    fallbacks JSONB NOT NULL,
+    tool_messages JSONB NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS voxroom_turns_room ON voxroom_turns (room, id);
+-- A table made before turns kept their tool calls (its turns had none).
+ALTER TABLE voxroom_turns ADD COLUMN IF NOT EXISTS tool_messages JSONB NOT NULL DEFAULT '[]';
 """
 # Workers starting together would race in CREATE TABLE IF NOT EXISTS (a unique violation in
 # pg_type); the schema is created under this transaction-scoped advisory lock.
 SCHEMA_LOCK = 0x766F78726F6F6D  # "voxroom"
 CONNECT_TIMEOUT_S = 5
 COLUMNS = ("id", "room", "session", "created_at", "user_text", "agent_text", "heard_text",
-           "interrupted", "latency_ms", "fallbacks")
+           "interrupted", "latency_ms", "fallbacks", "tool_messages")
 
 
 class PostgresTurnStore:
@@ -75,8 +78,8 @@ class PostgresTurnStore:
         row = (room, session, *turn_row(turn))
         self._run(lambda db: db.execute(
             "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
-            " heard_text, interrupted, latency_ms, fallbacks)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            " heard_text, interrupted, latency_ms, fallbacks, tool_messages)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             row,
         ))
 

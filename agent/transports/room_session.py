@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from agent.store.conversation_log import RoomMemory
     from agent.store.transcripts import TurnStore
+    from agent.tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -191,16 +192,19 @@ async def run_room_session(
     memory: RoomMemory | None = None,
     stt_partials: str = "listening",
     turn_detector: Any = None,
+    toolbox: Toolbox | None = None,
 ) -> None:
-    """Talk with `participant` until they leave or the room closes. With a `store`, every
-    finished turn is committed durably and the room's earlier turns are the history; a
-    `memory` keeps the history and the reply being spoken for the room's next agent
-    (agent/store/conversation_log.py)."""
+    """Talk with `participant` until they leave, the room closes, or a tool ends the
+    conversation (once its last reply was heard). With a `store`, every finished turn is
+    committed durably and the room's earlier turns are the history; a `memory` keeps the
+    history and the reply being spoken for the room's next agent
+    (agent/store/conversation_log.py). `toolbox`: the tools the agent may call."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
     from agent.ops.metrics import MetricsRecorder
     from agent.store.conversation_log import ConversationLog
+    from agent.tools.base import ToolContext
     from agent.voice.engine import TurnEngine
 
     source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
@@ -216,10 +220,17 @@ async def run_room_session(
     recorder = MetricsRecorder(session_id)
     turns = ConversationLog(room.name, session_id, history, store=store, memory=memory)
     for turn in await turns.start(PERSISTED_HISTORY_TURNS):
-        history.add_user(turn["user_text"])
-        history.add_assistant(turn["heard_text"])
+        history.add_turn(turn)
+    left = asyncio.Event()
+    ending = asyncio.Event()  # a tool ended the conversation: leave once its turn is over
+
+    def end_conversation(reason: str) -> None:
+        log.info("session with %s ends: %s", participant.identity, reason or "the agent ended it")
+        ending.set()
 
     def on_event(event: VoiceEvent) -> None:
+        if isinstance(event, Turn) and ending.is_set():
+            left.set()  # the reply that ended it (the goodbye) was heard
         publisher.on_event(event)
         as_json = event_json(event)  # the logs and the store keep it as JSON
         recorder.on_event(as_json)
@@ -234,10 +245,12 @@ async def run_room_session(
         on_event=on_event,
         partials=stt_partials,
         turn_detector=turn_detector,
+        toolbox=toolbox,
+        tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),
+                                 end_conversation),
     )
     await engine.start()
     recorder.start()
-    left = asyncio.Event()
 
     def on_disconnected(p: rtc.RemoteParticipant) -> None:
         if p.identity == participant.identity:

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +104,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class ProcessEngines:
     """What every session of a process shares: the speech models, the end-of-turn model, the
-    turn store and the shared room memory (None without `store.redis_url`)."""
+    turn store, the shared room memory (None without `store.redis_url`) and the tool registry
+    (its MCP servers' connections)."""
 
     stt: Any
     tts: Any
     store: Any
     turn_detector: Any = None
     memory: Any = None
+    tools: Any = None
 
 
 _engines: ProcessEngines | None = None
@@ -133,8 +135,28 @@ def process_engines() -> ProcessEngines:
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
             detector = load_detector(settings.turn.detector)
             _engines = ProcessEngines(stt, tts, store, detector,
-                                      _room_memory(settings, store))
+                                      _room_memory(settings, store), _tool_registry(settings))
         return _engines
+
+
+def _tool_registry(settings: Settings) -> Any:
+    """The tools of [tools], listed (blocking). A source that cannot start, or a profile that
+    names a tool nobody offers, is a clear error in the log; the worker serves on with the
+    rest (`voxroom doctor` fails on them)."""
+    from agent.config import ConfigError
+    from agent.tools.registry import ToolRegistry
+
+    registry = ToolRegistry(settings.tools)
+    for status in registry.start().values():
+        if status.ok:
+            log.info("tools: %s offers %s", status.source, ", ".join(status.tools) or "none")
+        else:
+            log.error("tools: %s is unavailable: %s", status.source, status.detail)
+    try:
+        registry.check_profiles(settings)
+    except ConfigError as e:
+        log.error("%s", e)
+    return registry
 
 
 def _room_memory(settings: Settings, store: Any) -> Any:
@@ -166,6 +188,7 @@ def prewarm(proc: object) -> None:
     proc.userdata["store"] = engines.store  # type: ignore[attr-defined]
     proc.userdata["turn_detector"] = engines.turn_detector  # type: ignore[attr-defined]
     proc.userdata["memory"] = engines.memory  # type: ignore[attr-defined]
+    proc.userdata["tools"] = engines.tools  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -271,35 +294,46 @@ async def entrypoint(ctx: object) -> None:
     """One job: join the room, wait for the user, converse until they leave."""
     from livekit.agents import AutoSubscribe, JobContext
 
+    from agent.config import ConfigError
     from agent.transports.room_session import run_room_session
+    from agent.worker.profiles import profile_llm, profile_toolbox, requested_profile
 
     assert isinstance(ctx, JobContext)
     settings = load_settings()
     userdata = ctx.proc.userdata
-    if "llm" not in userdata:  # one client (and connection pool) per process
-        userdata["llm"] = _process_llm(settings)
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
     named = served_identity(ctx.job.metadata, ctx.room.metadata)
     # Named: nobody else who happens to join first is served in the user's place.
     participant = await ctx.wait_for_participant(identity=named)
     from agent.copilot.room import requested_mode, run_copilot_session
 
+    try:
+        profile = settings.profile(requested_profile(ctx.job.metadata, ctx.room.metadata))
+    except ConfigError as e:  # the dispatcher asked for an agent this pool does not have
+        log.error("job %s in %s refused: %s", ctx.job.id, ctx.room.name, e)
+        ctx.shutdown(f"refused: {e}")
+        return
+    # One client (and connection pool) per process and profile LLM.
+    llm = profile_llm(userdata, settings, profile,
+                      lambda llm_settings: _process_llm(replace(settings, llm=llm_settings)))
     if requested_mode(ctx.job.metadata, ctx.room) == "copilot":
         log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
         await run_copilot_session(
-            ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=userdata["llm"],
+            ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=llm,
             tts=userdata["tts"], turn_detector=userdata.get("turn_detector"),
         )
         ctx.shutdown("candidate left")
         return
-    log.info("job %s: talking with %s in %s", ctx.job.id, participant.identity, ctx.room.name)
+    log.info("job %s: %s talking with %s in %s", ctx.job.id, profile.name,
+             participant.identity, ctx.room.name)
     await run_room_session(
         ctx.room,
         participant,
         stt=userdata["stt"],
         tts=userdata["tts"],
-        llm=userdata["llm"],
-        system_prompt=settings.llm.system_prompt,
+        llm=llm,
+        system_prompt=profile.instructions,
+        toolbox=profile_toolbox(userdata.get("tools"), profile),
         store=userdata["store"],
         memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
@@ -338,8 +372,6 @@ def _process_llm(settings: Settings) -> object:
     local_url = os.environ.get(LOCAL_LLM_URL_ENV)
     llm = make_llm(settings.llm, local_base_url=local_url)
     if settings.llm.provider == "openai" and settings.llm.fallback == "local":
-        from dataclasses import replace
-
         from agent.llm.fallback import FallbackLLM
         from agent.ops.metrics import record_fallback
 
@@ -471,6 +503,8 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
             await leases.aclose()
         await server.aclose()
         await asyncio.gather(run_task, provider_check, return_exceptions=True)
+        if _engines is not None and _engines.tools is not None:
+            await asyncio.to_thread(_engines.tools.close)  # the MCP servers' processes too
         if local_llm is not None:
             await asyncio.to_thread(local_llm.stop)
     return 0

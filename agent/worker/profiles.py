@@ -1,0 +1,45 @@
+"""Which agent a room gets: the profile its dispatch (or else its room) metadata names under
+`voxroom.profile`, "default" when none does; and what a profile needs beyond the worker's
+shared engines (an LLM client of its own when it changes [llm], its tools)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent.config import DEFAULT_PROFILE, ProfileSettings, Settings
+
+log = logging.getLogger("voxroom.worker")
+
+
+def requested_profile(job_metadata: str, room_metadata: str) -> str:
+    """The profile named by the dispatch's metadata, else the room's; a name that is not a
+    non-empty string is the caller's to refuse, so it is returned as given (stringified)."""
+    from agent.copilot.room import read_metadata
+    from agent.protocol import KEY_PROFILE
+
+    for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
+        named = read_metadata(text, where, warn=False).get(KEY_PROFILE)
+        if named is not None:
+            return named if isinstance(named, str) else repr(named)
+    return DEFAULT_PROFILE
+
+
+def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
+                make: Any) -> Any:
+    """The LLM client for `profile`: the worker's own when the profile keeps [llm], else one
+    per profile and process (`make(LLMSettings)` builds it), kept for its next rooms."""
+    if profile.llm == settings.llm:
+        key = "llm"
+    else:
+        key = f"llm:{profile.name}"
+    if key not in userdata:
+        userdata[key] = make(profile.llm)
+    return userdata[key]
+
+
+def profile_toolbox(registry: Any, profile: ProfileSettings) -> Any:
+    """The tools `profile` offers (None: it names none, or the worker has no registry)."""
+    if not profile.tools or registry is None:
+        return None
+    return registry.toolbox(profile.tools)
