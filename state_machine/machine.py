@@ -200,6 +200,18 @@ class ConversationStateMachine:
         self._play_canned(now, out)
         return out
 
+    def say_first(self, text: str, now: float) -> list[Action]:
+        """The agent speaks first (a profile's greeting): fixed words, heard and interrupted
+        like any reply. Nothing when the user is already speaking or being answered."""
+        if (self.state is not AgentState.LISTENING or self._utt is not None
+                or self._reply is not None):
+            return []
+        self._next_id += 1
+        self._reply = _Reply(self._next_id, "", speculative=False, confirmed=True)
+        out: list[Action] = [PlayCanned(self._next_id, text)]
+        self._set_state(AgentState.THINKING, now, out)
+        return out
+
     def tick(self, now: float) -> list[Action]:
         """Timeouts; called with every frame and by the engine's timer."""
         o = self.options

@@ -193,12 +193,14 @@ async def run_room_session(
     stt_partials: str = "listening",
     turn_detector: Any = None,
     toolbox: Toolbox | None = None,
+    greeting: str = "",
 ) -> None:
     """Talk with `participant` until they leave, the room closes, or a tool ends the
     conversation (once its last reply was heard). With a `store`, every finished turn is
     committed durably and the room's earlier turns are the history; a `memory` keeps the
     history and the reply being spoken for the room's next agent
-    (agent/store/conversation_log.py). `toolbox`: the tools the agent may call."""
+    (agent/store/conversation_log.py). `toolbox`: the tools the agent may call; `greeting`:
+    what it says first in a new conversation (not to a room whose history it took over)."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
@@ -251,6 +253,8 @@ async def run_room_session(
     )
     await engine.start()
     recorder.start()
+    if greeting and not history.turns:
+        engine.greet(greeting)
 
     def on_disconnected(p: rtc.RemoteParticipant) -> None:
         if p.identity == participant.identity:

@@ -170,6 +170,14 @@ class TurnEngine:
         await asyncio.gather(*self._cancelled, return_exceptions=True)
         await self._playout.aclose()
 
+    def greet(self, text: str) -> None:
+        """Say `text` before the user speaks (a profile's greeting); the LLM sees it as the
+        agent's first message."""
+        actions = self.machine.say_first(text, self._clock())
+        if actions:
+            self.history.add_assistant(text)
+            self._apply(actions)
+
     # ---- input ----------------------------------------------------------------------------
 
     def push_frame(self, pcm: np.ndarray) -> None:

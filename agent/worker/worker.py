@@ -334,6 +334,7 @@ async def entrypoint(ctx: object) -> None:
         llm=llm,
         system_prompt=profile.instructions,
         toolbox=profile_toolbox(userdata.get("tools"), profile),
+        greeting=profile.greeting,
         store=userdata["store"],
         memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
