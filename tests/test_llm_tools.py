@@ -112,3 +112,21 @@ def test_the_history_drops_old_turns_whole_with_their_tool_calls() -> None:
     assert [m["role"] for m in history.turns] == ["user"]
     history.add_assistant("Rain tomorrow. " * 30)
     assert [m["role"] for m in history.turns] == ["user", "assistant"]  # the last turn stays
+
+
+async def test_arguments_the_schema_does_not_name_are_left_out() -> None:
+    from agent.tools.base import Tool, ToolContext
+    from agent.tools.toolbox import Toolbox
+
+    seen: list[dict[str, Any]] = []
+
+    async def clock(args: dict[str, Any], ctx: ToolContext) -> str:
+        seen.append(args)
+        return "noon"
+
+    spec = ToolSpec("current_time", "The time.",
+                    {"type": "object", "properties": {"timezone": {"type": "string"}}})
+    box = Toolbox([Tool(spec, read_only=True, timeout_s=1, source="test", invoke=clock)])
+    call = ToolCall("c", "current_time", '{"city": "your_city", "timezone": "UTC"}')
+    outcome = await box.run(call, ToolContext("room", "user"))
+    assert outcome.ok and seen == [{"timezone": "UTC"}]
