@@ -185,6 +185,11 @@ class TurnEngine:
         voiced, now = self._listener.frame(pcm)
         self._apply(self.machine.on_frame(voiced, now))
 
+    def push_text(self, text: str) -> None:
+        """A message the user typed, a user turn like a spoken one (bounded by the caller:
+        agent.transports.typed_input)."""
+        self._apply(self.machine.on_text(text, self._clock()))
+
     # ---- actions --------------------------------------------------------------------------
 
     def _apply(self, actions: list[A.Action]) -> None:
@@ -216,12 +221,13 @@ class TurnEngine:
                     reply.confirm()
             case A.CancelReply(reply_id=rid, reason=reason):
                 self._cancel_reply(rid, reason)
-            case A.CommitUserTurn(text=text):
+            case A.CommitUserTurn(text=text, utterance_id=uid):
                 self.history.add_user(text)
-                self._listener.close()  # the candidate that ended the turn was its transcript
-                self._turn = TurnRecord(
-                    user_text=text, speech_end=self._speech_end or now, final_at=now
-                )
+                speech_end = now  # typed (uid None): the turn ended when it came
+                if uid is not None:
+                    self._listener.close()  # the candidate that ended it was its transcript
+                    speech_end = self._speech_end or now
+                self._turn = TurnRecord(user_text=text, speech_end=speech_end, final_at=now)
                 reply = self._current_reply()
                 if reply is not None:
                     self._turn.reply = reply
