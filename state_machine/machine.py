@@ -266,7 +266,11 @@ class ConversationStateMachine:
             self._listening_tick(utt, now, out)
         elif self.state is AgentState.THINKING:
             waited = now - self.state_since + EPS
-            if waited >= o.thinking_timeout_s and not self._gave_up:
+            # A reply that reports progress (a tool call started or ended) is not stuck: the
+            # hard timeout counts from its last progress.
+            progress = self._reply.last_progress if self._reply is not None else 0.0
+            stuck = now - max(self.state_since, progress) + EPS
+            if stuck >= o.thinking_timeout_s and not self._gave_up:
                 self._gave_up = True
                 self.counters.timeouts += 1
                 self._play_canned(now, out)

@@ -150,3 +150,26 @@ async def test_a_profile_offers_only_its_tools_and_an_unknown_one_is_refused(
                 assert "known: chat, default" in log.read_text()
             finally:
                 await user.close()
+
+
+async def test_the_bundled_model_calls_a_tool_and_speaks_its_answer(
+        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+    from agent.store.transcripts import read_turns
+
+    config = ('[profiles.default]\ntools = ["current_time"]\n'
+              '[profiles.default.llm]\ntemperature = 0.0\n')
+    with agent_worker(livekit_server, tmp_path / "worker.log", VOXROOM_LLM_PROVIDER="local",
+                      **_config(tmp_path, config)):
+        user, timing = await converse(livekit_server, "tools-bundled", "What time is it?")
+        try:
+            assert user.agent_identity is not None
+            [answer] = user.final_texts(user.agent_identity)
+            assert answer.strip()
+            assert timing["first_audio"] is not None
+        finally:
+            await user.close()
+    [turn] = read_turns(tmp_path / "transcripts.sqlite3")
+    call, result = turn["tool_messages"][:2]
+    assert call["tool_calls"][0]["function"]["name"] == "current_time"
+    assert result["role"] == "tool" and result["content"]
+    print(f"\nbundled model: called current_time -> {result['content']!r}; said {answer!r}")

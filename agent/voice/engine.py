@@ -303,6 +303,7 @@ class TurnEngine:
             on_failed=self._on_reply_failed,
             clock=self._clock,
             tools=self._tools,
+            on_progress=self._on_progress,
         )
         self._replies[rid] = reply
         reply.start()

@@ -446,13 +446,20 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
         local_llm = LocalLLMServer()
         url = await asyncio.to_thread(local_llm.start)
-        await asyncio.to_thread(local_llm.warm, settings.llm.system_prompt)
         os.environ[LOCAL_LLM_URL_ENV] = url  # inherited by the job processes
         log.info("bundled LLM serving at %s", url)
 
     thread = args.executor == "thread"
     if thread:  # loaded before registering, so the first job does not wait for the models
         await asyncio.to_thread(process_engines)
+    if local_llm is not None:
+        # The default profile's prompt, and its tools where this process lists them.
+        from agent.config import DEFAULT_PROFILE
+        from agent.worker.profiles import profile_toolbox
+
+        profile = settings.profile(DEFAULT_PROFILE)
+        box = profile_toolbox(_engines.tools if _engines is not None else None, profile)
+        await asyncio.to_thread(local_llm.warm, profile.instructions, box.specs if box else [])
     session_load = SessionLoad(args.max_sessions, args.max_cpu)
     cpu = CpuMeter()
 
