@@ -130,3 +130,11 @@ async def test_arguments_the_schema_does_not_name_are_left_out() -> None:
     call = ToolCall("c", "current_time", '{"city": "your_city", "timezone": "UTC"}')
     outcome = await box.run(call, ToolContext("room", "user"))
     assert outcome.ok and seen == [{"timezone": "UTC"}]
+
+
+def test_calls_cut_off_by_the_token_limit_are_dropped_and_never_spoken() -> None:
+    one = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    _, held, calls = _through(ToolCallsInText(["get_weather"]), [f"{one}\n{one}\n" + one[:20]])
+    assert held == "" and len(calls) == 2
+    # No whole call, but a tool named: a call gone wrong, not speech.
+    assert _through(ToolCallsInText(["get_weather"]), [one[:30]]) == ("", "", [])

@@ -266,3 +266,22 @@ def test_fillers_go_on_while_the_llm_reads_a_tools_result() -> None:
         "In Oslo it is sunny and twelve degrees right now.")
     assert not of(events, "reply_cancelled")
     assert of(events, "audio_start")[0]["t"] < of(events, "tool_called")[0]["t"] + 1.0
+
+
+class RepeatingLLM(ScriptedLLM):
+    """The scripted LLM double as a small model behaves: it answers a tool's result by calling
+    the same tool again."""
+
+    async def stream(self, messages: list[ChatMessage], tools: Any = ()) -> Any:
+        await asyncio.sleep(0.15)
+        yield ToolCall(f"call_{len(messages)}", "get_weather", '{"city": "Oslo"}')
+
+
+def test_a_model_that_repeats_its_call_is_answered_with_the_tools_result(question) -> None:
+    pcm, _ = question
+    fn = RecordingTool("Oslo: sunny and twelve degrees")
+    events = converse(pcm, FakeSTT(), llm=RepeatingLLM(["unused"]),
+                      toolbox=Toolbox([weather_tool(fn)]))
+    [turn] = of(events, "turn")
+    assert len(fn.started) == 1  # the repeated call did not run again
+    assert turn["agent_text"] == turn["heard_text"] == "Oslo: sunny and twelve degrees"

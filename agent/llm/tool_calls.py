@@ -5,8 +5,10 @@
 - `ToolCallsInText`: a model that writes its call as text instead (the bundled 0.5B Qwen
   writes `{"name": ..., "arguments": ...}`, bare or in `<tool_call>` tags, and llama.cpp
   passes it on as content). A reply that starts like JSON or a tag is held back, never spoken,
-  until the stream ends; it becomes calls if every object in it names an offered tool, else
-  it is spoken after all. Spoken replies do not start with `{` or `<`, so nothing else waits.
+  until the stream ends; the whole objects in it that name an offered tool become calls (one
+  cut off by the token limit is dropped). Held text with no such call is spoken after all,
+  unless it names a tool (a call gone wrong is not speech). Spoken replies do not start with
+  `{` or `<`, so nothing else waits.
 """
 
 from __future__ import annotations
@@ -72,8 +74,11 @@ class ToolCallsInText:
         held, self._held = self._held, ""
         if not held:
             return "", []
-        calls = self._parse(held)
-        return ("", calls) if calls else (held, [])
+        if calls := self._parse(held):
+            return "", calls
+        if any(f'"{name}"' in held for name in self._names):
+            return "", []
+        return held, []
 
     def _parse(self, text: str) -> list[ToolCall]:
         text = _WRAPPERS.sub(" ", text).strip()
@@ -83,11 +88,10 @@ class ToolCallsInText:
             try:
                 obj, end = decoder.raw_decode(text)
             except json.JSONDecodeError:
-                return []
-            if not isinstance(obj, dict) or obj.get("name") not in self._names:
-                return []
-            args = obj.get("arguments", obj.get("parameters", {}))
-            calls.append(ToolCall(new_call_id(), obj["name"],
-                                  args if isinstance(args, str) else json.dumps(args)))
+                break  # not JSON, or cut off by the token limit
+            if isinstance(obj, dict) and obj.get("name") in self._names:
+                args = obj.get("arguments", obj.get("parameters", {}))
+                calls.append(ToolCall(new_call_id(), obj["name"],
+                                      args if isinstance(args, str) else json.dumps(args)))
             text = text[end:].strip()
         return calls

@@ -32,6 +32,10 @@ from tts.chunker import TextChunker
 
 log = logging.getLogger(__name__)
 
+# A tool's result said as the answer (when the LLM would not answer from it) only when it is
+# this short: a sentence, not a document read aloud.
+MAX_SAID_RESULT_CHARS = 300
+
 
 @dataclass
 class ReplyTimings:
@@ -150,16 +154,23 @@ class ReplyPipeline:
 
     async def _generate(self, chunks: asyncio.Queue[str | None]) -> None:
         messages = list(self._messages)
+        specs = self._tools.toolbox.specs if self._tools is not None else []
+        called: set[tuple[str, str]] = set()
         for round_no in range(MAX_TOOL_ROUNDS + 1):
-            specs = (self._tools.toolbox.specs
-                     if self._tools is not None and round_no < MAX_TOOL_ROUNDS else [])
             text, calls = await self._generate_round(messages, chunks, specs)
+            fresh = [c for c in calls if c.key() not in called]
             if not calls:
                 break
+            if not fresh or round_no == MAX_TOOL_ROUNDS:
+                # It keeps calling (a small model repeats its call instead of answering):
+                # the answer is what the tools said.
+                await self._say(self._last_results() or TOOL_APOLOGY, chunks)
+                break
             assert self._tools is not None and self._filler is not None
+            called |= {c.key() for c in fresh}
             for chunk in self._chunker.flush():  # words said before the calls, heard now
                 self._emit_chunk(chunk, chunks)
-            round_ = ToolRound(self._tools, calls, confirmed=self._confirmed)
+            round_ = ToolRound(self._tools, fresh, confirmed=self._confirmed)
             self._rounds.append((text, round_))
             self._filler.start()  # until the reply's next words
             self._on_progress(self.reply_id)
@@ -169,15 +180,25 @@ class ReplyPipeline:
                 self._on_event(ToolCalled(self._clock(), self.reply_id, outcome.call.name,
                                           outcome.ok, round(outcome.duration_s * 1000, 1)))
             if round_.failed:
-                self._say(TOOL_APOLOGY, chunks)
+                await self._say(TOOL_APOLOGY, chunks)
                 break
             messages += [round_.assistant_message(text), *round_.result_messages()]
         self._end_chunks(chunks)
         if not self._chunker.spoken_text.strip():  # empty, or only emoji and markup
             raise RuntimeError("the LLM returned nothing to say")
 
-    def _say(self, text: str, chunks: asyncio.Queue[str | None]) -> None:
+    def _last_results(self) -> str:
+        """What the last round's calls returned, said as it is (short, and not JSON)."""
+        if not self._rounds:
+            return ""
+        results = [o.content for o in self._rounds[-1][1].outcomes if o.ok]
+        said = " ".join(r.strip() for r in results if not r.lstrip().startswith(("{", "[")))
+        return said if len(said) <= MAX_SAID_RESULT_CHARS else ""
+
+    async def _say(self, text: str, chunks: asyncio.Queue[str | None]) -> None:
         """Words of the reply that come from voxroom, not from the LLM."""
+        if self._filler is not None:
+            await self._filler.stop()
         self.text += text
         for chunk in self._chunker.push(text):
             self._emit_chunk(chunk, chunks)

@@ -14,7 +14,8 @@ from agent.engines import ChatMessage, ToolCall
 from agent.tools.base import ToolContext, ToolOutcome
 from agent.tools.toolbox import Toolbox
 
-# Rounds of calls in one reply; the last round offers no tools, so the LLM must answer.
+# Rounds of calls in one reply. A response after the last that still calls, or one that only
+# repeats calls already made, is answered with what the tools returned (agent/voice/reply.py).
 MAX_TOOL_ROUNDS = 3
 # A call still running this long after it started gets a spoken filler (the design's ~0.7 s).
 FILLER_AFTER_S = 0.7
