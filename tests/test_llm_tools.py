@@ -53,11 +53,15 @@ def test_a_call_written_as_text_is_taken_out_never_spoken() -> None:
         assert call.name == "get_weather" and call.parsed_arguments() == {"city": "Oslo"}
 
 
-def test_two_calls_in_text_are_two_calls() -> None:
+def test_the_first_whole_call_in_text_ends_the_response() -> None:
     text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>\n'
             '<tool_call>{"name": "get_weather", "arguments": {"city": "Bergen"}}</tool_call>')
-    _, _, calls = _through(ToolCallsInText(["get_weather"]), [text])
-    assert [c.parsed_arguments()["city"] for c in calls] == ["Oslo", "Bergen"]
+    parser = ToolCallsInText(["get_weather"])
+    assert parser.push(text[:40]) == "" and not parser.complete
+    assert parser.push(text[40:70]) == "" and parser.complete
+    parser.push(text[70:])
+    _, calls = parser.finish()
+    assert [c.parsed_arguments()["city"] for c in calls] == ["Oslo"]
 
 
 def test_ordinary_words_pass_at_once_and_unknown_json_is_spoken_after_all() -> None:
@@ -135,6 +139,6 @@ async def test_arguments_the_schema_does_not_name_are_left_out() -> None:
 def test_calls_cut_off_by_the_token_limit_are_dropped_and_never_spoken() -> None:
     one = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
     _, held, calls = _through(ToolCallsInText(["get_weather"]), [f"{one}\n{one}\n" + one[:20]])
-    assert held == "" and len(calls) == 2
+    assert held == "" and len(calls) == 1
     # No whole call, but a tool named: a call gone wrong, not speech.
     assert _through(ToolCallsInText(["get_weather"]), [one[:30]]) == ("", "", [])

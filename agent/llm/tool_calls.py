@@ -8,7 +8,8 @@
   until the stream ends; the whole objects in it that name an offered tool become calls (one
   cut off by the token limit is dropped). Held text with no such call is spoken after all,
   unless it names a tool (a call gone wrong is not speech). Spoken replies do not start with
-  `{` or `<`, so nothing else waits.
+  `{` or `<`, so nothing else waits. Such a model goes on writing calls after its first (the
+  same one again, others it was not asked for), so the first whole call ends the response.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ToolCallsInText:
         self._names = set(tool_names)
         self._held = ""
         self._passing = False  # decided: this reply is text
+        self.complete = False  # a whole call was written: the response may end here
 
     def push(self, delta: str) -> str:
         """What may be spoken now."""
@@ -64,6 +66,8 @@ class ToolCallsInText:
         self._held += delta
         start = self._held.lstrip()
         if not start or start.startswith(_HELD_STARTS):
+            if "}" in delta and self._parse(self._held):
+                self.complete = True
             return ""
         self._passing = True
         out, self._held = self._held, ""
@@ -75,7 +79,7 @@ class ToolCallsInText:
         if not held:
             return "", []
         if calls := self._parse(held):
-            return "", calls
+            return "", calls[:1]
         if any(f'"{name}"' in held for name in self._names):
             return "", []
         return held, []

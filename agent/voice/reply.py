@@ -158,12 +158,13 @@ class ReplyPipeline:
         called: set[tuple[str, str]] = set()
         for round_no in range(MAX_TOOL_ROUNDS + 1):
             text, calls = await self._generate_round(messages, chunks, specs)
-            fresh = [c for c in calls if c.key() not in called]
             if not calls:
                 break
-            if not fresh or round_no == MAX_TOOL_ROUNDS:
-                # It keeps calling (a small model repeats its call instead of answering):
-                # the answer is what the tools said.
+            fresh = list({c.key(): c for c in calls}.values())  # one call of each
+            if any(c.key() in called for c in calls) or round_no == MAX_TOOL_ROUNDS:
+                # It is looping (a small model calls again instead of answering from the
+                # result, and then calls more it was not asked for): none of it runs, and the
+                # answer is what the tools said.
                 await self._say(self._last_results() or TOOL_APOLOGY, chunks)
                 break
             assert self._tools is not None and self._filler is not None
