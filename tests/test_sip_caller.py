@@ -41,9 +41,11 @@ HOURS = "We are open from nine to five."
 MENU = "You chose the bookings line."
 GOODBYE = "Goodbye, and thank you for calling."
 BROWSER_QUESTION = "Can you book me a table for two tonight?"
+PRESS = "Please press four two and hash for me."
+SENT = "I pressed them."
 CONFIG = ('[profiles.phone]\n'
           'instructions = "You answer the phone for a shop. The caller is {caller_number}."\n'
-          'tools = ["end_call"]\nkeypad = "text"\n')
+          'tools = ["end_call", "send_digits"]\nkeypad = "text"\n')
 
 
 def rule_room_config(**metadata: str) -> api.RoomConfiguration:
@@ -129,13 +131,17 @@ async def test_a_phone_caller_is_heard_answered_and_hanging_up_ends_the_session(
 async def test_a_browser_participant_is_not_the_caller_and_end_call_hangs_up(
         livekit_server: LiveKitServer, tmp_path: Path) -> None:
     """The browser participant reaches the call's room first and speaks; the agent waits for
-    the caller, answers the caller, and its end_call tool removes the caller from the room."""
+    the caller and answers the caller; its send_digits tool plays digits to the caller's line
+    (SIP DTMF packets, as livekit-sip receives them), and its end_call tool removes the caller
+    from the room."""
     log = tmp_path / "worker.log"
     room = "call-_+15105550123_b2"
     requests: list[dict] = []
     bye = ScriptedToolTurn(tool="end_call", arguments={"reason": "the caller is done"},
                            answer=GOODBYE)
-    llm = ScriptedLLM([HOURS, bye], by_text={QUESTION: HOURS, "That is all, bye.": bye})
+    digits = ScriptedToolTurn(tool="send_digits", arguments={"digits": "42#"}, answer=SENT)
+    llm = ScriptedLLM([HOURS, digits, bye], by_text={
+        QUESTION: HOURS, PRESS: digits, "That is all, bye.": bye})
     settings = livekit_server.livekit_settings()
     async with scripted_llm_server(llm, requests=requests) as base_url:
         with agent_worker(livekit_server, log, **scripted_llm_env(base_url), **_config(tmp_path)):
@@ -148,6 +154,9 @@ async def test_a_browser_participant_is_not_the_caller_and_end_call_hangs_up(
             caller = sip_caller(livekit_server.url, settings, room)
             removed = asyncio.Event()
             caller.room.on("disconnected", lambda reason: removed.set())
+            heard_digits: list[tuple[str, str]] = []  # (digit, sender) as livekit-sip gets them
+            caller.room.on("sip_dtmf_received", lambda d: heard_digits.append(
+                (d.digit, d.participant.identity if d.participant else "")))
             await browser.connect()
             try:
                 assert await wait_until(lambda: browser.agent_identity is not None, 120)
@@ -157,19 +166,22 @@ async def test_a_browser_participant_is_not_the_caller_and_end_call_hangs_up(
                 await caller.wait_for_state("listening", after=0, timeout_s=60)
                 await browser_mic
                 await _ask(caller, QUESTION, 1)
-                await _ask(caller, "That is all, bye.", 2)
+                await _ask(caller, PRESS, 2)
+                assert await wait_until(lambda: len(heard_digits) == 3, 10), heard_digits
+                assert heard_digits == [(d, caller.agent_identity) for d in "42#"]
+                await _ask(caller, "That is all, bye.", 3)
                 assert caller.agent_identity is not None
-                assert caller.final_texts(caller.agent_identity) == [HOURS, GOODBYE]
+                assert caller.final_texts(caller.agent_identity) == [HOURS, SENT, GOODBYE]
                 await asyncio.wait_for(removed.wait(), 30)  # hung up on
                 assert caller.room.connection_state == rtc.ConnectionState.CONN_DISCONNECTED
             finally:
                 await caller.close()
                 await browser.close()
-            await _wait_for_line(log, "ended after 2 turns")
+            await _wait_for_line(log, "ended after 3 turns")
 
     text = log.read_text()
     assert "talking with sip_+[REDACTED]23" in text and "browser-1 in" not in text
     assert "hanging up on sip_+[REDACTED]23" in text
     # Only the caller's words reached the LLM: the browser's question was never heard.
     users = [m["content"] for r in requests for m in r["messages"] if m["role"] == "user"]
-    assert len(users) >= 2 and not any("table" in u.lower() for u in users), users
+    assert len(users) >= 3 and not any("table" in u.lower() for u in users), users
