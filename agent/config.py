@@ -154,12 +154,23 @@ class ProfileTable:
     voice: str = ""
     llm: dict[str, Any] = field(default_factory=dict)
     tools: tuple[str, ...] = ()
+    keypad: str = "text"
+    transfer_to: dict[str, str] = field(default_factory=dict)
+
+
+# What a phone caller's keypad digits are to a profile: "text", a typed turn ("The caller
+# pressed 1."); "ignore", nothing.
+KEYPAD_MODES = ("text", "ignore")
+# Where `transfer_call` may send a call: a SIP URI or a telephone number as TransferSIPParticipant
+# takes it. Only the profile names them: the LLM picks a name, never dials what it was told.
+TRANSFER_TARGET = re.compile(r"^(sip:|sips:|tel:)[^\s]+$")
 
 
 @dataclass(frozen=True)
 class ProfileSettings:
     """A named agent: its system prompt, greeting, TTS voice ("": tts.voice), LLM and tools
-    (names; "mcp:SERVER" is all of a server's tools)."""
+    (names; "mcp:SERVER" is all of a server's tools); for phone callers, what their keypad
+    does and where `transfer_call` may send them (name -> sip:/tel: URI)."""
 
     name: str
     instructions: str
@@ -167,6 +178,8 @@ class ProfileSettings:
     voice: str
     llm: LLMSettings
     tools: tuple[str, ...]
+    keypad: str = "text"
+    transfer_to: dict[str, str] = field(default_factory=dict)
 
 
 DEFAULT_PROFILE = "default"
@@ -199,6 +212,7 @@ class Settings:
             name=name,
             instructions=llm.system_prompt if table.instructions is None else table.instructions,
             greeting=table.greeting, voice=table.voice, llm=llm, tools=table.tools,
+            keypad=table.keypad, transfer_to=table.transfer_to,
         )
 
 
@@ -354,8 +368,27 @@ def parse_profiles(table: Any) -> dict[str, ProfileTable]:
         profiles[name] = ProfileTable(
             **texts, tools=tuple(_strings(f"{where} tools", entry.get("tools", []))),
             llm={k: _coerce("llm", k, v, type(getattr(defaults, k))) for k, v in llm.items()},
+            keypad=_keypad(where, entry.get("keypad", "text")),
+            transfer_to=_transfer_targets(where, entry.get("transfer_to", {})),
         )
     return profiles
+
+
+def _keypad(where: str, value: Any) -> str:
+    if value not in KEYPAD_MODES:
+        raise ConfigError(f"{where} keypad must be one of {', '.join(KEYPAD_MODES)}, "
+                          f"got {value!r}")
+    return str(value)
+
+
+def _transfer_targets(where: str, value: Any) -> dict[str, str]:
+    targets = _string_table(f"{where} transfer_to", value)
+    for name, uri in targets.items():
+        if not NAME_PATTERN.match(name) or not TRANSFER_TARGET.match(uri):
+            raise ConfigError(f"{where} transfer_to: {name!r} = {uri!r}: a name of letters, "
+                              "digits, '_' or '-' for a sip:, sips: or tel: URI, e.g. "
+                              'sales = "tel:+15105550123"')
+    return targets
 
 
 def check_profile_tools(settings: Settings, available: Collection[str]) -> None:

@@ -8,7 +8,10 @@ traceback and to stack info:
 - the shapes of credentials whatever their value: JWTs (LiveKit join tokens), bearer and
   `Token` authorization headers, `sk-…` keys, and `token=`, `key=`, `secret=`, `password=`
   style parameters (a join URL's `access_token=` included), digits-only values too; a number
-  with a fraction there is a timing and is kept.
+  with a fraction there is a timing and is kept;
+- phone numbers: `+` and 6 to 15 digits, or digits after `sip_` (livekit-sip's identities),
+  `sip:` or `tel:`, all but their last two digits (a caller's number is personal data; the
+  last two tell calls apart in a log).
 
 It hooks the log record factory, not a handler: it works for every logger and every handler
 configured later (each subcommand sets up its own), and a record forwarded from another
@@ -40,6 +43,9 @@ _PATTERNS = [
         r"['\"]?\s*[=:]\s*['\"]?)(?!-?\d*\.\d+(?:e[+-]?\d+)?(?:[\s'\"&,;)}]|$))"
         r"[^\s'\"&,;)}]{6,}"
     ),
+    # A phone number: "+" not inside a word or a number (1e+123456 is not one), or livekit-sip's
+    # prefixes; the last two digits are kept (lookahead).
+    re.compile(r"((?<![0-9A-Za-z.])\+|\b(?:sip_|sip:|tel:)\+?)\d{4,13}(?=\d{2}(?!\d))"),
 ]
 
 _lock = threading.Lock()

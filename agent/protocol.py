@@ -37,6 +37,10 @@ DIRECT_CHANNEL_LABEL = "voxroom"  # direct mode's data channel (agent.transports
 
 # --- dispatch and room metadata keys -------------------------------------------------------------
 KEY_USER = "voxroom.user"  # the identity the agent serves
+# The kind of participant the agent serves when no identity is named: "sip", the first phone
+# caller (livekit-sip's participant; infra/sip/dispatch-rule.json sets it), and nobody else.
+KEY_USER_KIND = "voxroom.user_kind"
+USER_KIND_SIP = "sip"
 KEY_PROFILE = "voxroom.profile"  # the agent profile ([profiles.NAME]) the room gets
 KEY_MODE = "voxroom.mode"
 MODES = ("voice", "copilot")
@@ -50,6 +54,11 @@ ATTR_BRIDGE_CANDIDATE = "voxroom.bridge.candidate"
 # On the `lk.transcription` streams of what the copilot heard of the meeting: "interviewer".
 ATTR_SPEAKER = "voxroom.speaker"
 SPEAKER_INTERVIEWER = "interviewer"
+
+# livekit-sip's attributes on a caller's participant (LiveKit's SIP conventions).
+ATTR_SIP_PHONE_NUMBER = "sip.phoneNumber"  # the caller's number (absent when hidden)
+ATTR_SIP_CALL_ID = "sip.callID"
+ATTR_SIP_TRUNK_ID = "sip.trunkID"
 
 # --- the interview copilot's topics and attributes ---------------------------------------------
 TOPIC_COPILOT = "voxroom.copilot"

@@ -93,6 +93,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                       "quiet_start, recording)")
     p.add_argument("--per-kind", type=int, default=None,
                    help="--corpus turns or listen: only the first N items of each kind")
+    p.add_argument("--caller", choices=("browser", "sip", "both"), default="browser",
+                   help="--path livekit: who says the corpus: a browser-like user, a phone "
+                        "caller joined as livekit-sip joins one (its speech over a phone line), "
+                        "or both, one run each")
     p.add_argument("--compare-agentsession", action="store_true",
                    help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
                         "--path livekit")
@@ -138,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"voxroom bench: {e}", file=sys.stderr)
         return 2
-    if args.compare_agentsession:
+    if args.compare_agentsession or args.caller != "browser":
         args.path = "livekit"
     load_before = load_average()
     if not items:
@@ -224,15 +228,18 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
         return [run]
     from bench.livekit_path import AGENTSESSION_CONFIGS, LiveKitBench
 
-    plan: list[tuple[RunResult, str | None]] = [(RunResult("voxroom", "livekit", llm_name), None)]
+    callers = ("browser", "sip") if args.caller == "both" else (args.caller,)
+    plan: list[tuple[RunResult, str | None, str]] = [
+        (RunResult("voxroom" if c == "browser" else "voxroom, SIP caller", "livekit", llm_name),
+         None, c) for c in callers]
     if args.compare_agentsession:
-        plan += [(RunResult(f"AgentSession {c}", "livekit", llm_name), c)
+        plan += [(RunResult(f"AgentSession {c}", "livekit", llm_name), c, "browser")
                  for c in AGENTSESSION_CONFIGS]
     async with LiveKitBench(items, args, settings) as bench:
-        for run, config in plan:
+        for run, config, caller in plan:
             with _Progress(len(items), run.name) as on_item:
-                await bench.run(run, on_item, agentsession=config)
-    return [run for run, _ in plan]
+                await bench.run(run, on_item, agentsession=config, caller=caller)
+    return [run for run, _, _ in plan]
 
 
 async def _simulate(

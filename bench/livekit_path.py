@@ -114,12 +114,15 @@ class LiveKitBench:
             self.llm_model = arg
 
     async def run(self, run: RunResult, on_item: Callable[[ItemResult], None],
-                  agentsession: str | None = None) -> None:
-        """All items through one worker: voxroom's, or AgentSession in `agentsession` config."""
+                  agentsession: str | None = None, caller: str = "browser") -> None:
+        """All items through one worker: voxroom's, or AgentSession in `agentsession` config;
+        said by a browser-like user, or by a phone caller as livekit-sip joins one (`caller`
+        "sip", bench/sip_caller.py: everything said crosses a phone line)."""
         from agent.transports.tokens import create_join_token
         from bench.room_client import RoomUser
+        from bench.sip_caller import sip_caller, sip_dispatch
 
-        tag = agentsession or "voxroom"
+        tag = agentsession or ("voxroom" if caller == "browser" else f"voxroom-{caller}")
         worker_log = self.dir / f"worker-{tag}.log"
         store = self.dir / f"turns-{tag}.sqlite3"
         metrics = self.dir / f"metrics-{tag}.jsonl"
@@ -142,7 +145,11 @@ class LiveKitBench:
         room = f"bench-{tag}-{int(time.time())}"
         with worker_process(argv, env, worker_log) as proc:
             usage = ProcessUsage(proc.pid)
-            user = RoomUser(self.server.url, create_join_token(settings, room, "bench-user"))
+            if caller == "sip":
+                user = sip_caller(self.server.url, settings, room,
+                                  room_config=sip_dispatch(settings))
+            else:
+                user = RoomUser(self.server.url, create_join_token(settings, room, "bench-user"))
             await user.connect()
             mic = OpenMic(user)
             try:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +81,11 @@ class RoomUser:
     _due: float = field(default=0.0, init=False, repr=False)  # when the next frame plays out
     _speaking: bool = field(default=False, init=False, repr=False)
     track_name: str = "mic"  # the copilot listens to a bridge's "meeting-audio" instead
+    # A browser's microphone; livekit-sip publishes a caller's audio with no source set
+    # (bench/sip_caller.py).
+    track_source: rtc.TrackSource.ValueType = rtc.TrackSource.SOURCE_MICROPHONE
+    # What the line does to the voice on its way (None: nothing), e.g. a phone call's band.
+    line: Callable[[np.ndarray], np.ndarray] | None = None
 
     async def connect(self) -> None:
         # Before connecting: an agent already in the room is subscribed to during connect().
@@ -94,7 +99,7 @@ class RoomUser:
         self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
         self._mic = LiveKitAudioSink(self._source)  # many users in one process: routed frames
         track = rtc.LocalAudioTrack.create_audio_track(self.track_name, self._source)
-        opts = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+        opts = rtc.TrackPublishOptions(source=self.track_source)
         await self.room.local_participant.publish_track(track, opts)
 
     async def close(self) -> None:
@@ -109,6 +114,9 @@ class RoomUser:
             raise RuntimeError("this user is already speaking: speak() calls must not overlap")
         self._speaking = True
         try:
+            if self.line is not None:  # the same length: `marks` index the voice as said
+                carried = self.line(pcm)[: len(pcm)]
+                pcm = np.pad(carried, (0, len(pcm) - len(carried)))
             return await self._speak(pcm, marks)
         finally:
             self._speaking = False

@@ -50,6 +50,10 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIiwidmlkZW8iOnt9fQ.c2lnbmF0dXJlLXNpZ
         ("token: 987654321", "987654321"),
         ('{"password": "20242025"}', "20242025"),
         ("login failed for pin secret=000123", "000123"),
+        # A phone caller's number, all but its last two digits.
+        ("talking with sip_+15105550123 in call-_+15105550123_xY", "+1510555012"),
+        ("transfer to tel:+4921155501", "4921155501"),
+        ("caller sip_15105550123 joined", "15105550123"),
     ],
 )
 def test_credential_shapes_are_masked(text: str, gone: str) -> None:
@@ -72,6 +76,7 @@ def test_credential_shapes_are_masked(text: str, gone: str) -> None:
         "livekit-server listening on 127.0.0.1:7880 (port=7880, rtc.port_range_start=50000)",
         "drained after 1234567 ms; 250000 frames sent, 12 lost",
         "answer prompt: 123456 tokens cached, 654321 read in 1200 ms",
+        "a score of 1e+123456 and a gain of +12 dB",
     ],
 )
 def test_ordinary_log_lines_are_left_alone(text: str) -> None:

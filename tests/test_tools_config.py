@@ -157,3 +157,18 @@ def test_profiles_naming_unknown_tools_are_refused_once_the_tools_are_known(
     with pytest.raises(ConfigError, match=r"\[profiles\.concierge\]: unknown tool\(s\) "
                                           r"\['end_conversation'\]; available: current_time"):
         check_profile_tools(settings, available - {"end_conversation"})
+
+
+def test_a_phone_profile_s_keypad_and_transfer_destinations(empty_dir: Path) -> None:
+    settings = _load(empty_dir, '[profiles.phone]\nkeypad = "ignore"\ntools = ["transfer_call"]\n'
+                                '[profiles.phone.transfer_to]\nsales = "tel:+15105550111"\n'
+                                'desk = "sip:desk@pbx.example.org"\n')
+    phone = settings.profile("phone")
+    assert phone.keypad == "ignore"
+    assert phone.transfer_to == {"sales": "tel:+15105550111", "desk": "sip:desk@pbx.example.org"}
+    assert settings.profile("default").keypad == "text"  # digits are typed turns by default
+    with pytest.raises(ConfigError, match=r"\[profiles\.phone\] keypad must be one of text, "
+                                          r"ignore, got 'beep'"):
+        _load(empty_dir, '[profiles.phone]\nkeypad = "beep"\n')
+    with pytest.raises(ConfigError, match=r"transfer_to: 'sales' = '\+15105550111'.*tel: URI"):
+        _load(empty_dir, '[profiles.phone.transfer_to]\nsales = "+15105550111"\n')

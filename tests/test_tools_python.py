@@ -197,4 +197,5 @@ def test_builtins_are_offered_only_when_named() -> None:
     registry = ToolRegistry(ToolsSettings())
     registry.start()
     assert registry.toolbox([]).names == []
-    assert registry.available() == {"current_time", "end_conversation"}
+    assert registry.available() == {"current_time", "end_conversation", "end_call",
+                                    "transfer_call", "send_digits"}

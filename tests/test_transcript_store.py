@@ -180,3 +180,55 @@ def test_postgres_store_survives_the_server_dropping_its_connection(postgres_url
     assert store._db.info.backend_pid != pid
     assert [t["user_text"] for t in store.turns("r")] == ["question 1", "question 2"]
     store.close()
+
+
+def test_a_phone_callers_number_is_kept_with_its_turns(store: TurnStore) -> None:
+    store.append("call-1", "s1", {**turn(1), "caller": "+15105550123"})
+    store.append("room-b", "s2", turn(2))  # anyone else's turns have no caller
+    assert [t["caller"] for t in store.turns()] == ["+15105550123", ""]
+
+
+# The turns table as it was before turns kept their tool calls and the caller's number.
+OLD_COLUMNS = ("id {serial} PRIMARY KEY, room TEXT NOT NULL, session TEXT NOT NULL, "
+               "created_at {real} NOT NULL, user_text TEXT NOT NULL, agent_text TEXT NOT NULL, "
+               "heard_text TEXT NOT NULL, interrupted {boolean} NOT NULL, "
+               "latency_ms TEXT NOT NULL, fallbacks TEXT NOT NULL")
+OLD_ROW = ("room-a", "s1", 1.0, "question", "answer", "answer", False, "{}", "[]")
+
+
+def check_the_new_columns(store: TurnStore) -> None:
+    """The old row reads with the new columns' defaults; a new one keeps them."""
+    try:
+        store.append("room-a", "s2", {**turn(1), "caller": "+15105550123"})
+        old, new = store.turns("room-a")
+    finally:
+        store.close()
+    assert (old["tool_messages"], old["caller"]) == ([], "")
+    assert new["caller"] == "+15105550123"
+
+
+def test_an_older_sqlite_file_gets_the_new_columns(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE turns (" + OLD_COLUMNS.format(
+            serial="INTEGER", real="REAL", boolean="INTEGER") + ")")
+        db.execute("INSERT INTO turns (room, session, created_at, user_text, agent_text, "
+                   "heard_text, interrupted, latency_ms, fallbacks) VALUES "
+                   "(?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
+    check_the_new_columns(TranscriptStore(path))
+
+
+def test_an_older_postgres_table_gets_the_new_columns(postgres_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE voxroom_turns (" + OLD_COLUMNS.format(
+            serial="BIGSERIAL", real="DOUBLE PRECISION", boolean="BOOLEAN").replace(
+            "latency_ms TEXT", "latency_ms JSONB").replace("fallbacks TEXT", "fallbacks JSONB")
+            + ")")
+        db.execute("INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
+                   " heard_text, interrupted, latency_ms, fallbacks) VALUES "
+                   "(%s, %s, %s, %s, %s, %s, %s, %s, %s)", OLD_ROW)
+    check_the_new_columns(open_turn_store(StoreSettings(url=postgres_url)))

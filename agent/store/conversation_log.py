@@ -64,8 +64,11 @@ class ConversationLog:
         *,
         store: TurnStore | None,
         memory: RoomMemory | None = None,
+        caller: str = "",
     ) -> None:
+        """`caller`: a phone caller's number, kept with each of the session's turns."""
         self._room, self._session, self._history = room, session, history
+        self._caller = caller
         self._store, self._memory = store, memory
         self._writes: asyncio.Queue[Callable[[], None]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
@@ -118,6 +121,8 @@ class ConversationLog:
             self._audible = None
             self._chunks.clear()
             turn = {k: v for k, v in event.items() if k != "type"}  # the turn's own fields
+            if self._caller:
+                turn["caller"] = self._caller
             self._writes.put_nowait(lambda: self._record(turn))
 
     def _speaking(self, rid: int) -> None:

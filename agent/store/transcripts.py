@@ -40,12 +40,17 @@ CREATE TABLE IF NOT EXISTS turns (
     interrupted INTEGER NOT NULL,
     latency_ms TEXT NOT NULL,
     fallbacks TEXT NOT NULL,
-    tool_messages TEXT NOT NULL DEFAULT '[]'
+    tool_messages TEXT NOT NULL DEFAULT '[]',
+    caller TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS turns_room ON turns (room, id);
 """
-# A file written before turns kept their tool calls gets the column (its turns had none).
-ADD_TOOL_MESSAGES = "ALTER TABLE turns ADD COLUMN tool_messages TEXT NOT NULL DEFAULT '[]'"
+# A file written before turns kept their tool calls, or a phone caller's number (`caller`, ""
+# for anyone else), gets the column (its turns had none).
+ADDED_COLUMNS = {
+    "tool_messages": "ALTER TABLE turns ADD COLUMN tool_messages TEXT NOT NULL DEFAULT '[]'",
+    "caller": "ALTER TABLE turns ADD COLUMN caller TEXT NOT NULL DEFAULT ''",
+}
 
 
 class TurnStore(Protocol):
@@ -113,6 +118,7 @@ def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:
         json.dumps(turn["latency_ms"]),
         json.dumps(turn.get("fallbacks", [])),
         json.dumps(turn.get("tool_messages", [])),
+        turn.get("caller", ""),
     )
 
 
@@ -129,15 +135,16 @@ class TranscriptStore:
         self._db.execute("PRAGMA busy_timeout=5000")  # several workers may share the file
         self._db.executescript(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(turns)")}
-        if "tool_messages" not in columns:
-            self._db.execute(ADD_TOOL_MESSAGES)
+        for column, add in ADDED_COLUMNS.items():
+            if column not in columns:
+                self._db.execute(add)
 
     def append(self, room: str, session: str, turn: dict[str, Any]) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT INTO turns (room, session, created_at, user_text, agent_text, heard_text,"
-                " interrupted, latency_ms, fallbacks, tool_messages)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " interrupted, latency_ms, fallbacks, tool_messages, caller)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (room, session, *turn_row(turn)),
             )
 
@@ -213,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t["created_at"]))
         v2v = t["latency_ms"].get("voice_to_voice")
-        print(f"[{when}] {t['room']}  ({v2v:.0f} ms)" if v2v else f"[{when}] {t['room']}")
+        caller = f"  caller {t['caller']}" if t["caller"] else ""
+        print(f"[{when}] {t['room']}{caller}" + (f"  ({v2v:.0f} ms)" if v2v else ""))
         print(f"  user:  {t['user_text']}")
         cut = "  (interrupted; heard: " + repr(t["heard_text"]) + ")" if t["interrupted"] else ""
         print(f"  agent: {t['agent_text']}{cut}")

@@ -27,18 +27,21 @@ CREATE TABLE IF NOT EXISTS voxroom_turns (
     interrupted BOOLEAN NOT NULL,
     latency_ms JSONB NOT NULL,
     fallbacks JSONB NOT NULL,
-    tool_messages JSONB NOT NULL DEFAULT '[]'
+    tool_messages JSONB NOT NULL DEFAULT '[]',
+    caller TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS voxroom_turns_room ON voxroom_turns (room, id);
--- A table made before turns kept their tool calls (its turns had none).
+-- A table made before turns kept their tool calls, or a phone caller's number (its turns had
+-- none).
 ALTER TABLE voxroom_turns ADD COLUMN IF NOT EXISTS tool_messages JSONB NOT NULL DEFAULT '[]';
+ALTER TABLE voxroom_turns ADD COLUMN IF NOT EXISTS caller TEXT NOT NULL DEFAULT '';
 """
 # Workers starting together would race in CREATE TABLE IF NOT EXISTS (a unique violation in
 # pg_type); the schema is created under this transaction-scoped advisory lock.
 SCHEMA_LOCK = 0x766F78726F6F6D  # "voxroom"
 CONNECT_TIMEOUT_S = 5
 COLUMNS = ("id", "room", "session", "created_at", "user_text", "agent_text", "heard_text",
-           "interrupted", "latency_ms", "fallbacks", "tool_messages")
+           "interrupted", "latency_ms", "fallbacks", "tool_messages", "caller")
 
 
 class PostgresTurnStore:
@@ -78,8 +81,8 @@ class PostgresTurnStore:
         row = (room, session, *turn_row(turn))
         self._run(lambda db: db.execute(
             "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
-            " heard_text, interrupted, latency_ms, fallbacks, tool_messages)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            " heard_text, interrupted, latency_ms, fallbacks, tool_messages, caller)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             row,
         ))
 

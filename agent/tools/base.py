@@ -5,9 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent.engines import ToolCall, ToolSpec
+
+
+class PhoneLine(Protocol):
+    """The phone call of a session whose user is a caller (agent/transports/phone_call.py)."""
+
+    @property
+    def transfer_targets(self) -> list[str]:
+        """The destinations the profile lets the agent transfer to, by name."""
+        ...
+
+    async def send_digits(self, digits: str) -> None:
+        """Play keypad digits to the caller; ValueError for what is not one."""
+        ...
+
+    async def transfer(self, target: str) -> None:
+        """Transfer the call to the named destination; ValueError for an unknown name."""
+        ...
 
 
 @dataclass
@@ -20,6 +37,9 @@ class ToolContext:
     user_attributes: dict[str, str] = field(default_factory=dict)
     # Ends the conversation once the reply being spoken is over (`reason` goes to the log).
     end_conversation: Callable[[str], None] = lambda _reason: None
+    # The phone call when the user is a caller (livekit-sip); None for anyone else. Ending the
+    # conversation of a call hangs it up.
+    call: PhoneLine | None = None
 
 
 @dataclass(frozen=True)

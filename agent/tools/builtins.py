@@ -1,7 +1,8 @@
 """The tools voxroom brings: a profile offers one only when it names it.
 
-Each is a `@tool` function of this module; a new one (a phone call's DTMF or transfer, acting
-through ToolContext) is one more function here.
+Each is a `@tool` function of this module; a new one is one more function here. The phone
+call's (`end_call`, `transfer_call`, `send_digits`) act through ToolContext.call and say so
+when the user is not a caller.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import sys
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.tools.base import Tool, ToolContext
+from agent.tools.base import PhoneLine, Tool, ToolContext
 from agent.tools.python_tools import marked_tools, tool
 
 SOURCE = "builtin"
+TRANSFER_TIMEOUT_S = 60.0  # the destination rings before the SIP service says how it went
 
 
 @tool(read_only=True)
@@ -43,6 +45,47 @@ def end_conversation(ctx: ToolContext, reason: str = "") -> str:
     """
     ctx.end_conversation(reason or "the assistant ended the conversation")
     return "The conversation will end after this reply; say goodbye."
+
+
+def _call(ctx: ToolContext) -> PhoneLine:
+    if ctx.call is None:
+        raise ValueError("this conversation is not a phone call")
+    return ctx.call
+
+
+@tool
+def end_call(ctx: ToolContext, reason: str = "") -> str:
+    """Hang up the phone call, after saying goodbye, when the caller is done.
+
+    Args:
+        reason: Why the call ends, in a few words.
+    """
+    _call(ctx)
+    ctx.end_conversation(reason or "the assistant hung up")
+    return "The call will be hung up after this reply; say goodbye."
+
+
+@tool(timeout_s=TRANSFER_TIMEOUT_S)
+async def transfer_call(ctx: ToolContext, destination: str) -> str:
+    """Transfer the phone call to a person or another line, when the caller asks for one
+    that your instructions name.
+
+    Args:
+        destination: The destination's name as your instructions give it, e.g. sales.
+    """
+    await _call(ctx).transfer(destination)
+    return f"The call was transferred to {destination}; the caller is no longer on the line."
+
+
+@tool
+async def send_digits(ctx: ToolContext, digits: str) -> str:
+    """Press keys on the phone's keypad (DTMF), e.g. to choose in a phone menu.
+
+    Args:
+        digits: The keys in order: 0-9, * and #, e.g. 1 or 4321#.
+    """
+    await _call(ctx).send_digits(digits)
+    return f"Sent {digits}."
 
 
 def builtin_tools(default_timeout_s: float) -> list[Tool]:

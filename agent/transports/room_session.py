@@ -1,7 +1,9 @@
 """One conversation in a LiveKit room: the user's microphone and typed messages (`lk.chat`)
 into the turn engine, the agent's voice out as a published track, its state as the
 `lk.agent.state` attribute and both sides' transcripts on the `lk.transcription` text-stream
-topic (LiveKit's client conventions)."""
+topic (LiveKit's client conventions). A phone caller (livekit-sip's participant) is heard on
+its one audio track, whatever its source, and its keypad digits are typed turns
+(agent/transports/keypad.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from agent.store.conversation_log import RoomMemory
     from agent.store.transcripts import TurnStore
     from agent.tools.toolbox import Toolbox
+    from agent.transports.phone_call import PhoneCall
 
 log = logging.getLogger(__name__)
 
@@ -280,19 +283,25 @@ async def run_room_session(
     turn_detector: Any = None,
     toolbox: Toolbox | None = None,
     greeting: str = "",
+    phone: PhoneCall | None = None,
+    keypad: str = "text",
 ) -> None:
     """Talk with `participant` until they leave, the room closes, or a tool ends the
     conversation (once its last reply was heard). With a `store`, every finished turn is
     committed durably and the room's earlier turns are the history; a `memory` keeps the
     history and the reply being spoken for the room's next agent
     (agent/store/conversation_log.py). `toolbox`: the tools the agent may call; `greeting`:
-    what it says first in a new conversation (not to a room whose history it took over)."""
+    what it says first in a new conversation (not to a room whose history it took over).
+    `phone`: the participant's call when it is a phone caller: its number is kept with the
+    turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"), and
+    ending the conversation hangs it up."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
     from agent.ops.metrics import MetricsRecorder
     from agent.store.conversation_log import ConversationLog
     from agent.tools.base import ToolContext
+    from agent.transports.keypad import KeypadInput
     from agent.voice.engine import TurnEngine
 
     source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
@@ -306,7 +315,8 @@ async def run_room_session(
     history = ChatHistory(system_prompt)
     session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
     recorder = MetricsRecorder(session_id)
-    turns = ConversationLog(room.name, session_id, history, store=store, memory=memory)
+    turns = ConversationLog(room.name, session_id, history, store=store, memory=memory,
+                            caller=phone.number if phone else "")
     for turn in await turns.start(PERSISTED_HISTORY_TURNS):
         history.add_turn(turn)
     left = asyncio.Event()
@@ -335,7 +345,7 @@ async def run_room_session(
         turn_detector=turn_detector,
         toolbox=toolbox,
         tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),
-                                 end_conversation),
+                                 end_conversation, phone),
     )
     await engine.start()
     recorder.start()
@@ -343,6 +353,10 @@ async def run_room_session(
         engine.greet(greeting)
     typed = TypedMessages(room, participant.identity, engine.push_text)
     typed.start()
+    digits = KeypadInput(room, participant.identity,
+                         engine.push_text if keypad == "text" else None)
+    if phone is not None:
+        digits.start()
 
     def on_disconnected(p: rtc.RemoteParticipant) -> None:
         if p.identity == participant.identity:
@@ -355,13 +369,29 @@ async def run_room_session(
     finally:
         listen.cancel()
         await asyncio.gather(listen, return_exceptions=True)
+        digits.close()
         await typed.aclose()
         await engine.aclose()
         await recorder.aclose()
         await turns.aclose()  # every finished turn is stored before we go
         await publisher.aclose()
         await source.aclose()
+        if phone is not None:
+            await _end_call(phone, hang_up=ending.is_set())
         log.info("session with %s ended after %d turns", participant.identity, len(engine.turns))
+
+
+async def _end_call(phone: PhoneCall, *, hang_up: bool) -> None:
+    """The agent ended the conversation: a caller left on the line would hear silence until
+    the room closed, so the call is hung up. A session that ends otherwise (the caller hung up,
+    the worker stops and another agent takes the room over) leaves the call as it is."""
+    try:
+        if hang_up:
+            await phone.hang_up()
+    except Exception as e:  # the caller may have hung up meanwhile
+        log.info("hanging up on %s: %s: %s", phone.identity, type(e).__name__, e)
+    finally:
+        await phone.aclose()
 
 
 async def _listen(
@@ -375,16 +405,17 @@ async def _listen(
 
     guard = FrameGuard()
     while True:
+        source = heard_source(participant)
         stream = rtc.AudioStream.from_participant(
             participant=participant,
-            track_source=rtc.TrackSource.SOURCE_MICROPHONE,
+            track_source=source,
             sample_rate=INPUT_RATE,
             num_channels=1,
             frame_size_ms=20,
         )
         bind_audio_stream(stream)
         for pub in participant.track_publications.values():
-            if pub.source == rtc.TrackSource.SOURCE_MICROPHONE:
+            if pub.kind == rtc.TrackKind.KIND_AUDIO and pub.source == source:
                 publisher.user_track_id = pub.sid
         try:
             async for event in stream:
@@ -395,3 +426,18 @@ async def _listen(
         finally:
             await stream.aclose()
         await asyncio.sleep(0.1)  # the track ended; wait for it to come back
+
+
+def heard_source(participant: rtc.RemoteParticipant) -> rtc.TrackSource.ValueType:
+    """The source of the user's track the agent listens to: a browser's (or any client's)
+    microphone; for a phone caller, its one audio track whatever its source: livekit-sip
+    publishes the caller's audio with none set (unknown), named after the participant."""
+    from livekit import rtc
+
+    from agent.transports.phone_call import is_sip
+
+    if not is_sip(participant):
+        return rtc.TrackSource.SOURCE_MICROPHONE
+    published = [p.source for p in participant.track_publications.values()
+                 if p.kind == rtc.TrackKind.KIND_AUDIO]
+    return published[0] if published else rtc.TrackSource.SOURCE_UNKNOWN

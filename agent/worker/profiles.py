@@ -1,10 +1,12 @@
 """Which agent a room gets: the profile its dispatch (or else its room) metadata names under
 `voxroom.profile`, "default" when none does; and what a profile needs beyond the worker's
-shared engines (an LLM client of its own when it changes [llm], its tools)."""
+shared engines (an LLM client of its own when it changes [llm], its tools, its instructions
+with the phone caller's number)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,17 +15,39 @@ from agent.config import DEFAULT_PROFILE, ProfileSettings, Settings
 log = logging.getLogger("voxroom.worker")
 
 
+# Where a profile's instructions get the caller's number: "You are on the phone with
+# {caller_number}." (a plain replacement: instructions may hold other braces).
+CALLER_FIELD = "{caller_number}"
+NO_CALLER = "an unknown number"
+
+
+def dispatch_value(job_metadata: str, room_metadata: str, key: str, *,
+                   accept: Callable[[Any], bool] = lambda v: v is not None) -> Any:
+    """`key`'s value in the dispatch's metadata if `accept`ed, else in the room's; None."""
+    from agent.copilot.room import read_metadata
+
+    for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
+        value = read_metadata(text, where, warn=False).get(key)
+        if accept(value):
+            return value
+    return None
+
+
 def requested_profile(job_metadata: str, room_metadata: str) -> str:
     """The profile named by the dispatch's metadata, else the room's; a name that is not a
     non-empty string is the caller's to refuse, so it is returned as given (stringified)."""
-    from agent.copilot.room import read_metadata
     from agent.protocol import KEY_PROFILE
 
-    for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
-        named = read_metadata(text, where, warn=False).get(KEY_PROFILE)
-        if named is not None:
-            return named if isinstance(named, str) else repr(named)
-    return DEFAULT_PROFILE
+    named = dispatch_value(job_metadata, room_metadata, KEY_PROFILE)
+    if named is None:
+        return DEFAULT_PROFILE
+    return named if isinstance(named, str) else repr(named)
+
+
+def caller_instructions(instructions: str, number: str) -> str:
+    """`instructions` with CALLER_FIELD replaced by a phone caller's number (NO_CALLER when
+    it is hidden or not a caller)."""
+    return instructions.replace(CALLER_FIELD, number or NO_CALLER)
 
 
 def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,

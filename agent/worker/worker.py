@@ -296,8 +296,10 @@ async def entrypoint(ctx: object) -> None:
 
     from agent.config import ConfigError
     from agent.providers import load_tts
+    from agent.transports.phone_call import PhoneCall, is_sip
     from agent.transports.room_session import OUTPUT_RATE, run_room_session
     from agent.worker.profiles import (
+        caller_instructions,
         profile_llm,
         profile_toolbox,
         profile_tts,
@@ -309,8 +311,11 @@ async def entrypoint(ctx: object) -> None:
     userdata = ctx.proc.userdata
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
     named = served_identity(ctx.job.metadata, ctx.room.metadata)
-    # Named: nobody else who happens to join first is served in the user's place.
-    participant = await ctx.wait_for_participant(identity=named)
+    # Named (or a phone caller): nobody else who happens to join first is served in the
+    # user's place.
+    kinds = served_kinds(ctx.job.metadata, ctx.room.metadata)
+    participant = await (ctx.wait_for_participant(identity=named, kind=kinds) if kinds
+                         else ctx.wait_for_participant(identity=named))
     from agent.copilot.room import requested_mode, run_copilot_session
 
     try:
@@ -334,19 +339,23 @@ async def entrypoint(ctx: object) -> None:
         return
     log.info("job %s: %s talking with %s in %s", ctx.job.id, profile.name,
              participant.identity, ctx.room.name)
+    phone = (PhoneCall(ctx.room, participant, settings.livekit, profile.transfer_to)
+             if is_sip(participant) else None)
     await run_room_session(
         ctx.room,
         participant,
         stt=userdata["stt"],
         tts=tts,
         llm=llm,
-        system_prompt=profile.instructions,
+        system_prompt=caller_instructions(profile.instructions, phone.number if phone else ""),
         toolbox=profile_toolbox(userdata.get("tools"), profile),
         greeting=profile.greeting,
         store=userdata["store"],
         memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
         turn_detector=userdata.get("turn_detector"),
+        phone=phone,
+        keypad=profile.keypad,
     )
     ctx.shutdown("participant left")
 
@@ -363,15 +372,31 @@ async def _check_providers(settings: Settings) -> None:
 
 def served_identity(job_metadata: str, room_metadata: str) -> str | None:
     """The user the agent serves, when the dispatch's (or else the room's) metadata names one
-    under `voxroom.user`; None: the first participant to join."""
-    from agent.copilot.room import read_metadata
+    under `voxroom.user`; None: the first participant to join (of `served_kinds`)."""
     from agent.protocol import KEY_USER
+    from agent.worker.profiles import dispatch_value
 
-    for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
-        named = read_metadata(text, where, warn=False).get(KEY_USER)
-        if isinstance(named, str) and named:
-            return named
-    return None
+    return dispatch_value(job_metadata, room_metadata, KEY_USER,
+                          accept=lambda v: isinstance(v, str) and bool(v))
+
+
+def served_kinds(job_metadata: str, room_metadata: str) -> list[int] | None:
+    """The kinds of participant the agent may serve: a phone caller only ([SIP]) when the
+    metadata's `voxroom.user_kind` is "sip" (a SIP dispatch rule's room: a person who joins
+    from a browser is not the caller); None: livekit-agents' default (standard, SIP,
+    connector)."""
+    from livekit import rtc
+
+    from agent.protocol import KEY_USER_KIND, USER_KIND_SIP
+    from agent.worker.profiles import dispatch_value
+
+    kind = dispatch_value(job_metadata, room_metadata, KEY_USER_KIND)
+    if kind is None:
+        return None
+    if kind != USER_KIND_SIP:
+        log.warning("%s %r unknown (known: %s), ignored", KEY_USER_KIND, kind, USER_KIND_SIP)
+        return None
+    return [rtc.ParticipantKind.PARTICIPANT_KIND_SIP]
 
 
 def _process_llm(settings: Settings) -> object:
