@@ -30,6 +30,10 @@ def _load(directory: Path, text: str) -> Settings:
 
 
 ISSUE_TOML = """
+[tts]
+provider = "openai"  # a server with named voices: the profile's voice
+base_url = "http://127.0.0.1:9100/v1"
+
 [tools]
 python = ["mypkg.tools"]
 
