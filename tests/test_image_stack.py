@@ -97,9 +97,10 @@ def worker_pid(container: str) -> int:
     return int(child)
 
 
-def _serving(agent_identity: str, workers: list[str]) -> str:
-    """The worker whose log has the job of this agent."""
+async def _serving(agent_identity: str, workers: list[str]) -> str:
+    """The worker whose log has the job of this agent (waits for the line)."""
     job = agent_identity.removeprefix("agent-")
+    await _until(lambda: any(job in logs(w) for w in workers), 10, f"{job} in a worker's log")
     [worker] = [w for w in workers if job in logs(w)]
     return worker
 
@@ -125,19 +126,21 @@ async def test_kill_9_of_the_worker_mid_reply_the_other_takes_the_room(stack: St
         await user.wait_for_state("listening", after=0, timeout_s=60)
         first_agent = user.agent_identity
         assert first_agent is not None
-        victim = _serving(first_agent, workers)
+        victim = await _serving(first_agent, workers)
         [survivor] = [w for w in workers if w != victim]
         said = time.monotonic()
         await user.speak(with_silence(espeak(MOVE_Q), 0.3, 0.0))
         mic = asyncio.create_task(user.silence(120))
-        await user.wait_for_state("speaking", after=said, timeout_s=30)
-        await asyncio.sleep(1.0)  # a second of the reply heard: mid-reply
+        speaking = await user.wait_for_state("speaking", after=said, timeout_s=30)
+        # Mid-reply: its first audio has reached the user (the rest takes seconds more).
+        await _until(lambda: user.first_audio_after(speaking) is not None, 10,
+                     "the reply's first audio")
         os.kill(worker_pid(victim), signal.SIGKILL)  # a crash: the restart policy applies
         killed = time.monotonic()
         await _until(lambda: user.agent_identity not in (None, first_agent), 30, "a new agent")
         new_agent_s = time.monotonic() - killed
         print(f"\nkill -9 {victim}: new agent {user.agent_identity} after {new_agent_s:.2f} s")
-        assert _serving(user.agent_identity or "", [survivor]) == survivor
+        assert await _serving(user.agent_identity or "", [survivor]) == survivor
         assert "re-dispatched room stack-move" in logs(survivor)
         assert new_agent_s <= NEW_AGENT_WITHIN_S
         await user.wait_for_state("listening", after=killed, timeout_s=30)
