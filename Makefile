@@ -19,16 +19,25 @@ PYTEST_ARGS ?=
 # a headless browser as a user (chromium), and venv support for Debian's python3.
 SYSDEPS := espeak-ng sox redis-server postgresql pulseaudio chromium libportaudio2 python3-venv pulseaudio-utils libasound2-plugins libgomp1
 
+# Debian packages of the image targets only (make image, image-test): podman and its helpers
+# (runc: crun refuses hybrid cgroups; dnsname: service names on compose networks),
+# mmdebstrap for a base image made from Debian's packages, podman-compose for the stack.
+IMAGE_SYSDEPS := podman buildah runc uidmap mmdebstrap podman-compose golang-github-containernetworking-plugin-dnsname
+IMAGE ?= localhost/voxroom-agent:latest
+
 # Bundled models only: nothing may be downloaded at run time.
 export HF_HUB_OFFLINE := 1
 
 .PHONY: help venv sysdeps livekit-server models web demo test test-python test-web lint lint-imports clean
+.PHONY: image-sysdeps image image-services image-test
 
 help:
 	@echo "make demo            install what is missing, then run voxroom on this machine"
 	@echo "make test            run all tests (as CI does)"
 	@echo "make lint            ruff check, and lint-imports (the layering)"
 	@echo "make venv | sysdeps | livekit-server | models | web    the single steps"
+	@echo "make image           build infra/Dockerfile with podman (base image from Debian packages)"
+	@echo "make image-test      run the image and the compose stack with podman (not in make test)"
 
 venv: $(STAMP)
 
@@ -59,6 +68,27 @@ sysdeps:
 	echo "installing Debian packages:$$missing"; \
 	$$sudo apt-get update -qq; \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
+
+image-sysdeps:
+	@$(MAKE) --no-print-directory sysdeps SYSDEPS="$(IMAGE_SYSDEPS)"
+
+# infra/Dockerfile on a bookworm base made with mmdebstrap (no image registry needed), with
+# podman's settings of infra/podman/containers.conf.
+image: image-sysdeps
+	infra/podman/base-image.sh
+	IMAGE=$(IMAGE) infra/podman/build.sh
+
+# The compose stack's other services (Redis, PostgreSQL, livekit-server) as local images.
+image-services: image-sysdeps livekit-server
+	infra/podman/base-image.sh
+	PYTHON=$(VENV)/bin/python infra/podman/services.sh
+
+# The image as users run it: tests/test_image.py (one container, as the Kubernetes pod) and
+# tests/test_image_stack.py (infra/docker-compose.yml with podman-compose, kill -9, rolling
+# update). Not part of `make test`: the build and the runs take many minutes on two cores.
+image-test: sysdeps venv livekit-server image image-services
+	IMAGE=$(IMAGE) $(VENV)/bin/pytest -ra -m image --timeout=900 \
+	  tests/test_image.py tests/test_image_stack.py $(PYTEST_ARGS)
 
 livekit-server: venv
 	$(VENV)/bin/python -m agent.ops.livekit_server --ensure

@@ -80,6 +80,36 @@ async def test_remote_livekit_needs_no_local_binary() -> None:
     assert (rows[0].name, rows[0].status) == ("livekit-server", SKIP)
 
 
+def _no_livekit_binary(monkeypatch) -> None:
+    from agent.ops import livekit_server
+
+    def missing(build: bool = True):
+        raise livekit_server.LiveKitServerMissing("livekit-server v1 is needed (install hint)")
+
+    monkeypatch.setattr(livekit_server, "find_livekit_server", missing)
+
+
+@pytest.mark.integration
+async def test_local_livekit_that_answers_needs_no_binary_here(livekit_server,
+                                                               monkeypatch) -> None:
+    # The image on the host network: LiveKit on the shared loopback, no binary inside.
+    _no_livekit_binary(monkeypatch)
+    rows = await Doctor(Settings(livekit=livekit_server.livekit_settings()), only={"livekit"},
+                        timeout_s=10).run()
+    assert [(r.name, r.status) for r in rows] == [("livekit-server", OK), ("livekit", OK)]
+    assert rows[0].detail == f"none here, not needed: a LiveKit answers at {livekit_server.url}"
+
+
+async def test_local_livekit_that_is_down_and_no_binary_fails_with_the_install_hint(
+    monkeypatch,
+) -> None:
+    _no_livekit_binary(monkeypatch)
+    settings = Settings(livekit=LiveKitSettings(url=dead_url("ws", "")))
+    [row, _] = await Doctor(settings, only={"livekit"}, timeout_s=2).run()
+    assert (row.name, row.status) == ("livekit-server", FAIL)
+    assert row.detail == "LiveKitServerMissing: livekit-server v1 is needed (install hint)"
+
+
 async def test_deepgram_hears_the_test_speech() -> None:
     async with DeepgramServerDouble(word_code_recogniser(["hello there general kenobi"])) as fake:
         stt = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)

@@ -82,9 +82,23 @@ def dockerfile_stages(path: Path = DOCKERFILE) -> list[list[Instruction]]:
         instruction = Instruction(keyword.upper(), " ".join(args.split()))
         if instruction.keyword == "FROM":
             stages.append([])
+        if not stages and instruction.keyword == "ARG":
+            continue  # a global build argument (dockerfile_global_args)
         assert stages, f"{path}: {keyword} before the first FROM"
         stages[-1].append(instruction)
     return stages
+
+
+def dockerfile_global_args(path: Path = DOCKERFILE) -> dict[str, str]:
+    """The build arguments declared before the first FROM, with their defaults."""
+    args: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("FROM "):
+            break
+        if line.startswith("ARG "):
+            name, _, default = line.removeprefix("ARG ").strip().partition("=")
+            args[name] = default
+    return args
 
 
 def final_stage() -> list[Instruction]:
@@ -143,10 +157,16 @@ def image_health_port() -> int:
     return args.health_port
 
 
-def test_image_builds_in_stages_from_python_311_slim() -> None:
+def test_image_builds_in_stages_from_python_311_slim_bookworm() -> None:
     stages = dockerfile_stages()
     assert len(stages) >= 2
-    assert all(stage[0].args.split()[0] == "python:3.11-slim" for stage in stages)
+    # One base for every stage, a build argument whose default is the public image; the local
+    # one of `make image` is the same Debian release with its Python (3.11).
+    assert all(stage[0].args.split()[0] == "${BASE_IMAGE}" for stage in stages)
+    assert dockerfile_global_args()["BASE_IMAGE"] == "python:3.11-slim-bookworm"
+    base_script = (INFRA / "podman" / "base-image.sh").read_text(encoding="utf-8")
+    assert re.search(r"mmdebstrap .*--include=python3,python3-venv,python-is-python3", base_script)
+    assert re.search(r"^\s*bookworm ", base_script, re.MULTILINE)
     names = [stage_name(stage) for stage in stages]
     copied_from = [
         m.group(1)
@@ -463,8 +483,13 @@ def test_compose_services_reference_existing_files_and_services() -> None:
     assert compose_livekit_config()  # the livekit service's --config is one of the mounts
 
 
+def compose_default(value: str) -> str:
+    """`value` as compose interpolates it with none of its ${VAR:-default} variables set."""
+    return re.sub(r"\$\{[A-Z][A-Z0-9_]*:-([^}]*)\}", r"\1", value)
+
+
 def test_compose_runs_the_livekit_version_voxroom_is_tested_with() -> None:
-    image = compose()["services"]["livekit"]["image"]
+    image = compose_default(compose()["services"]["livekit"]["image"])
     assert image.split(":")[-1] == LIVEKIT_VERSION
 
 
@@ -475,7 +500,9 @@ def test_compose_wires_agents_to_livekit_and_livekit_to_redis() -> None:
     assert redis_host == "redis" and redis_port == "6379"
     url = urlparse(services["agent"]["environment"]["LIVEKIT_URL"])
     assert url.hostname == "livekit" and url.port == config["port"]
-    published = set(services["livekit"]["ports"])
+    # Published on every address unless LIVEKIT_BIND_IP says which.
+    published = {compose_default(port).removeprefix("0.0.0.0:")
+                 for port in services["livekit"]["ports"]}
     rtc = config["rtc"]
     wanted = {f"{config['port']}:{config['port']}", f"{rtc['tcp_port']}:{rtc['tcp_port']}",
               f"{rtc['udp_port']}:{rtc['udp_port']}/udp"}
@@ -506,6 +533,12 @@ def test_compose_agent_settings_are_real_settings_documented_in_env_example() ->
     passed_through = {name for name, value in environment.items() if value is None}
     assert interpolated | passed_through <= documented
     assert documented <= setting_env_names() | interpolated
+
+
+def test_compose_builds_on_the_dockerfile_base_by_default() -> None:
+    agent = compose()["services"]["agent"]
+    base = compose_default(agent["build"]["args"]["BASE_IMAGE"])
+    assert base == dockerfile_global_args()["BASE_IMAGE"]
 
 
 def test_compose_agents_drain_and_get_two_cores() -> None:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not sandbox_available(),
                                 reason="needs unshare with user and mount namespaces")
 
 
-def _pod_environment(values: dict[str, str]) -> dict[str, str]:
+def pod_environment(values: dict[str, str]) -> dict[str, str]:
     """The variables the Deployment gives its container (ConfigMap data and Secret keys),
     with this test's value for each one it has; the optional secrets stay unset."""
     docs = k8s_docs()
@@ -58,7 +58,7 @@ async def test_the_pod_registers_with_a_read_only_home(
     livekit_server: LiveKitServer, fresh_redis_url: str, postgres_url: str, tmp_path: Path
 ) -> None:
     async with scripted_llm_server(ScriptedLLM(["Hello."])) as base_url:
-        env = _pod_environment({
+        env = pod_environment({
             "LIVEKIT_URL": livekit_server.url,
             "LIVEKIT_API_KEY": livekit_server.api_key,
             "LIVEKIT_API_SECRET": livekit_server.api_secret,

@@ -150,9 +150,19 @@ class Doctor:
     # ---- LiveKit --------------------------------------------------------------------------
 
     async def _livekit_binary(self) -> Outcome:
-        from agent.ops.livekit_server import find_livekit_server
+        from agent.ops.livekit_server import LiveKitServerMissing, find_livekit_server
+        from agent.worker.provider_checks import ProviderError, check_livekit
 
-        path = find_livekit_server(build=False)
+        try:
+            path = find_livekit_server(build=False)
+        except LiveKitServerMissing as missing:
+            # A worker that shares LiveKit's loopback without running it (the image on the
+            # host network, a sidecar) needs no binary; only a LiveKit that is not up does.
+            try:
+                await check_livekit(self.settings.livekit, timeout_s=self.timeout_s)
+            except ProviderError:
+                raise missing from None
+            return f"none here, not needed: a LiveKit answers at {self.settings.livekit.url}", None
         done = await asyncio.to_thread(
             subprocess.run, [str(path), "--version"], capture_output=True, text=True,
             timeout=self.timeout_s,

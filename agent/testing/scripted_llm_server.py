@@ -34,8 +34,11 @@ async def scripted_llm_server(
     requests: list[dict[str, Any]] | None = None,
     extra_ttft_ms: tuple[float, float] = (0.0, 0.0),
     seed: int = 0,
+    host: str = "127.0.0.1",
+    port: int = 0,
 ) -> AsyncIterator[str]:
-    """Serves /v1/chat/completions on loopback; yields the base URL (…/v1).
+    """Serves /v1/chat/completions on loopback (or `host`, `port`: a container's address
+    for other containers); yields the base URL (…/v1).
 
     Every request body is appended to `requests` when given. Before each reply's first
     token the server waits a uniform random `extra_ttft_ms` (low, high) on top of the
@@ -74,11 +77,11 @@ async def scripted_llm_server(
     app.router.add_post("/v1/chat/completions", completions)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = _free_port()
-    site = web.TCPSite(runner, "127.0.0.1", port)
+    port = port or _free_port()
+    site = web.TCPSite(runner, host, port)
     await site.start()
     try:
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"http://{host}:{port}/v1"
     finally:
         await runner.cleanup()
 
