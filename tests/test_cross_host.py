@@ -184,18 +184,28 @@ def _transcripts_json(store_url: str, room: str, cwd: Path) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+@asynccontextmanager
+async def _joined(c: Cluster, room: str) -> AsyncIterator[tuple[RoomUser, str, Host, Host]]:
+    """user-1 in `room` on the first node, once its agent listens: (the user, the agent's
+    identity, the host serving it, the other host)."""
+    user = c.user(0, room, "user-1")
+    await user.connect()
+    try:
+        await user.wait_for_state("listening", after=0, timeout_s=120)
+        agent = user.agent_identity
+        assert agent is not None
+        serving, other = await c.serving(agent)
+        yield user, agent, serving, other
+    finally:
+        await user.close()
+
+
 async def test_kill_9_mid_reply_the_other_host_continues_with_the_history(
     redis_url: str, fresh_redis_url: str, postgres_url: str, tmp_path: Path, record_property
 ) -> None:
     llm = ScriptedLLM([LONG_REPLY, SECOND_REPLY], ttft_ms=100, words_per_s=4)
     async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm) as c:
-        user = c.user(0, "move", "user-1")
-        await user.connect()
-        try:
-            await user.wait_for_state("listening", after=0, timeout_s=120)
-            first_agent = user.agent_identity
-            assert first_agent is not None
-            victim, survivor = await c.serving(first_agent)
+        async with _joined(c, "move") as (user, first_agent, victim, survivor):
             said, mic = await _say(user, "Can you help me plan my move?")
             await user.wait_for_state("speaking", after=said, timeout_s=30)
             # The committed question, as the agent transcribed it for the user.
@@ -249,8 +259,6 @@ async def test_kill_9_mid_reply_the_other_host_continues_with_the_history(
             assert cut["interrupted"] is True and cut["heard_text"] == heard
             assert answered["interrupted"] is False and answered["agent_text"] == SECOND_REPLY
             assert answered["heard_text"] == SECOND_REPLY
-        finally:
-            await user.close()
 
 
 async def test_sigterm_mid_reply_finishes_the_reply_takes_no_new_room_then_exits(
@@ -307,13 +315,7 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
     config = '[profiles.default]\ntools = ["current_time"]\n'
     async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm,
                        config=config) as c:
-        user = c.user(0, "clock", "user-1")
-        await user.connect()
-        try:
-            await user.wait_for_state("listening", after=0, timeout_s=120)
-            first_agent = user.agent_identity
-            assert first_agent is not None
-            victim, survivor = await c.serving(first_agent)
+        async with _joined(c, "clock") as (user, first_agent, victim, survivor):
             said, mic = await _say(user, "What time is it?")
             await user.wait_for_state("speaking", after=said, timeout_s=30)
             await user.wait_for_state("listening", after=said, timeout_s=60)
@@ -342,5 +344,3 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
             assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
             assert c.requests[-1]["messages"][2]["tool_calls"] == call["tool_calls"]
             assert c.requests[-1]["messages"][3] == result
-        finally:
-            await user.close()
