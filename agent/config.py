@@ -7,7 +7,9 @@ environment variable; the TOML file groups them in sections (`[livekit]`, `[llm]
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,62 @@ class StoreSettings:
 
 
 @dataclass(frozen=True)
+class MCPServerSettings:
+    """One `[[tools.mcp]]` entry: a server started over stdio (`command`) or reached over
+    Streamable HTTP (`url`)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str = ""
+    # Added to the few variables a stdio server inherits (PATH, HOME, ...); may hold secrets.
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # HTTP; may hold tokens
+    allow: tuple[str, ...] | None = None  # the server's tools offered; None: all of them
+    timeout_s: float = 10.0  # to connect and list, and for each call
+    cwd: str = ""  # stdio: where the command runs ("": the config file's folder)
+
+    @property
+    def source(self) -> str:
+        return f"mcp:{self.name}"
+
+
+@dataclass(frozen=True)
+class ToolsSettings:
+    mcp: tuple[MCPServerSettings, ...] = ()
+    python: tuple[str, ...] = ()  # modules whose @tool functions become tools
+    timeout_s: float = 10.0  # a call's limit, unless the tool or its server sets one
+
+
+@dataclass(frozen=True)
+class ProfileTable:
+    """A `[profiles.NAME]` table as written: what it overrides (None: not set)."""
+
+    instructions: str | None = None
+    greeting: str = ""
+    voice: str = ""
+    llm: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """A named agent: its system prompt, greeting, TTS voice ("": tts.voice), LLM and tools
+    (names; "mcp:SERVER" is all of a server's tools)."""
+
+    name: str
+    instructions: str
+    greeting: str
+    voice: str
+    llm: LLMSettings
+    tools: tuple[str, ...]
+
+
+DEFAULT_PROFILE = "default"
+# What a profile may change of [llm] (the rest, keys included, is the worker's).
+PROFILE_LLM_KEYS = ("provider", "base_url", "model", "temperature", "max_tokens")
+
+
+@dataclass(frozen=True)
 class Settings:
     livekit: LiveKitSettings = field(default_factory=LiveKitSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
@@ -124,12 +182,32 @@ class Settings:
     tts: TTSSettings = field(default_factory=TTSSettings)
     turn: TurnSettings = field(default_factory=TurnSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    profiles: dict[str, ProfileTable] = field(default_factory=dict)
+
+    def profile(self, name: str) -> ProfileSettings:
+        """The profile `name` with [llm] under its overrides; "default" is the assistant of
+        [llm] (its system prompt, no tools) unless [profiles.default] says otherwise."""
+        table = self.profiles.get(name)
+        if table is None:
+            if name != DEFAULT_PROFILE:
+                known = sorted({DEFAULT_PROFILE, *self.profiles})
+                raise ConfigError(f"unknown profile {name!r}; known: {', '.join(known)}")
+            table = ProfileTable()
+        llm = replace(self.llm, **table.llm)
+        return ProfileSettings(
+            name=name,
+            instructions=llm.system_prompt if table.instructions is None else table.instructions,
+            greeting=table.greeting, voice=table.voice, llm=llm, tools=table.tools,
+        )
 
 
 # section -> dataclass, and the environment variable for each field (where it is not
 # VOXROOM_<SECTION>_<FIELD>).
-_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings, "tts": TTSSettings,
-             "turn": TurnSettings, "store": StoreSettings}
+ENV_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings,
+                "tts": TTSSettings, "turn": TurnSettings, "store": StoreSettings}
+# Tables only the file can hold (lists of servers, named profiles): no environment variables.
+FILE_ONLY_SECTIONS = ("tools", "profiles")
 _ENV_ALIASES = {
     ("livekit", "url"): "LIVEKIT_URL",
     ("livekit", "api_key"): "LIVEKIT_API_KEY",
@@ -159,14 +237,15 @@ def load_settings(
             file_values = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{toml_path} is not valid TOML: {e}") from e
-    unknown = set(file_values) - set(_SECTIONS)
+    known_sections = {*ENV_SECTIONS, *FILE_ONLY_SECTIONS}
+    unknown = set(file_values) - known_sections
     if unknown:
         raise ConfigError(
-            f"{toml_path}: unknown section(s) {sorted(unknown)}; known: {sorted(_SECTIONS)}"
+            f"{toml_path}: unknown section(s) {sorted(unknown)}; known: {sorted(known_sections)}"
         )
 
-    sections = {}
-    for section, cls in _SECTIONS.items():
+    sections: dict[str, Any] = {}
+    for section, cls in ENV_SECTIONS.items():
         given = file_values.get(section, {})
         known = {f.name for f in fields(cls)}
         bad = set(given) - known
@@ -181,6 +260,9 @@ def load_settings(
         sections[section] = cls(**values)
     if sections["stt"].provider == "openai" and not sections["stt"].api_key:
         sections["stt"] = replace(sections["stt"], api_key=env.get("OPENAI_API_KEY", ""))
+    folder = toml_path.resolve().parent if toml_path.exists() else Path.cwd()
+    sections["tools"] = parse_tools(file_values.get("tools", {}), folder)
+    sections["profiles"] = parse_profiles(file_values.get("profiles", {}))
     settings = Settings(**sections)
     validate(settings)
     from agent.log_redaction import register_secrets
@@ -189,7 +271,8 @@ def load_settings(
     register_secrets(
         [settings.livekit.api_secret, settings.llm.api_key, settings.stt.api_key,
          settings.tts.api_key,
-         *(urlparse(u).password or "" for u in (settings.store.url, settings.store.redis_url))]
+         *(urlparse(u).password or "" for u in (settings.store.url, settings.store.redis_url)),
+         *(v for s in settings.tools.mcp for v in (*s.env.values(), *s.headers.values()))]
     )
     return settings
 
@@ -203,7 +286,122 @@ def _coerce(section: str, name: str, raw: Any, typ: type) -> Any:
         ) from e
 
 
+# A tool's name as the OpenAI tools API takes it; server and profile names likewise.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MCP_KEYS = {f.name for f in fields(MCPServerSettings)}
+_TOOLS_KEYS = {"mcp", "python", "timeout_s"}
+_PROFILE_KEYS = {f.name for f in fields(ProfileTable)}
+
+
+def parse_tools(table: Any, folder: Path) -> ToolsSettings:
+    """The [tools] table; a stdio server's `cwd` defaults to `folder` (the config file's)."""
+    _keys("[tools]", table, _TOOLS_KEYS)
+    timeout_s = _positive("tools.timeout_s", table.get("timeout_s", 10.0))
+    python = _strings("tools.python", table.get("python", []))
+    servers = table.get("mcp", [])
+    if not isinstance(servers, list):
+        raise ConfigError("tools.mcp must be a list of tables: write [[tools.mcp]]")
+    parsed = tuple(_mcp_server(i, entry, timeout_s, folder) for i, entry in enumerate(servers))
+    names = [s.name for s in parsed]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"[[tools.mcp]]: more than one server named {dupes}")
+    return ToolsSettings(mcp=parsed, python=tuple(python), timeout_s=timeout_s)
+
+
+def _mcp_server(index: int, entry: Any, timeout_s: float, folder: Path) -> MCPServerSettings:
+    where = f"[[tools.mcp]] #{index + 1}"
+    _keys(where, entry, _MCP_KEYS)
+    name = entry.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(f"{where}: name must be letters, digits, '_' or '-', got {name!r}")
+    where = f"[[tools.mcp]] {name!r}"
+    command, url = entry.get("command"), entry.get("url")
+    if (command is None) == (url is None):
+        raise ConfigError(f"{where}: set either command (a list: stdio) or url (Streamable "
+                          "HTTP), not " + ("both" if command is not None else "neither"))
+    if command is not None and (not _strings(f"{where} command", command) or not command[0]):
+        raise ConfigError(f"{where}: command must be a non-empty list, e.g. "
+                          '["python3", "server.py"]')
+    if url is not None and (not isinstance(url, str)
+                            or urlparse(url).scheme not in ("http", "https")):
+        raise ConfigError(f"{where}: url must be an http(s) URL, got {url!r}")
+    allow = entry.get("allow")
+    return MCPServerSettings(
+        name=name, command=tuple(command or ()), url=url or "",
+        env=_string_table(f"{where} env", entry.get("env", {})),
+        headers=_string_table(f"{where} headers", entry.get("headers", {})),
+        allow=None if allow is None else tuple(_strings(f"{where} allow", allow)),
+        timeout_s=_positive(f"{where} timeout_s", entry.get("timeout_s", timeout_s)),
+        cwd=str(folder / entry.get("cwd", "")) if command is not None else "",
+    )
+
+
+def parse_profiles(table: Any) -> dict[str, ProfileTable]:
+    if not isinstance(table, dict):
+        raise ConfigError("profiles must be tables: write [profiles.NAME]")
+    profiles = {}
+    for name, entry in table.items():
+        where = f"[profiles.{name}]"
+        if not NAME_PATTERN.match(name):
+            raise ConfigError(f"{where}: a profile's name is letters, digits, '_' or '-'")
+        _keys(where, entry, _PROFILE_KEYS)
+        llm = entry.get("llm", {})
+        _keys(f"[profiles.{name}.llm]", llm, set(PROFILE_LLM_KEYS))
+        texts = {k: entry[k] for k in ("instructions", "greeting", "voice") if k in entry}
+        if bad := [k for k, v in texts.items() if not isinstance(v, str)]:
+            raise ConfigError(f"{where}: {', '.join(bad)} must be text")
+        defaults = LLMSettings()
+        profiles[name] = ProfileTable(
+            **texts, tools=tuple(_strings(f"{where} tools", entry.get("tools", []))),
+            llm={k: _coerce("llm", k, v, type(getattr(defaults, k))) for k, v in llm.items()},
+        )
+    return profiles
+
+
+def check_profile_tools(settings: Settings, available: Collection[str]) -> None:
+    """ConfigError when a profile names a tool that is not in `available` (the names the
+    tool registry knows once its sources listed their tools, "mcp:SERVER" included)."""
+    for name in sorted({DEFAULT_PROFILE, *settings.profiles}):
+        if unknown := [t for t in settings.profile(name).tools if t not in available]:
+            raise ConfigError(f"[profiles.{name}]: unknown tool(s) {unknown}; "
+                              f"available: {', '.join(sorted(available)) or 'none'}")
+
+
+def _keys(where: str, table: Any, known: set[str]) -> None:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table, got {table!r}")
+    if bad := set(table) - known:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(bad)}; known: {sorted(known)}")
+
+
+def _strings(where: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
+    return value
+
+
+def _string_table(where: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where} must be a table of strings, got {value!r}")
+    return dict(value)
+
+
+def _positive(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def validate(s: Settings) -> None:
+    for name in s.profiles:
+        try:  # a profile's LLM must be as valid as [llm]
+            _validate_llm(s.profile(name).llm)
+        except ConfigError as e:
+            raise ConfigError(f"[profiles.{name}.llm]: {e}") from e
+    if unknown := sorted({t[4:] for p in s.profiles.values() for t in p.tools
+                          if t.startswith("mcp:")} - {m.name for m in s.tools.mcp}):
+        raise ConfigError(f"[profiles]: no [[tools.mcp]] server named {unknown}")
+
     url = urlparse(s.livekit.url)
     if url.scheme not in ("ws", "wss", "http", "https") or not url.netloc:
         raise ConfigError(
@@ -211,23 +409,31 @@ def validate(s: Settings) -> None:
         )
     if not s.livekit.api_key or not s.livekit.api_secret:
         raise ConfigError("LIVEKIT_API_KEY and LIVEKIT_API_SECRET must both be set")
-    if s.llm.provider not in LLM_PROVIDERS:
-        raise ConfigError(f"llm.provider must be 'local' or 'openai', got {s.llm.provider!r}")
-    if s.llm.provider == "openai":
-        if s.llm.base_url and urlparse(s.llm.base_url).scheme not in ("http", "https"):
-            raise ConfigError(f"llm.base_url must be an http(s) URL, got {s.llm.base_url!r}")
-        if not s.llm.model:
+    _validate_llm(s.llm)
+    _validate_stt_tts_store(s)
+
+
+def _validate_llm(llm: LLMSettings) -> None:
+    if llm.provider not in LLM_PROVIDERS:
+        raise ConfigError(f"llm.provider must be 'local' or 'openai', got {llm.provider!r}")
+    if llm.provider == "openai":
+        if llm.base_url and urlparse(llm.base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"llm.base_url must be an http(s) URL, got {llm.base_url!r}")
+        if not llm.model:
             raise ConfigError(
                 "llm.model (VOXROOM_LLM_MODEL) is required when llm.provider = 'openai'"
             )
-        if not s.llm.base_url and not s.llm.api_key:
+        if not llm.base_url and not llm.api_key:
             raise ConfigError("OPENAI_API_KEY is required for api.openai.com (or set llm.base_url)")
-    if s.llm.fallback not in ("", "local"):
-        raise ConfigError(f"llm.fallback must be '' or 'local', got {s.llm.fallback!r}")
-    if s.llm.first_token_budget_s <= 0:
+    if llm.fallback not in ("", "local"):
+        raise ConfigError(f"llm.fallback must be '' or 'local', got {llm.fallback!r}")
+    if llm.first_token_budget_s <= 0:
         raise ConfigError("llm.first_token_budget_s must be positive")
-    if s.llm.max_tokens <= 0:
+    if llm.max_tokens <= 0:
         raise ConfigError("llm.max_tokens must be positive")
+
+
+def _validate_stt_tts_store(s: Settings) -> None:
     if s.stt.provider not in STT_PROVIDERS:
         raise ConfigError(
             f"stt.provider must be one of {', '.join(STT_PROVIDERS)}, got {s.stt.provider!r}"

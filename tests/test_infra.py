@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from agent.cli import SUBCOMMANDS
-from agent.config import Settings, env_name
+from agent.config import ENV_SECTIONS, env_name
 from agent.models import prepare_joined
 from agent.ops.livekit_server import LIVEKIT_VERSION, LiveKitServerMissing, find_livekit_server
 
@@ -46,10 +46,10 @@ def setting_env_names(*, secret_only: bool = False) -> set[str]:
     """The environment variables agent/config.py reads (secret ones: the fields hidden from
     repr, i.e. API secrets and keys)."""
     names = set()
-    for section in fields(Settings):
-        for f in fields(section.default_factory()):  # type: ignore[misc]
+    for section, cls in ENV_SECTIONS.items():  # [tools] and [profiles] are the file's alone
+        for f in fields(cls):
             if not secret_only or not f.repr:
-                names.add(env_name(section.name, f.name))
+                names.add(env_name(section, f.name))
     return names
 
 
