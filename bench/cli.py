@@ -20,7 +20,7 @@ The default LLM is the scripted one (a test double with a fixed time to first to
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
 
 The single-engine benchmarks are its subcommands (SUITES): `voxroom bench stt`, `tts-roundtrip`,
-`turn-detectors`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
+`turn-detectors`, `tool-use`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ SUITES: dict[str, tuple[str, str]] = {
                        "the end-of-turn models side by side: accuracy and cost of a decision"),
     "copilot": ("bench.copilot_bench",
                 "interview copilot, no LiveKit: end of the question -> first answer words"),
+    "tool-use": ("bench.tool_use",
+                 "the bundled model on spoken requests with tools offered: right tool, right "
+                 "arguments, no tool when none is needed, time to the call"),
     "copilot-livekit": ("bench.copilot_livekit",
                         "interview copilot through livekit-server and a worker, as a candidate "
                         "sees it"),

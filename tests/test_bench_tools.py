@@ -1,0 +1,177 @@
+"""The tool benchmarks' plumbing: the spoken tool-use corpus, the scoring of a response
+(tool, normalised arguments, no tool when none is needed), the answer checks and the summary;
+the tool doubles as a worker's registry loads them. The benchmark runs themselves are not
+tests (`voxroom bench tool-use` measures)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from bench import tool_use
+from bench.tool_doubles import weather_of, weather_text
+from bench.tool_use import (
+    ANSWERED,
+    NO_CALL,
+    REQUESTS,
+    RIGHT,
+    SILENT,
+    TOOLS,
+    UNNEEDED_CALL,
+    WRONG_ARGUMENTS,
+    WRONG_TOOL,
+    RequestResult,
+    result_facts,
+    speakable,
+    summary,
+    uses_result,
+    verdict,
+)
+
+
+def test_the_corpus_has_twenty_requests_half_of_them_for_each_tool_and_none() -> None:
+    assert len(REQUESTS) >= 20
+    needing = [tool for _, tool, _ in REQUESTS if tool]
+    assert len(needing) * 2 == len(REQUESTS)
+    assert set(needing) == set(TOOLS)
+    assert len({text for text, _, _ in REQUESTS}) == len(REQUESTS)
+    # Each request's own arguments are right by the scoring's lights.
+    for _, tool, args in REQUESTS:
+        if tool:
+            assert verdict(tool, args, [(tool, json.dumps(args))], "") == RIGHT
+
+
+def test_the_registry_offers_the_builtin_clock_and_the_doubles_as_a_worker_would() -> None:
+    from agent.config import ToolsSettings
+    from agent.tools.registry import ToolRegistry
+
+    registry = ToolRegistry(ToolsSettings(python=("bench.tool_doubles",)))
+    registry.start()
+    try:
+        toolbox = registry.toolbox(TOOLS)
+        assert toolbox.names == list(TOOLS)
+        assert toolbox.get("current_time").source == "builtin"  # type: ignore[union-attr]
+        assert toolbox.read_only("get_weather") and not toolbox.read_only("set_timer")
+        timer = toolbox.get("set_timer")
+        assert timer is not None and timer.spec.parameters["required"] == ["minutes"]
+    finally:
+        registry.close()
+
+
+@pytest.mark.parametrize(("tool", "expected", "given"), [
+    ("get_weather", {"city": "paris"}, {"city": "Paris, France"}),
+    ("get_weather", {"city": "new york"}, {"city": " New  York "}),
+    ("set_timer", {"minutes": 10}, {"minutes": "10"}),
+    ("set_timer", {"minutes": 10}, {"minutes": "ten"}),
+    ("set_timer", {"minutes": 5}, {"minutes": 5.0}),
+    ("current_time", {"timezone": "America/New_York"}, {"timezone": "US/Eastern"}),
+    ("current_time", {}, {"timezone": ""}),
+    ("current_time", {}, {}),
+])
+def test_arguments_said_another_way_are_right(tool: str, expected: dict, given: dict) -> None:
+    assert verdict(tool, expected, [(tool, json.dumps(given))], "") == RIGHT
+
+
+@pytest.mark.parametrize(("tool", "expected", "given"), [
+    ("get_weather", {"city": "paris"}, {"city": "London"}),
+    ("set_timer", {"minutes": 10}, {"minutes": 15}),
+    # A zone with another offset, and one asked for nowhere (the user wants local time).
+    ("current_time", {"timezone": "America/New_York"}, {"timezone": "EST"}),
+    ("current_time", {}, {"timezone": "Europe/Oslo"}),
+    # An argument the tool does not take makes the call fail.
+    ("current_time", {}, {"timezone": "", "default": ""}),
+    ("get_weather", {"city": "oslo"}, {"city": "Oslo", "unit": "C"}),
+])
+def test_wrong_or_extra_arguments_are_wrong(tool: str, expected: dict, given: dict) -> None:
+    assert verdict(tool, expected, [(tool, json.dumps(given))], "") == WRONG_ARGUMENTS
+
+
+def test_each_verdict() -> None:
+    weather = {"city": "oslo"}
+    assert verdict("get_weather", weather, [("current_time", "{}")], "") == WRONG_TOOL
+    assert verdict("get_weather", weather, [], "It is sunny in Oslo.") == NO_CALL
+    assert verdict("get_weather", weather, [("get_weather", "{not json")], "") == WRONG_ARGUMENTS
+    assert verdict("get_weather", weather, [("get_weather", "[1]")], "") == WRONG_ARGUMENTS
+    # The first call decides; a second one does not repair it.
+    assert verdict("get_weather", weather,
+                   [("current_time", "{}"), ("get_weather", '{"city": "Oslo"}')], "") == WRONG_TOOL
+    assert verdict(None, {}, [], "Jane Austen.") == ANSWERED
+    assert verdict(None, {}, [], "  ") == SILENT
+    assert verdict(None, {}, [("current_time", "{}")], "") == UNNEEDED_CALL
+
+
+def test_an_answer_uses_the_result_when_it_says_its_figures_in_digits_or_words() -> None:
+    degrees, _ = weather_of("Oslo")
+    facts = result_facts("get_weather", weather_text("Oslo"))
+    assert uses_result(f"It is {degrees} degrees in Oslo.", facts)
+    assert not uses_result(f"It is {degrees + 1} degrees in Oslo.", facts)
+    timer = result_facts("set_timer", "A timer for 10 minutes is running.")
+    assert uses_result("Your ten minute timer is running.", timer)
+    clock = result_facts("current_time", "Friday 04 December 2026, 14:05 (Asia/Tokyo)")
+    assert uses_result("It is 2:05 in the afternoon.", clock)
+    assert uses_result("It is fourteen oh five.", clock)
+    assert not uses_result("It is three o'clock.", clock)
+    assert uses_result("Done.", result_facts("get_weather", "no figures here")) is None
+
+
+def test_an_answer_that_writes_a_call_again_is_not_speakable() -> None:
+    assert speakable("It is 12 degrees and sunny in Oslo.")
+    assert not speakable('{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    assert not speakable("<tool_call>get_weather</tool_call>")
+    assert not speakable("")
+
+
+def test_the_double_weather_is_the_same_for_the_same_city_and_small() -> None:
+    assert weather_of("Oslo") == weather_of(" oslo ") == weather_of("OSLO")
+    assert all(0 <= weather_of(c)[0] <= 20 for c in ("Oslo", "Paris", "Madrid", "Lima"))
+    assert asyncio.run(_get_weather("Oslo")) == weather_text("Oslo")
+
+
+async def _get_weather(city: str) -> str:
+    from bench.tool_doubles import get_weather
+
+    return await get_weather(city)
+
+
+def _result(needs: str | None, v: str, **kw: object) -> RequestResult:
+    fields: dict[str, object] = {"calls": [], "text": ""} | kw
+    return RequestResult("id", "voice", "said", "said", needs, v, **fields)  # type: ignore[arg-type]
+
+
+def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
+    results = [
+        _result("set_timer", RIGHT, calls=[("set_timer", "{}")], to_call_ms=1000.0,
+                answer_speakable=True, answer_uses_result=True, answer_first_word_ms=500.0),
+        _result("get_weather", WRONG_ARGUMENTS, calls=[("get_weather", "{}")], to_call_ms=3000.0,
+                answer_speakable=False, answer_uses_result=True, rounds=2),
+        _result("current_time", NO_CALL, to_first_word_ms=200.0),
+        _result(None, ANSWERED, to_first_word_ms=300.0),
+        _result(None, UNNEEDED_CALL, calls=[("current_time", "{}")], to_call_ms=2000.0,
+                failed_call="Error: ..."),
+    ]
+    s = summary(results)
+    assert s["tool_requests"] == {"n": 3, "right": 1, "right_tool": 2}
+    assert s["no_tool_requests"] == {"n": 2, "right": 1}
+    assert s["per_tool"]["set_timer"] == {"n": 1, "right": 1}
+    assert s["per_tool"]["get_weather"] == {"n": 1, "right": 0}
+    assert s["answers_after_call"] == {"n": 2, "speakable": 1, "speakable_with_result": 1,
+                                       "called_again": 1, "failed_calls": 1}
+    assert s["to_call_ms"]["n"] == 3 and s["to_call_ms"]["p50"] == 2000.0
+    # First words are the no-tool requests' only: a tool request's text is not its answer.
+    assert s["to_first_word_ms"]["n"] == 1 and s["to_first_word_ms"]["p50"] == 300.0
+    text = tool_use.format_report({
+        "summary": s, "results": [vars(r) for r in results], "llm": "x",
+        "load_average": {"start": [1.0], "end": [1.0]}, "machine": {"cpus": 2}, "date": "d"})
+    assert "tool requests: 1 of 3 right" in text
+
+
+def test_select_takes_the_first_of_each_half() -> None:
+    import numpy as np
+
+    reqs = [tool_use.ToolRequest(f"t{i}", "v", text, tool, args, np.zeros(1, np.int16))
+            for i, (text, tool, args) in enumerate(REQUESTS)]
+    chosen = tool_use.select(reqs, 2)
+    assert [r.tool is not None for r in chosen] == [True, True, False, False]
+    assert tool_use.select(reqs, None) == reqs
