@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import tool_use
@@ -168,10 +170,119 @@ def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
 
 
 def test_select_takes_the_first_of_each_half() -> None:
-    import numpy as np
-
     reqs = [tool_use.ToolRequest(f"t{i}", "v", text, tool, args, np.zeros(1, np.int16))
             for i, (text, tool, args) in enumerate(REQUESTS)]
     chosen = tool_use.select(reqs, 2)
     assert [r.tool is not None for r in chosen] == [True, True, False, False]
     assert tool_use.select(reqs, None) == reqs
+
+
+def test_the_tools_corpus_has_each_kind_and_scripted_calls_of_the_offered_doubles() -> None:
+    from agent.testing.scripted_llm import ScriptedToolTurn
+    from bench import tool_doubles
+    from bench.tool_corpus import ITEMS, KINDS, OFFERED, TOOL_KINDS, check_kinds, worker_config
+
+    assert {kind for kind, _, _ in ITEMS} == set(KINDS)
+    for kind, _, reply in ITEMS:
+        assert isinstance(reply, ScriptedToolTurn) == (kind in TOOL_KINDS)
+        if isinstance(reply, ScriptedToolTurn):
+            assert reply.tool == ("get_forecast" if kind == "slow_tool" else "get_weather")
+            assert "{result}" in reply.answer
+    assert all(hasattr(tool_doubles, name) for name in OFFERED)
+    # The slow double is slow enough for voxroom's filler, the quick one is not.
+    from agent.voice.tool_round import FILLER_AFTER_S
+    assert tool_doubles.WEATHER_DELAY_S < FILLER_AFTER_S < tool_doubles.FORECAST_DELAY_S
+    check_kinds(["tool", "no_tool"])
+    with pytest.raises(ValueError, match="unknown kind"):
+        check_kinds(["tool", "weather"])
+    assert 'python = ["bench.tool_doubles"]' in worker_config()
+
+
+def test_the_worker_config_gives_the_default_profile_the_doubles(tmp_path: Path) -> None:
+    from agent.config import load_settings
+    from bench.tool_corpus import OFFERED, worker_config
+
+    path = tmp_path / "voxroom.toml"
+    path.write_text(worker_config())
+    settings = load_settings(path, env={})
+    assert settings.tools.python == ("bench.tool_doubles",)
+    assert settings.profile("default").tools == OFFERED
+
+
+def test_the_scripted_llm_calls_the_tool_then_answers_with_its_result() -> None:
+    from agent.engines import ToolCall, ToolSpec
+    from agent.testing.scripted_llm import ScriptedLLM
+    from bench.corpus import scripted_answers, scripted_replies
+    from bench.tool_corpus import ITEMS
+
+    kind, text, reply = ITEMS[0]
+    assert kind == "tool"
+    items = [type("U", (), {"text": text, "answer": reply})()]
+    llm = ScriptedLLM(scripted_replies(items), by_text=scripted_answers(items), ttft_ms=0,
+                      words_per_s=1000)
+    spec = [ToolSpec("get_weather", "", {"type": "object"})]
+
+    async def reply_to(messages: list[dict]) -> list[object]:
+        return [d async for d in llm.stream(messages, spec)]
+
+    first = asyncio.run(reply_to([{"role": "user", "content": text}]))
+    assert len(first) == 1 and isinstance(first[0], ToolCall)
+    assert json.loads(first[0].arguments) == {"city": "Oslo"}
+    answer = asyncio.run(reply_to([
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": None, "tool_calls": [first[0].message()]},
+        {"role": "tool", "tool_call_id": first[0].id, "content": weather_text("Oslo")}]))
+    assert "".join(map(str, answer)).endswith(weather_text("Oslo"))
+
+
+def _tone(seconds: float) -> np.ndarray:
+    t = np.arange(int(seconds * 16_000)) / 16_000
+    return (np.sin(2 * np.pi * 300 * t) * 3000).astype(np.int16)
+
+
+def _quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * 16_000), np.int16)
+
+
+@pytest.mark.parametrize(("parts", "fillers_at", "answer_at"), [
+    # A filler at 1.0 s, a 0.3 s gap, the answer at 2.0 s.
+    ([_quiet(1.0), _tone(0.7), _quiet(0.3), _tone(2.0), _quiet(1.0)], {1.0}, 2.0),
+    # Two fillers before the answer.
+    ([_quiet(0.5), _tone(0.7), _quiet(1.2), _tone(0.9), _quiet(0.3), _tone(1.0)],
+     {0.5, 2.4}, 3.6),
+    # No filler: the answer's first chunk, cut off from the rest by a slow synthesis, is the
+    # answer all the same.
+    ([_quiet(0.5), _tone(0.6), _quiet(0.3), _tone(1.0), _quiet(1.0)], set(), 0.5),
+])
+def test_the_answer_itself_starts_after_the_fillers(parts: list[np.ndarray],
+                                                    fillers_at: set[float],
+                                                    answer_at: float) -> None:
+    from bench.measure import HeardAudio, ItemResult, measure_answer
+
+    heard = HeardAudio(16_000, [(100.0, np.concatenate(parts))])
+    result = ItemResult("i", "v", "tool", {})
+    first = heard.first_audible_after(100.0)
+    judged: list[tuple[float, float]] = []
+
+    def is_filler(start: float, end: float) -> bool:  # what a stretch says, by its start
+        judged.append((start, end))
+        return any(abs(start - 100.0 - t) < 0.02 for t in fillers_at)
+
+    measure_answer(result, heard, said=100.0, first=first, is_filler=is_filler)
+    assert result.filler_heard is bool(fillers_at)
+    assert result.answer_ms == pytest.approx(answer_at * 1000, abs=15)
+    assert len(judged) == len(fillers_at) + 1  # up to the first stretch that is no filler
+    assert judged[0][1] - judged[0][0] == pytest.approx(parts[1].size / 16_000, abs=0.02)
+
+
+def test_a_stretch_is_a_filler_by_what_it_says() -> None:
+    from bench.livekit_path import FillerEar
+
+    ear = FillerEar(stt=None)
+    assert ear.is_filler("One moment.")
+    assert ear.is_filler("one moment")
+    assert ear.is_filler("Let me think.")
+    assert ear.is_filler("Still working on it.")
+    assert not ear.is_filler("Here is what the weather service says")
+    assert not ear.is_filler("Here is")
+    assert not ear.is_filler("")
