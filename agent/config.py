@@ -393,11 +393,15 @@ def _positive(where: str, value: Any) -> float:
 
 
 def validate(s: Settings) -> None:
-    for name in s.profiles:
+    for name, table in s.profiles.items():
         try:  # a profile's LLM must be as valid as [llm]
             _validate_llm(s.profile(name).llm)
         except ConfigError as e:
             raise ConfigError(f"[profiles.{name}.llm]: {e}") from e
+        if table.voice and s.tts.provider != "openai":
+            raise ConfigError(
+                f"[profiles.{name}]: voice = {table.voice!r} needs tts.provider = 'openai' (a "
+                "server with named voices); the bundled Piper speaks with its one voice")
     if unknown := sorted({t[4:] for p in s.profiles.values() for t in p.tools
                           if t.startswith("mcp:")} - {m.name for m in s.tools.mcp}):
         raise ConfigError(f"[profiles]: no [[tools.mcp]] server named {unknown}")

@@ -114,6 +114,13 @@ class ToolCall:
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
 
+    def key(self) -> tuple[str, str]:
+        """What makes two calls the same call: the tool and its arguments (key order aside)."""
+        try:
+            return self.name, json.dumps(json.loads(self.arguments or "{}"), sort_keys=True)
+        except ValueError:
+            return self.name, self.arguments
+
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as an object; ValueError when they are not JSON of an object."""
         args = json.loads(self.arguments or "{}")

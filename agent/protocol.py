@@ -4,7 +4,8 @@ participant attributes, the track names and the metadata keys, and the payload o
 them); web/README.md documents them.
 
 - `lk.*`: LiveKit Agents' conventions, which every LiveKit client reads: the agent's state,
-  and `lk.transcription` streams of both sides' words.
+  `lk.transcription` streams of both sides' words, and `lk.chat`: what the user types to the
+  agent (a user turn like a spoken one), and the agent's reply when it refuses a message.
 - `voxroom.metrics`: one text stream (or data packet) per finished turn, a JSON object
   `{"type": "turn", "interrupted": bool, "latency_ms": {stage: ms | null}}` with the stages of
   `TurnRecord.latency_ms()` (endpoint, stt, llm_first_token, first_chunk, tts_first_audio,
@@ -24,6 +25,7 @@ TOPIC_TRANSCRIPTION = "lk.transcription"
 ATTR_SEGMENT_ID = "lk.segment_id"
 ATTR_TRACK_ID = "lk.transcribed_track_id"
 ATTR_TRANSCRIPTION_FINAL = "lk.transcription_final"
+TOPIC_CHAT = "lk.chat"
 
 # --- tracks and identities ---------------------------------------------------------------------
 AGENT_VOICE_TRACK = "agent-voice"

@@ -1,6 +1,7 @@
 """A user in a LiveKit room, as a program: publishes speech from a microphone track in real
-time, and records the agent's audio as it arrives, its `lk.agent.state` attribute and the
-`lk.transcription` text streams, each with the monotonic time it was seen. `voxroom bench`
+time, types messages (`lk.chat`), and records the agent's audio as it arrives, its
+`lk.agent.state` attribute, the `lk.transcription` text streams and the `lk.chat` messages sent
+to it, each with the monotonic time it was seen. `voxroom bench`
 talks to the agent through it, and so do the end-to-end tests. `CopilotClient` is the
 copilot's candidate (or anyone else in its room): documents out, answers and receipts in."""
 
@@ -21,6 +22,7 @@ from agent.protocol import (
     ATTR_CONTEXT_NAME,
     ATTR_SEGMENT_ID,
     ATTR_TRANSCRIPTION_FINAL,
+    TOPIC_CHAT,
     TOPIC_CONTEXT,
     TOPIC_CONTEXT_STATUS,
     TOPIC_COPILOT,
@@ -72,6 +74,7 @@ class RoomUser:
     audio: list[tuple[float, np.ndarray]] = field(default_factory=list)
     states: list[tuple[float, str]] = field(default_factory=list)
     transcripts: list[Transcription] = field(default_factory=list)
+    chat: list[Transcription] = field(default_factory=list)  # `lk.chat` messages to this user
     agent_identity: str | None = None
     underruns: int = 0
     """Frames written after the microphone's source had run dry (see MIC_LEAD_S)."""
@@ -86,6 +89,7 @@ class RoomUser:
         self.room.on("participant_attributes_changed", self._on_attributes)
         self.room.on("participant_connected", self._on_participant)
         self.room.register_text_stream_handler(TOPIC_TRANSCRIPTION, self._on_text)
+        self.room.register_text_stream_handler(TOPIC_CHAT, self._on_chat)
         await self.room.connect(self.url, self.token)
         self._source = rtc.AudioSource(RATE, 1, queue_size_ms=100)
         self._mic = LiveKitAudioSink(self._source)  # many users in one process: routed frames
@@ -132,6 +136,14 @@ class RoomUser:
     async def silence(self, seconds: float) -> None:
         await self.speak(np.zeros(int(seconds * RATE), np.int16))
 
+    async def type(self, text: str) -> float:
+        """Send `text` as a typed message (`lk.chat`) to the agent (to the room while no agent
+        is known); returns when it was sent."""
+        to = [self.agent_identity] if self.agent_identity else None
+        await self.room.local_participant.send_text(text, topic=TOPIC_CHAT,
+                                                    destination_identities=to)
+        return time.monotonic()
+
     # ---- listening ------------------------------------------------------------------------
 
     def _on_participant(self, p: rtc.RemoteParticipant) -> None:
@@ -158,6 +170,10 @@ class RoomUser:
 
     def _on_text(self, reader: rtc.TextStreamReader, sender: str) -> None:
         task = asyncio.create_task(_read_transcription(reader, sender, self.transcripts))
+        self._tasks.add(task)
+
+    def _on_chat(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        task = asyncio.create_task(_read_transcription(reader, sender, self.chat))
         self._tasks.add(task)
 
     # ---- reading what happened ------------------------------------------------------------

@@ -76,8 +76,10 @@ class CancelReply:
 
 @dataclass(frozen=True)
 class CommitUserTurn:
+    """The user's turn is `text`: spoken in utterance `utterance_id`, or typed (None)."""
+
     text: str
-    utterance_id: int
+    utterance_id: int | None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ Turn-taking, in short:
 - While the agent speaks, a few consecutive voiced frames pause playback at once; words in the
   interrupting speech commit the barge-in (reply cancelled, history cut to what was heard), and
   no words within `false_interruption_s` resume the reply where it paused.
+- A typed message (`on_text`) is a user turn like a spoken one: it cuts the agent's answer as a
+  committed barge-in does, and is answered at once, or with the words the user is saying.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class TurnCounters:
     false_interruptions: int = 0
     fillers: int = 0
     timeouts: int = 0
+    typed: int = 0
 
 
 @dataclass
@@ -129,6 +132,46 @@ class ConversationStateMachine:
         else:
             self._listening_frame(voiced, onset, vote, now, out)
         out += self.tick(now)
+        return out
+
+    def on_text(self, text: str, now: float) -> list[Action]:
+        """A message the user typed: a user turn like a spoken one.
+
+        The agent speaking (or paused for a sound of the user's) is interrupted as by a
+        committed barge-in: its reply is cancelled and the history keeps what was heard. While
+        it is THINKING, the turn being answered is retracted and merged into this one, as when
+        the user speaks on before the answer (never answer twice); a speculative reply is
+        cancelled. The text is then committed and answered at once (a confirmed reply).
+
+        Unless the user is speaking at that moment (an utterance is open): then the typed words
+        wait as the beginning of that utterance's turn and are committed with its words at its
+        endpoint. Neither is lost, the agent does not talk over the user, and the two are
+        answered once, together; an utterance without words (a cough) leaves the typed text to
+        be answered alone (`_end_user_turn`).
+        """
+        typed = " ".join(text.split())
+        if not typed:
+            return []
+        self.counters.typed += 1
+        out: list[Action] = []
+        r = self._reply
+        if self.state is AgentState.SPEAKING:
+            self._stop_reply("typed message", out)
+            utt = self._utt  # the sound that paused the reply, if any, goes on as a turn
+            if utt is not None and not utt.fresh():
+                utt.candidate = None
+        elif self.state is AgentState.THINKING:
+            self._retract_turn(now, out)
+        elif r is not None and not r.confirmed:
+            self.counters.speculative_wasted += 1
+            self._cancel_reply("typed message", out)
+        self._pending_prefix = f"{self._pending_prefix} {typed}".strip()
+        if self._utt is not None:
+            self._set_state(AgentState.LISTENING, now, out)
+            return out
+        user_text, self._pending_prefix = self._pending_prefix, ""
+        self._start_reply(user_text, speculative=False, out=out)
+        self._commit_turn(user_text, None, now, out)
         return out
 
     def on_candidate(
@@ -200,6 +243,18 @@ class ConversationStateMachine:
         self._play_canned(now, out)
         return out
 
+    def say_first(self, text: str, now: float) -> list[Action]:
+        """The agent speaks first (a profile's greeting): fixed words, heard and interrupted
+        like any reply. Nothing when the user is already speaking or being answered."""
+        if (self.state is not AgentState.LISTENING or self._utt is not None
+                or self._reply is not None):
+            return []
+        self._next_id += 1
+        self._reply = _Reply(self._next_id, "", speculative=False, confirmed=True)
+        out: list[Action] = [PlayCanned(self._next_id, text)]
+        self._set_state(AgentState.THINKING, now, out)
+        return out
+
     def tick(self, now: float) -> list[Action]:
         """Timeouts; called with every frame and by the engine's timer."""
         o = self.options
@@ -211,7 +266,11 @@ class ConversationStateMachine:
             self._listening_tick(utt, now, out)
         elif self.state is AgentState.THINKING:
             waited = now - self.state_since + EPS
-            if waited >= o.thinking_timeout_s and not self._gave_up:
+            # A reply that reports progress (a tool call started or ended) is not stuck: the
+            # hard timeout counts from its last progress.
+            progress = self._reply.last_progress if self._reply is not None else 0.0
+            stuck = now - max(self.state_since, progress) + EPS
+            if stuck >= o.thinking_timeout_s and not self._gave_up:
                 self._gave_up = True
                 self.counters.timeouts += 1
                 self._play_canned(now, out)
@@ -325,11 +384,18 @@ class ConversationStateMachine:
                 self._cancel_reply("final differs", out)
         if not kept:
             self._start_reply(user_text, speculative=False, out=out)
+        self._commit_turn(user_text, utt.id, now, out)
+
+    def _commit_turn(
+        self, user_text: str, utterance_id: int | None, now: float, out: list[Action]
+    ) -> None:
+        """The user's turn is `user_text` (spoken in `utterance_id`, or typed: None); the
+        reply started for it may be heard."""
         assert self._reply is not None
         self._reply.confirmed = True
         self.counters.turns += 1
         out.append(Transcript(user_text, final=True))
-        out.append(CommitUserTurn(user_text, utt.id))
+        out.append(CommitUserTurn(user_text, utterance_id))
         out.append(ConfirmReply(self._reply.id))
         self._filler_played = self._gave_up = False
         self._set_state(AgentState.THINKING, now, out)
@@ -414,19 +480,24 @@ class ConversationStateMachine:
             self._resume_after_false_interruption(now, out, backchannel=words)
 
     def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
-        r = self._reply
         paused_at = self._paused_at
         assert paused_at is not None  # a candidate reaches a barge-in only while paused
-        self._paused_at = None
         self.counters.barge_ins += 1
-        if r is not None:
-            self._cancel_reply("barge-in", out)
-            out.append(CommitBargeIn(r.id))
+        self._stop_reply("barge-in", out)
         text = utt.candidate.text if utt.candidate is not None else ""
         out.append(BargeIn(paused_at, utt.onset, text))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
+
+    def _stop_reply(self, reason: str, out: list[Action]) -> None:
+        """The user interrupted the reply being spoken: it is cancelled through every layer and
+        the history keeps what was heard of it."""
+        self._paused_at = None
+        r = self._reply
+        if r is not None:
+            self._cancel_reply(reason, out)
+            out.append(CommitBargeIn(r.id))
 
     def _resume_after_false_interruption(
         self, now: float, out: list[Action], *, backchannel: bool

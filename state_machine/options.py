@@ -90,7 +90,9 @@ class TurnOptions(ListenOptions):
     """THINKING timeout: play a short filler phrase if no reply audio has started."""
 
     thinking_timeout_s: float = 8.0
-    """THINKING hard timeout: give up on the reply and say a short canned phrase."""
+    """THINKING hard timeout: give up on the reply and say a short canned phrase. Counted from
+    the reply's last progress (a tool call started or ended), so a reply that works through
+    its tools is not given up on."""
 
     speaking_stall_s: float = 4.0
     """SPEAKING timeout: the reply produced no audio for this long while unfinished; end it."""

@@ -46,6 +46,10 @@ class Timeline:
 
     # ---- scheduling -------------------------------------------------------------------
 
+    def type_at(self, t: float, text: str) -> None:
+        """The user sends the typed message `text` at `t` (before that time's frame)."""
+        self._at(t, lambda now, text=text: self.machine.on_text(text, now))
+
     def _at(self, t: float, fn: Callable[[float], list[A.Action]]) -> None:
         self._seq += 1
         heapq.heappush(self._queue, (round(t, 6), self._seq, fn))

@@ -34,7 +34,7 @@ import pytest
 from agent.ops.livekit_server import LiveKitServer
 from agent.store.shared_state import connect_redis
 from agent.store.transcripts_postgres import PostgresTurnStore
-from agent.testing.scripted_llm import ScriptedLLM
+from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.transports.tokens import create_join_token
 from bench.room_client import RoomUser
@@ -97,7 +97,9 @@ if not sandbox_available():
 
 @asynccontextmanager
 async def cluster(tmp_path: Path, redis_url: str, shared_redis_url: str, store_url: str,
-                  llm: ScriptedLLM, drain_timeout_s: float = 600.0) -> AsyncIterator[Cluster]:
+                  llm: ScriptedLLM, drain_timeout_s: float = 600.0,
+                  config: str = "") -> AsyncIterator[Cluster]:
+    """Two nodes and a worker on each; `config`: both workers' voxroom.toml."""
     requests: list[dict] = []
     async with AsyncExitStack() as stack:
         nodes = (
@@ -106,11 +108,16 @@ async def cluster(tmp_path: Path, redis_url: str, shared_redis_url: str, store_u
         )
         base_url = await stack.enter_async_context(scripted_llm_server(llm, requests=requests))
         args = ["--agent-name", AGENT, "--max-cpu", "0", "--drain-timeout", str(drain_timeout_s)]
+        config_env = {}
+        if config:
+            (tmp_path / "voxroom.toml").write_text(config, encoding="utf-8")
+            config_env["VOXROOM_CONFIG"] = str(tmp_path / "voxroom.toml")
         starting = []
         for name, node in zip("ab", nodes, strict=True):
             env = {"LIVEKIT_URL": node.url, "LIVEKIT_API_KEY": node.api_key,
                    "LIVEKIT_API_SECRET": node.api_secret, "VOXROOM_STORE_URL": store_url,
-                   "VOXROOM_REDIS_URL": shared_redis_url, **scripted_llm_env(base_url)}
+                   "VOXROOM_REDIS_URL": shared_redis_url, **scripted_llm_env(base_url),
+                   **config_env}
             starting.append((name, pod_worker(tmp_path / f"host-{name}", args, env)))
         # Both at once, beside the loop: each worker checks its LLM (served on this loop).
         started = await asyncio.gather(*(asyncio.to_thread(cm.__enter__) for _, cm in starting),
@@ -287,3 +294,53 @@ async def test_sigterm_mid_reply_finishes_the_reply_takes_no_new_room_then_exits
         assert other.proc.poll() is None
         if late is not None:
             await late.close()
+
+
+async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_host(
+    redis_url: str, fresh_redis_url: str, postgres_url: str, tmp_path: Path
+) -> None:
+    """A turn that called a tool (the built-in clock) is stored with its call and result; the
+    worker is killed; the other host's agent sends the call and its result to the LLM with the
+    next question, and the turn store keeps them."""
+    turn = ScriptedToolTurn(tool="current_time", answer="It is {result}.")
+    llm = ScriptedLLM([turn, SECOND_REPLY], ttft_ms=100, words_per_s=6)
+    config = '[profiles.default]\ntools = ["current_time"]\n'
+    async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm,
+                       config=config) as c:
+        user = c.user(0, "clock", "user-1")
+        await user.connect()
+        try:
+            await user.wait_for_state("listening", after=0, timeout_s=120)
+            first_agent = user.agent_identity
+            assert first_agent is not None
+            victim, survivor = await c.serving(first_agent)
+            said, mic = await _say(user, "What time is it?")
+            await user.wait_for_state("speaking", after=said, timeout_s=30)
+            await user.wait_for_state("listening", after=said, timeout_s=60)
+            await _stop(mic)
+            await _wait_for_turns(c.store_url, "clock", 1, timeout_s=10)
+            [stored] = await _stored_turns(c.store_url, "clock")
+            call, result = stored["tool_messages"]
+            assert call["tool_calls"][0]["function"]["name"] == "current_time"
+            assert result["role"] == "tool"
+            assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+            assert stored["agent_text"] == f"It is {result['content']}."
+
+            os.kill(victim.proc.pid, signal.SIGKILL)
+            await _wait(lambda: user.agent_identity not in (None, first_agent), 30,
+                        "a new agent")
+            assert user.agent_identity is not None
+            assert await c.serving(user.agent_identity) == (survivor, victim)
+            await user.wait_for_state("listening", after=said, timeout_s=30)
+            before = len(c.requests)
+            said, mic = await _say(user, "And what did you just tell me?")
+            await user.wait_for_state("speaking", after=said, timeout_s=30)
+            await user.wait_for_state("listening", after=said, timeout_s=60)
+            await _stop(mic)
+            assert len(c.requests) > before, "the new agent never asked the LLM"
+            roles = [m["role"] for m in c.requests[-1]["messages"]]
+            assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+            assert c.requests[-1]["messages"][2]["tool_calls"] == call["tool_calls"]
+            assert c.requests[-1]["messages"][3] == result
+        finally:
+            await user.close()

@@ -36,9 +36,11 @@ def whisper():
     return stt
 
 
-async def converse(server: LiveKitServer, room: str, question: str) -> tuple[RoomUser, dict]:
+async def converse(server: LiveKitServer, room: str, question: str, *,
+                   dispatch_metadata: str = "") -> tuple[RoomUser, dict]:
     """Join `room`, wait for the agent, ask `question`, wait for the whole answer."""
-    token = create_join_token(server.livekit_settings(), room, "user-1")
+    token = create_join_token(server.livekit_settings(), room, "user-1",
+                              dispatch_metadata=dispatch_metadata)
     user = RoomUser(server.url, token)
     await user.connect()
     joined = time.monotonic()

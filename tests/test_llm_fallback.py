@@ -134,3 +134,16 @@ async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_
     assert reasons == ["primary slow to first token"]
     leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert leftover == []
+
+
+async def test_a_tool_call_is_a_first_token_and_the_tools_reach_the_model() -> None:
+    from agent.engines import ToolCall, ToolSpec
+    from agent.llm.fallback import FallbackLLM
+    from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
+
+    turn = ScriptedToolTurn(tool="get_weather", arguments={"city": "Oslo"})
+    spec = ToolSpec("get_weather", "The weather.", {"type": "object", "properties": {}})
+    llm = FallbackLLM(ScriptedLLM([turn], ttft_ms=0), ScriptedLLM(["fallback"], ttft_ms=0),
+                      first_token_budget_s=1.0)
+    out = [d async for d in llm.stream([{"role": "user", "content": "Weather?"}], [spec])]
+    assert [type(d) for d in out] == [ToolCall] and out[0].name == "get_weather"

@@ -53,11 +53,15 @@ def test_a_call_written_as_text_is_taken_out_never_spoken() -> None:
         assert call.name == "get_weather" and call.parsed_arguments() == {"city": "Oslo"}
 
 
-def test_two_calls_in_text_are_two_calls() -> None:
+def test_the_first_whole_call_in_text_ends_the_response() -> None:
     text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>\n'
             '<tool_call>{"name": "get_weather", "arguments": {"city": "Bergen"}}</tool_call>')
-    _, _, calls = _through(ToolCallsInText(["get_weather"]), [text])
-    assert [c.parsed_arguments()["city"] for c in calls] == ["Oslo", "Bergen"]
+    parser = ToolCallsInText(["get_weather"])
+    assert parser.push(text[:40]) == "" and not parser.complete
+    assert parser.push(text[40:70]) == "" and parser.complete
+    parser.push(text[70:])
+    _, calls = parser.finish()
+    assert [c.parsed_arguments()["city"] for c in calls] == ["Oslo"]
 
 
 def test_ordinary_words_pass_at_once_and_unknown_json_is_spoken_after_all() -> None:
@@ -112,3 +116,29 @@ def test_the_history_drops_old_turns_whole_with_their_tool_calls() -> None:
     assert [m["role"] for m in history.turns] == ["user"]
     history.add_assistant("Rain tomorrow. " * 30)
     assert [m["role"] for m in history.turns] == ["user", "assistant"]  # the last turn stays
+
+
+async def test_arguments_the_schema_does_not_name_are_left_out() -> None:
+    from agent.tools.base import Tool, ToolContext
+    from agent.tools.toolbox import Toolbox
+
+    seen: list[dict[str, Any]] = []
+
+    async def clock(args: dict[str, Any], ctx: ToolContext) -> str:
+        seen.append(args)
+        return "noon"
+
+    spec = ToolSpec("current_time", "The time.",
+                    {"type": "object", "properties": {"timezone": {"type": "string"}}})
+    box = Toolbox([Tool(spec, read_only=True, timeout_s=1, source="test", invoke=clock)])
+    call = ToolCall("c", "current_time", '{"city": "your_city", "timezone": "UTC"}')
+    outcome = await box.run(call, ToolContext("room", "user"))
+    assert outcome.ok and seen == [{"timezone": "UTC"}]
+
+
+def test_calls_cut_off_by_the_token_limit_are_dropped_and_never_spoken() -> None:
+    one = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    _, held, calls = _through(ToolCallsInText(["get_weather"]), [f"{one}\n{one}\n" + one[:20]])
+    assert held == "" and len(calls) == 1
+    # No whole call, but a tool named: a call gone wrong, not speech.
+    assert _through(ToolCallsInText(["get_weather"]), [one[:30]]) == ("", "", [])

@@ -170,3 +170,37 @@ def test_speculative_start_can_be_disabled() -> None:
     [(t_start, start)] = tl.of(A.StartReply)
     assert not start.speculative and t_start == approx(2.30)
     assert tl.states()[1] == (approx(2.70), "SPEAKING")
+
+
+def test_a_greeting_is_a_confirmed_reply_said_first_and_never_over_the_user() -> None:
+    from state_machine.machine import ConversationStateMachine
+    from state_machine.states import AgentState
+
+    m = ConversationStateMachine(TurnOptions())
+    out = m.say_first("Hello, how can I help?", 0.0)
+    [play] = [a for a in out if isinstance(a, A.PlayCanned)]
+    assert play.text == "Hello, how can I help?" and m.state is AgentState.THINKING
+    out = m.on_reply_audio_started(play.reply_id, 0.1)
+    assert A.SetState(AgentState.SPEAKING) in out
+    assert m.say_first("Hello again.", 0.2) == []  # one reply at a time
+    m.on_reply_done(play.reply_id, 1.0)
+    assert m.state is AgentState.LISTENING
+
+    busy = ConversationStateMachine(TurnOptions())
+    for i in range(10):  # the user starts talking before the greeting
+        busy.on_frame(True, 0.02 * (i + 1))
+    assert busy.say_first("Hello.", 0.3) == []
+
+
+def test_the_thinking_timeout_counts_from_the_replys_last_progress() -> None:
+    from state_machine.machine import ConversationStateMachine
+    from state_machine.states import AgentState
+
+    options = TurnOptions()
+    m = ConversationStateMachine(options)
+    [play] = [a for a in m.say_first("Hello.", 0.0) if isinstance(a, A.PlayCanned)]
+    assert m.state is AgentState.THINKING
+    m.on_reply_progress(play.reply_id, options.thinking_timeout_s - 1)  # a tool call ended
+    assert not any(isinstance(a, A.PlayCanned) for a in m.tick(options.thinking_timeout_s + 1))
+    late = m.tick(2 * options.thinking_timeout_s)
+    assert any(isinstance(a, A.PlayCanned) for a in late)  # stuck since its last progress

@@ -6,11 +6,13 @@ reports reply audio started / progress / done / failed for random replies, inclu
 that were cancelled long ago (a late callback racing a cancel). After every call it checks
 the actions against what the machine promised:
 
-- only the allowed state changes, and SPEAKING only on audio of a confirmed, live reply;
+- only the allowed state changes (SPEAKING -> THINKING only for a typed message), and
+  SPEAKING only on audio of a confirmed, live reply;
 - every CancelReply names a started reply, once; after it nothing refers to that reply
   (except the CommitBargeIn that follows it in the same batch, by design);
 - each utterance is committed at most once, and its text is exactly what was heard (plus a
-  retracted turn merged in front of it);
+  retracted turn or typed words merged in front of it); a typed message is committed at once
+  or merged into the utterance being spoken, never lost;
 - THINKING never lasts past thinking_timeout_s without a PlayCanned.
 
 At the end the user goes quiet and the engines finish what they were asked (a drain); then
@@ -64,6 +66,7 @@ events = st.lists(
         ),
         st.tuples(st.just("tick"), st.floats(0.0, 12.0)),
         st.tuples(st.just("score"), st.integers(0, 3), st.one_of(st.none(), st.floats(0, 1))),
+        st.tuples(st.just("typed"), text_strategy),
     ),
     max_size=60,
 )
@@ -93,7 +96,9 @@ class Driver:
     heard: dict[int, str] = field(default_factory=dict)  # last candidate text per utterance
     committed: dict[int, str] = field(default_factory=dict)  # utterance id -> text
     turn_reply: dict[int, int] = field(default_factory=dict)  # utterance id -> confirmed reply
-    prefix: str = ""  # retracted text waiting to be merged
+    prefix: str = ""  # retracted or typed text waiting to be merged
+    typing: str = ""  # the typed message being handled
+    typed_turns: int = 0
     retracted: list[str] = field(default_factory=list)
     canned_at: list[float] = field(default_factory=list)
     state: AgentState = L
@@ -119,6 +124,8 @@ class Driver:
         elif kind == "tick":
             self.now += event[1]
             self.check("tick", self.machine.tick(self.now))
+        elif kind == "typed":
+            self.typed(event[1])
         elif kind == "score":
             if self.scores:
                 uid, text = self.scores.pop(event[1] % len(self.scores))
@@ -136,6 +143,14 @@ class Driver:
         if batch:  # accepted: this is the latest transcript of the utterance
             self.heard[uid] = text
         self.check("candidate", batch)
+
+    def typed(self, text: str) -> None:
+        self.typing = " ".join(text.split())
+        batch = self.machine.on_text(text, self.now)
+        self.check("typed", batch)
+        if self.typing:  # not committed at once: it waits for the utterance being spoken
+            self.prefix = f"{self.prefix} {self.typing}".strip()
+            self.typing = ""
 
     def reply_event(self, kind: str, rid: int) -> None:
         m = self.machine
@@ -237,7 +252,8 @@ class Driver:
             raise Violation(f"{a} reuses reply id {rid}")
 
     def _transition(self, new: AgentState, cause: str) -> None:
-        if (self.state, new) not in ALLOWED:
+        typed_over_speech = cause == "typed" and (self.state, new) == (S, T)
+        if (self.state, new) not in ALLOWED and not typed_over_speech:
             raise Violation(f"illegal transition {self.state} -> {new} ({cause})")
         if new is S:
             if not cause.startswith("audio_started:"):
@@ -247,10 +263,17 @@ class Driver:
                 raise Violation(f"SPEAKING on audio of reply {rid}, not confirmed and live")
         self.state, self.state_since = new, self.now
 
-    def _commit(self, uid: int, text: str, batch: list[A.Action]) -> None:
+    def _commit(self, uid: int | None, text: str, batch: list[A.Action]) -> None:
+        if uid is None:  # typed: committed at once
+            if not self.typing:
+                raise Violation(f"typed turn {text!r} committed with no message typed")
+            self.typed_turns += 1
+            uid, said, self.typing = -self.typed_turns, self.typing, ""
+        else:
+            said = spoken_words(self.heard.get(uid, ""))
         if uid in self.committed:
             raise Violation(f"utterance {uid} committed twice")
-        expected = f"{self.prefix} {spoken_words(self.heard.get(uid, ''))}".strip()
+        expected = f"{self.prefix} {said}".strip()
         if text != expected:
             raise Violation(f"committed {text!r}, the user said {expected!r}")
         self.committed[uid] = text
@@ -307,6 +330,17 @@ def test_after_the_user_goes_quiet_every_turn_is_answered_or_merged(
         d.play(event)
     d.drain()
     d.check_every_turn_ends()
+
+
+@FAST
+@given(events)
+def test_typed_messages_among_random_sequences_are_never_lost(seq: list[Event]) -> None:
+    d = Driver()
+    for event in [*seq, ("typed", "what time is it?")]:
+        d.play(event)
+    d.drain()
+    d.check_every_turn_ends()
+    d.check_no_retracted_turn_waits()
 
 
 def test_a_retracted_turn_is_answered_even_if_the_interruption_had_no_words() -> None:

@@ -238,3 +238,50 @@ def test_no_toolbox_offers_no_tools(question) -> None:
     assert log.offered and all(o == [] for o in log.offered)
     [turn] = of(events, "turn")
     assert turn["agent_text"] == WEATHER.without_tool
+
+
+class SlowToAnswerLLM(ScriptedLLM):
+    """The scripted LLM double, taking `answer_delay_s` more to start reading a tool's result
+    (a small local model on a busy machine)."""
+
+    def __init__(self, *args: Any, answer_delay_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answer_delay_s = answer_delay_s
+
+    async def stream(self, messages: list[ChatMessage], tools: Any = ()) -> Any:
+        if messages[-1]["role"] == "tool":
+            await asyncio.sleep(self.answer_delay_s)
+        async for delta in super().stream(messages, tools):
+            yield delta
+
+
+def test_fillers_go_on_while_the_llm_reads_a_tools_result() -> None:
+    """A fast tool, then 6 s before the LLM's answer starts: the listener hears fillers, not
+    silence; the reply is neither given up on nor cut as stalled."""
+    pcm, _ = speech_then_silence("What is the weather in Oslo right now?", tail_s=12.0)
+    llm = SlowToAnswerLLM([WEATHER], sleep=asyncio.sleep, answer_delay_s=6.0)
+    events = converse(pcm, FakeSTT(), llm=llm, toolbox=Toolbox([weather_tool(RecordingTool())]))
+    [turn] = of(events, "turn")
+    assert turn["agent_text"] == turn["heard_text"] == (
+        "In Oslo it is sunny and twelve degrees right now.")
+    assert not of(events, "reply_cancelled")
+    assert of(events, "audio_start")[0]["t"] < of(events, "tool_called")[0]["t"] + 1.0
+
+
+class RepeatingLLM(ScriptedLLM):
+    """The scripted LLM double as a small model behaves: it answers a tool's result by calling
+    the same tool again."""
+
+    async def stream(self, messages: list[ChatMessage], tools: Any = ()) -> Any:
+        await asyncio.sleep(0.15)
+        yield ToolCall(f"call_{len(messages)}", "get_weather", '{"city": "Oslo"}')
+
+
+def test_a_model_that_repeats_its_call_is_answered_with_the_tools_result(question) -> None:
+    pcm, _ = question
+    fn = RecordingTool("Oslo: sunny and twelve degrees")
+    events = converse(pcm, FakeSTT(), llm=RepeatingLLM(["unused"]),
+                      toolbox=Toolbox([weather_tool(fn)]))
+    [turn] = of(events, "turn")
+    assert len(fn.started) == 1  # the repeated call did not run again
+    assert turn["agent_text"] == turn["heard_text"] == "Oslo: sunny and twelve degrees"

@@ -140,10 +140,13 @@ class ScriptedTurnDetector:
 
 def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
              tts: ToneTTS | None = None, reply: str = REPLY,
-             llm: Any = None, detector: Any = None, history: ChatHistory | None = None,
+             llm: Any = None, detector: Any = None,
+             typed: tuple[tuple[float, str], ...] = (),
+             history: ChatHistory | None = None,
              **engine_args: Any) -> list[dict[str, Any]]:
-    """Feed `pcm` frame by frame in virtual time; the events with t relative to the input.
-    `engine_args`: more of TurnEngine's arguments (a toolbox)."""
+    """Feed `pcm` frame by frame in virtual time, and each `typed` (t, text) as a typed
+    message at t; the events with t relative to the input. `engine_args`: more of
+    TurnEngine's arguments (a toolbox)."""
 
     async def main() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
@@ -157,8 +160,11 @@ def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
         )
         await engine.start()
         t0 = loop.time()
+        to_type = sorted(typed)
         for i in range(len(pcm) // FRAME_SAMPLES):
             await asyncio.sleep(max(0.0, t0 + (i + 1) * FRAME_S - loop.time()))
+            while to_type and to_type[0][0] <= (i + 1) * FRAME_S + 1e-9:
+                engine.push_text(to_type.pop(0)[1])
             engine.push_frame(pcm[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES])
         await engine.aclose()
         leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -329,3 +335,43 @@ def test_a_reply_cut_off_by_the_end_of_the_session_is_kept_as_heard(question_pcm
     assert turn["agent_text"] == REPLY
     heard = turn["heard_text"].split()
     assert heard and heard == REPLY.split()[: len(heard)] and len(heard) < len(REPLY.split())
+
+
+TYPED = "What is the weather in Oslo?"
+
+
+def test_a_typed_message_is_answered_and_recorded_as_a_turn() -> None:
+    history = ChatHistory("system")
+    events = converse(np.zeros(INPUT_RATE * 5, np.int16), FakeSTT(), typed=((1.0, TYPED),),
+                      history=history)
+    [final] = [e for e in of(events, "transcript") if e["final"]]
+    assert final["text"] == TYPED and final["t"] == pytest.approx(1.0, abs=0.021)
+    [start] = of(events, "reply_started")
+    assert not start["speculative"]
+    [turn] = of(events, "turn")
+    assert turn["user_text"] == TYPED and turn["agent_text"] == REPLY
+    assert not turn["interrupted"] and turn["heard_text"] == REPLY
+    # Latency counts from the message, not from an earlier turn's speech.
+    assert 0 < turn["latency_ms"]["voice_to_voice"] < 1000
+    assert history.turns == [{"role": "user", "content": TYPED},
+                             {"role": "assistant", "content": REPLY}]
+
+
+def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) -> None:
+    pcm, speech_end = question_pcm
+    history = ChatHistory("system")
+    answer = "It is sunny in Oslo."
+    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([REPLY, answer], sleep=asyncio.sleep),
+                      typed=((speech_end + 1.5, TYPED),), history=history)
+    first_audio = of(events, "audio_start")[0]["t"]
+    assert first_audio < speech_end + 1.5  # it was speaking when the message came
+    cancelled = [e for e in of(events, "reply_cancelled") if e["reason"] == "typed message"]
+    assert len(cancelled) == 1
+    first, second = of(events, "turn")
+    assert first["user_text"] == QUESTION and first["interrupted"]
+    heard = first["heard_text"].split()
+    assert heard and heard == REPLY.split()[: len(heard)] and len(heard) < len(REPLY.split())
+    assert second["user_text"] == TYPED and second["agent_text"] == answer
+    assert not second["interrupted"]
+    assert [m["content"] for m in history.turns] == [
+        QUESTION, first["heard_text"], TYPED, answer]

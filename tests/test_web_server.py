@@ -204,14 +204,19 @@ async def test_missing_build_says_how_to_build(tmp_path: Path) -> None:
 
 
 def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
-    """web/src has its own copies of the copilot's topics, attributes and upload limit."""
+    """web/src has its own copies of the copilot's topics, attributes and upload limit, and of
+    the typed messages' topic and bound."""
     from agent import protocol
     from agent.copilot.context.index import MAX_DOCUMENT_BYTES
+    from agent.transports.typed_input import MAX_TYPED_CHARS
 
     page = "\n".join((repo_root / "web" / "src" / name).read_text()
-                     for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts"))
+                     for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts",
+                                  "chat.ts"))
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
-    for constant in ("TOPIC_COPILOT", "TOPIC_CONTEXT", "TOPIC_CONTEXT_STATUS",
+    assert f"MAX_CHAT_CHARS = {MAX_TYPED_CHARS:_};" in page
+    assert f'maxlength="{MAX_TYPED_CHARS}"' in (repo_root / "web" / "index.html").read_text()
+    for constant in ("TOPIC_CHAT", "TOPIC_COPILOT", "TOPIC_CONTEXT", "TOPIC_CONTEXT_STATUS",
                      "TOPIC_COPILOT_CONTROL", "ATTR_CONTEXT_NAME", "ATTR_QUESTION",
                      "ATTR_ANSWER_STATUS", "ATTR_SPEAK", "ATTR_WARM_PIECES", "ATTR_DOCUMENTS_FIT",
                      "MEETING_TRACK", "ATTR_BRIDGE_CANDIDATE", "ATTR_SPEAKER",

@@ -19,18 +19,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from urllib.parse import urlparse
 
 import numpy as np
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import ConfigError, Settings, ToolsSettings, load_settings
 from agent.engines import INPUT_RATE
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
 MIN_MATCH = 0.8
-GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "embedder", "store")
+GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "embedder", "store",
+          "tools")
 # The copilot's embedder must put a question nearer its paraphrase than an unrelated line.
 EMBED_QUESTION, EMBED_NEAR, EMBED_FAR = (
     "How many years have you worked with Python?",
@@ -123,6 +125,19 @@ class Doctor:
                        None if s.store.redis_url else
                        "store.redis_url not set: leases in the SQLite file, one host only",
                        self._redis, self.timeout_s))
+        tools = s.tools
+        for server in tools.mcp:
+            how = "stdio" if server.command else "http"
+            checks.append(("tools", f"tools {server.source} ({how})", None,
+                           partial(self._tool_source, replace(tools, mcp=(server,), python=()),
+                                   server.source), server.timeout_s + self.timeout_s))
+        for module in tools.python:
+            checks.append(("tools", f"tools python:{module}", None,
+                           partial(self._tool_source, replace(tools, mcp=(), python=(module,)),
+                                   f"python:{module}"), self.timeout_s))
+        if not tools.mcp and not tools.python:
+            checks.append(("tools", "tools", "no [[tools.mcp]] or tools.python configured",
+                           self._tool_source, self.timeout_s))
         for group, name, skip, check, limit in checks:
             if group not in self.only:
                 continue
@@ -229,6 +244,21 @@ class Doctor:
             raise CheckFailed(f"a paraphrase scored {close:.2f}, not above an unrelated line "
                               f"{unrelated:.2f}")
         return f"cosine {close:.2f} to a paraphrase, {unrelated:.2f} to an unrelated line", ms
+
+    # ---- tools ----------------------------------------------------------------------------
+
+    async def _tool_source(self, tools: ToolsSettings, source: str) -> Outcome:
+        """One MCP server or Python module: ok when it lists its tools."""
+        from agent.tools.registry import ToolRegistry
+
+        registry = ToolRegistry(tools)
+        try:
+            status = (await asyncio.to_thread(registry.start))[source]
+        finally:
+            await asyncio.to_thread(registry.close)
+        if not status.ok:
+            raise CheckFailed(status.detail)
+        return f"{len(status.tools)} tool(s): {', '.join(status.tools)}", None
 
     # ---- shared state ---------------------------------------------------------------------
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
-from agent.engines import ChatMessage, LanguageModel
+from agent.engines import ChatMessage, LanguageModel, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
 
 _DONE = object()
+# One model's stream of this request.
+Opener = Callable[[LanguageModel], AsyncIterator[str | ToolCall]]
 
 
 class FallbackLLM:
@@ -34,11 +36,19 @@ class FallbackLLM:
         self.first_token_budget_s = first_token_budget_s
         self._on_fallback = on_fallback or (lambda _reason: None)
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        """The first model to say something (text or a tool call) answers."""
+
+        def open_stream(llm: LanguageModel) -> AsyncIterator[str | ToolCall]:
+            return llm.stream(messages, tools) if tools else llm.stream(messages)
+
         queues: dict[str, asyncio.Queue[object]] = {"primary": asyncio.Queue()}
-        tasks = {"primary": asyncio.create_task(_pump(self.primary, messages, queues["primary"]))}
+        tasks = {"primary": asyncio.create_task(_pump(self.primary, open_stream,
+                                                      queues["primary"]))}
         try:
-            winner, first = await self._first_token(messages, queues, tasks)
+            winner, first = await self._first_token(open_stream, queues, tasks)
             for name, task in tasks.items():
                 if name != winner:
                     task.cancel()
@@ -56,7 +66,7 @@ class FallbackLLM:
 
     async def _first_token(
         self,
-        messages: list[ChatMessage],
+        open_stream: Opener,
         queues: dict[str, asyncio.Queue[object]],
         tasks: dict[str, asyncio.Task[None]],
     ) -> tuple[str, object]:
@@ -73,7 +83,7 @@ class FallbackLLM:
                 )
                 if not done:
                     self._start_fallback(
-                        "primary slow to first token", messages, queues, tasks, getters
+                        "primary slow to first token", open_stream, queues, tasks, getters
                     )
                     continue
                 for name, getter in list(getters.items()):
@@ -85,7 +95,7 @@ class FallbackLLM:
                         if name == "primary" and "fallback" not in tasks:
                             log.warning("primary LLM failed: %s", item)
                             self._start_fallback(
-                                f"primary failed: {item}", messages, queues, tasks, getters
+                                f"primary failed: {item}", open_stream, queues, tasks, getters
                             )
                         elif not getters:
                             raise item
@@ -98,22 +108,21 @@ class FallbackLLM:
     def _start_fallback(
         self,
         reason: str,
-        messages: list[ChatMessage],
+        open_stream: Opener,
         queues: dict[str, asyncio.Queue[object]],
         tasks: dict[str, asyncio.Task[None]],
         getters: dict[str, asyncio.Task[object]],
     ) -> None:
         self._on_fallback(reason)
         queues["fallback"] = asyncio.Queue()
-        tasks["fallback"] = asyncio.create_task(_pump(self.fallback, messages, queues["fallback"]))
+        tasks["fallback"] = asyncio.create_task(_pump(self.fallback, open_stream,
+                                                      queues["fallback"]))
         getters["fallback"] = asyncio.create_task(queues["fallback"].get())
 
 
-async def _pump(
-    llm: LanguageModel, messages: list[ChatMessage], out: asyncio.Queue[object]
-) -> None:
+async def _pump(llm: LanguageModel, open_stream: Opener, out: asyncio.Queue[object]) -> None:
     """Copy one model's deltas into a queue, ending with _DONE or the exception."""
-    stream = llm.stream(messages)
+    stream = open_stream(llm)
     try:
         async for delta in stream:
             if delta:

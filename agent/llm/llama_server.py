@@ -35,11 +35,13 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from agent.engines import ToolSpec
 from agent.ops.processes import stop_process
 
 DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
@@ -73,8 +75,8 @@ class _Serving:
         self.batch_threads = batch_threads
         self.base_url = ""  # once it listens
 
-    def warm(self, system_prompt: str) -> None:
-        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel)
+    def warm(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> None:
+        warm_prompt_cache(self.base_url, system_prompt, self.n_parallel, tools)
 
 
 class LocalLLMServer(_Serving):
@@ -168,11 +170,13 @@ class LocalLLMProcess(_Serving):
         return None if proc is None else stop_process(proc, timeout_s)
 
 
-def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:
-    """Prefill every slot with the system prompt (one-token replies), so the first question
+def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int,
+                      tools: Sequence[ToolSpec] = ()) -> None:
+    """Prefill every slot with the system prompt and the tools offered with it (the chat
+    template writes them after the system prompt), one-token replies, so the first question
     of each session only pays for its own tokens."""
     for slot in range(n_slots):
-        body = {
+        body: dict[str, Any] = {
             "model": DEFAULT_MODEL_NAME,
             "messages": [
                 {"role": "system", "content": system_prompt},
@@ -182,6 +186,8 @@ def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int) -> None:
             "id_slot": slot,  # llama.cpp: run on this slot
             "cache_prompt": True,
         }
+        if tools:
+            body["tools"] = [t.openai() for t in tools]
         request = urllib.request.Request(
             base_url + "/chat/completions",
             data=json.dumps(body).encode(),

@@ -92,6 +92,8 @@ class OpenAIChatLLM:
                         text = in_text.push(text)
                     if text:
                         yield text
+                    if in_text is not None and in_text.complete:
+                        break  # closing the response stops the server generating
                 if time.monotonic() > deadline:
                     raise LLMError(f"{self._where()}: reply took over {self.max_duration_s} s")
             calls = streamed.calls()

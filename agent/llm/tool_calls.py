@@ -5,8 +5,11 @@
 - `ToolCallsInText`: a model that writes its call as text instead (the bundled 0.5B Qwen
   writes `{"name": ..., "arguments": ...}`, bare or in `<tool_call>` tags, and llama.cpp
   passes it on as content). A reply that starts like JSON or a tag is held back, never spoken,
-  until the stream ends; it becomes calls if every object in it names an offered tool, else
-  it is spoken after all. Spoken replies do not start with `{` or `<`, so nothing else waits.
+  until the stream ends; the whole objects in it that name an offered tool become calls (one
+  cut off by the token limit is dropped). Held text with no such call is spoken after all,
+  unless it names a tool (a call gone wrong is not speech). Spoken replies do not start with
+  `{` or `<`, so nothing else waits. Such a model goes on writing calls after its first (the
+  same one again, others it was not asked for), so the first whole call ends the response.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class ToolCallsInText:
         self._names = set(tool_names)
         self._held = ""
         self._passing = False  # decided: this reply is text
+        self.complete = False  # a whole call was written: the response may end here
 
     def push(self, delta: str) -> str:
         """What may be spoken now."""
@@ -62,6 +66,8 @@ class ToolCallsInText:
         self._held += delta
         start = self._held.lstrip()
         if not start or start.startswith(_HELD_STARTS):
+            if "}" in delta and self._parse(self._held):
+                self.complete = True
             return ""
         self._passing = True
         out, self._held = self._held, ""
@@ -72,8 +78,11 @@ class ToolCallsInText:
         held, self._held = self._held, ""
         if not held:
             return "", []
-        calls = self._parse(held)
-        return ("", calls) if calls else (held, [])
+        if calls := self._parse(held):
+            return "", calls[:1]
+        if any(f'"{name}"' in held for name in self._names):
+            return "", []
+        return held, []
 
     def _parse(self, text: str) -> list[ToolCall]:
         text = _WRAPPERS.sub(" ", text).strip()
@@ -83,11 +92,10 @@ class ToolCallsInText:
             try:
                 obj, end = decoder.raw_decode(text)
             except json.JSONDecodeError:
-                return []
-            if not isinstance(obj, dict) or obj.get("name") not in self._names:
-                return []
-            args = obj.get("arguments", obj.get("parameters", {}))
-            calls.append(ToolCall(new_call_id(), obj["name"],
-                                  args if isinstance(args, str) else json.dumps(args)))
+                break  # not JSON, or cut off by the token limit
+            if isinstance(obj, dict) and obj.get("name") in self._names:
+                args = obj.get("arguments", obj.get("parameters", {}))
+                calls.append(ToolCall(new_call_id(), obj["name"],
+                                      args if isinstance(args, str) else json.dumps(args)))
             text = text[end:].strip()
         return calls

@@ -100,8 +100,8 @@ class MCPServerConnection:
         except asyncio.CancelledError:
             await self._send_cancelled(session, request_id)
             raise
-        except McpError as e:
-            if e.error.code == types.CONNECTION_CLOSED:
+        except (McpError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
+            if _closed(e):
                 raise MCPToolError(f"MCP server {self.name!r} closed the connection during "
                                    "the call") from e
             raise MCPToolError(f"MCP server {self.name!r}: {e.error.message}") from e
@@ -261,12 +261,21 @@ def result_text(result: types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
+def _closed(error: BaseException) -> bool:
+    if isinstance(error, McpError):
+        return error.error.code == types.CONNECTION_CLOSED
+    return isinstance(error, anyio.BrokenResourceError | anyio.ClosedResourceError
+                      | anyio.EndOfStream)
+
+
 def describe_failure(error: BaseException, errlog: IO[str], settings: MCPServerSettings) -> str:
     """One line on why a connection failed, with the end of a stdio server's stderr."""
     while isinstance(error, BaseExceptionGroup):  # the SDK's task groups wrap what failed
         error = error.exceptions[0]
     if isinstance(error, TimeoutError):
         text = f"no answer within {settings.timeout_s:g} s"
+    elif _closed(error):  # whether reading or writing noticed first
+        text = "Connection closed"
     elif isinstance(error, McpError):
         text = error.error.message
     elif isinstance(error, OSError) and settings.command:

@@ -54,7 +54,8 @@ class ToolRegistry:
         for module in self.settings.python:
             source = f"python:{module}"
             try:
-                self._fixed[source] = module_tools(module, default_timeout_s=self.settings.timeout_s)
+                self._fixed[source] = module_tools(module,
+                                                   default_timeout_s=self.settings.timeout_s)
             except (ImportError, TypeError) as e:
                 self._errors[source] = str(e)
                 log.error("tools: %s", e)

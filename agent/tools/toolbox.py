@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from agent.engines import ToolCall, ToolSpec
 from agent.tools.base import Tool, ToolContext, ToolOutcome
@@ -65,6 +66,7 @@ class Toolbox:
         except ValueError as e:
             return outcome(f"Error: the arguments were not valid JSON: {e}", False,
                            f"invalid arguments {call.arguments[:200]!r}")
+        args = _known_arguments(tool, args)
         try:
             async with asyncio.timeout(tool.timeout_s):
                 result = await tool.invoke(args, ctx)
@@ -84,6 +86,18 @@ class Toolbox:
                      call.name, len(result), self.max_result_chars)
             result = result[: self.max_result_chars] + " [truncated]"
         return outcome(result, True)
+
+
+def _known_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """`args` without the ones the tool's schema does not name: small models add arguments
+    of their own (the bundled one gives the clock a city), which would fail the whole call."""
+    props = tool.spec.parameters.get("properties")
+    if not isinstance(props, dict) or tool.spec.parameters.get("additionalProperties") is True:
+        return args
+    if extra := sorted(set(args) - set(props)):
+        log.info("tool %s: arguments %s are not in its schema, left out", tool.name, extra)
+        return {k: v for k, v in args.items() if k in props}
+    return args
 
 
 def _short(text: str, limit: int = 200) -> str:

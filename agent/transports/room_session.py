@@ -1,12 +1,14 @@
-"""One conversation in a LiveKit room: the user's microphone into the turn engine, the agent's
-voice out as a published track, its state as the `lk.agent.state` attribute and both sides'
-transcripts on the `lk.transcription` text-stream topic (LiveKit's client conventions)."""
+"""One conversation in a LiveKit room: the user's microphone and typed messages (`lk.chat`)
+into the turn engine, the agent's voice out as a published track, its state as the
+`lk.agent.state` attribute and both sides' transcripts on the `lk.transcription` text-stream
+topic (LiveKit's client conventions)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,11 +17,14 @@ from agent.engines import INPUT_RATE
 from agent.protocol import (
     AGENT_VOICE_TRACK,
     ATTR_AGENT_STATE,
+    TOPIC_CHAT,
     TOPIC_METRICS,
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
     turn_metrics_message,
 )
+from agent.timeouts import finish_within
+from agent.transports.typed_input import TypedInput
 from agent.voice.events import (
     AudioStart,
     StateChanged,
@@ -180,6 +185,87 @@ class RoomPublisher:
         await writer.aclose()
 
 
+class TypedMessages:
+    """The `lk.chat` text streams of the room: the served user's messages, bounded in length
+    and rate (agent.transports.typed_input), go to `push` as typed turns; a refused one gets a
+    reply on `lk.chat`. Anyone else's are ignored: they never steer the agent."""
+
+    def __init__(self, room: rtc.Room, user_identity: str, push: Callable[[str], None], *,
+                 limits: TypedInput | None = None) -> None:
+        self._room = room
+        self._user = user_identity
+        self._push = push
+        self._limits = limits or TypedInput()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ignored: set[str] = set()  # senders already logged: a flood logs one line
+
+    def start(self) -> None:
+        self._room.register_text_stream_handler(TOPIC_CHAT, self._on_stream)
+
+    async def aclose(self) -> None:
+        self._room.unregister_text_stream_handler(TOPIC_CHAT)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _on_stream(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        if sender != self._user:
+            reader.close()
+            if sender not in self._ignored:
+                self._ignored.add(sender)
+                log.warning("typed message from %s ignored: the agent serves %s only",
+                            sender, self._user)
+            return
+        refusal = self._limits.admit(sender)
+        if refusal is not None:
+            reader.close()
+            log.warning("typed message from %s refused: too many messages", sender)
+            self._spawn(self._reply(sender, refusal))
+            return
+        self._spawn(self._read(reader, sender))
+
+    async def _read(self, reader: rtc.TextStreamReader, sender: str) -> None:
+        message = self._limits.message()
+
+        async def read_chunks() -> None:
+            async for chunk in reader:
+                if not message.add(chunk):
+                    return  # over the bound: the rest is never read
+
+        reading = asyncio.ensure_future(read_chunks())
+        try:
+            if not await finish_within(reading, self._limits.read_timeout_s):
+                log.warning("typed message from %s dropped: not complete after %.0f s",
+                            sender, self._limits.read_timeout_s)
+                return
+            reading.result()
+        except Exception as e:  # the sender left mid-stream, or the stream was malformed
+            log.warning("typed message from %s lost: %s: %s", sender, type(e).__name__, e)
+            return
+        finally:
+            reader.close()  # a no-op for a stream that ended
+        if message.over:
+            log.warning("typed message from %s refused: over %d characters", sender,
+                        message.max_chars)
+            await self._reply(sender, message.refusal())
+            return
+        if text := message.text.strip():
+            log.info("typed message from %s: %d characters", sender, len(text))
+            self._push(text)
+
+    async def _reply(self, to: str, text: str) -> None:
+        try:
+            await self._room.local_participant.send_text(
+                text, topic=TOPIC_CHAT, destination_identities=[to])
+        except Exception as e:  # the sender may have left meanwhile
+            log.info("reply to %s not sent: %s", to, e)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name="typed-message")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
 async def run_room_session(
     room: rtc.Room,
     participant: rtc.RemoteParticipant,
@@ -193,12 +279,14 @@ async def run_room_session(
     stt_partials: str = "listening",
     turn_detector: Any = None,
     toolbox: Toolbox | None = None,
+    greeting: str = "",
 ) -> None:
     """Talk with `participant` until they leave, the room closes, or a tool ends the
     conversation (once its last reply was heard). With a `store`, every finished turn is
     committed durably and the room's earlier turns are the history; a `memory` keeps the
     history and the reply being spoken for the room's next agent
-    (agent/store/conversation_log.py). `toolbox`: the tools the agent may call."""
+    (agent/store/conversation_log.py). `toolbox`: the tools the agent may call; `greeting`:
+    what it says first in a new conversation (not to a room whose history it took over)."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
@@ -251,6 +339,10 @@ async def run_room_session(
     )
     await engine.start()
     recorder.start()
+    if greeting and not history.turns:
+        engine.greet(greeting)
+    typed = TypedMessages(room, participant.identity, engine.push_text)
+    typed.start()
 
     def on_disconnected(p: rtc.RemoteParticipant) -> None:
         if p.identity == participant.identity:
@@ -263,6 +355,7 @@ async def run_room_session(
     finally:
         listen.cancel()
         await asyncio.gather(listen, return_exceptions=True)
+        await typed.aclose()
         await engine.aclose()
         await recorder.aclose()
         await turns.aclose()  # every finished turn is stored before we go

@@ -170,12 +170,25 @@ class TurnEngine:
         await asyncio.gather(*self._cancelled, return_exceptions=True)
         await self._playout.aclose()
 
+    def greet(self, text: str) -> None:
+        """Say `text` before the user speaks (a profile's greeting); the LLM sees it as the
+        agent's first message."""
+        actions = self.machine.say_first(text, self._clock())
+        if actions:
+            self.history.add_assistant(text)
+            self._apply(actions)
+
     # ---- input ----------------------------------------------------------------------------
 
     def push_frame(self, pcm: np.ndarray) -> None:
         """One 20 ms frame of user audio (int16, 16 kHz mono, FRAME_SAMPLES long)."""
         voiced, now = self._listener.frame(pcm)
         self._apply(self.machine.on_frame(voiced, now))
+
+    def push_text(self, text: str) -> None:
+        """A message the user typed, a user turn like a spoken one (bounded by the caller:
+        agent.transports.typed_input)."""
+        self._apply(self.machine.on_text(text, self._clock()))
 
     # ---- actions --------------------------------------------------------------------------
 
@@ -208,12 +221,13 @@ class TurnEngine:
                     reply.confirm()
             case A.CancelReply(reply_id=rid, reason=reason):
                 self._cancel_reply(rid, reason)
-            case A.CommitUserTurn(text=text):
+            case A.CommitUserTurn(text=text, utterance_id=uid):
                 self.history.add_user(text)
-                self._listener.close()  # the candidate that ended the turn was its transcript
-                self._turn = TurnRecord(
-                    user_text=text, speech_end=self._speech_end or now, final_at=now
-                )
+                speech_end = now  # typed (uid None): the turn ended when it came
+                if uid is not None:
+                    self._listener.close()  # the candidate that ended it was its transcript
+                    speech_end = self._speech_end or now
+                self._turn = TurnRecord(user_text=text, speech_end=speech_end, final_at=now)
                 reply = self._current_reply()
                 if reply is not None:
                     self._turn.reply = reply
@@ -289,6 +303,7 @@ class TurnEngine:
             on_failed=self._on_reply_failed,
             clock=self._clock,
             tools=self._tools,
+            on_progress=self._on_progress,
         )
         self._replies[rid] = reply
         reply.start()

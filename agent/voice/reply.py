@@ -21,10 +21,20 @@ import numpy as np
 from agent.engines import ChatMessage, LanguageModel, TextToSpeech, ToolCall, ToolSpec
 from agent.voice.events import ToolCalled, TtsChunk
 from agent.voice.playout import Playout
-from agent.voice.tool_round import MAX_TOOL_ROUNDS, TOOL_APOLOGY, ToolRound, ToolSession
+from agent.voice.tool_round import (
+    MAX_TOOL_ROUNDS,
+    TOOL_APOLOGY,
+    SilenceFiller,
+    ToolRound,
+    ToolSession,
+)
 from tts.chunker import TextChunker
 
 log = logging.getLogger(__name__)
+
+# A tool's result said as the answer (when the LLM would not answer from it) only when it is
+# this short: a sentence, not a document read aloud.
+MAX_SAID_RESULT_CHARS = 300
 
 
 @dataclass
@@ -50,6 +60,7 @@ class ReplyPipeline:
         clock: Callable[[], float] = time.monotonic,
         tools: ToolSession | None = None,
         confirmed: bool = False,
+        on_progress: Callable[[int], None] = lambda _rid: None,
     ) -> None:
         self.reply_id = reply_id
         self._messages = messages
@@ -64,11 +75,16 @@ class ReplyPipeline:
         self.text = ""  # the LLM's text so far, as generated
         self.spoken: list[str] = []  # the chunks handed to the playout, in order
         self._tools = tools
+        self._on_progress = on_progress  # a tool call started or ended: not stuck
         # Set once the turn is confirmed: a call with side effects waits for it.
         self._confirmed = asyncio.Event()
         if confirmed:
             self._confirmed.set()
         self._rounds: list[tuple[str, ToolRound]] = []  # (the text before the calls, the calls)
+        self._filler = None if tools is None else SilenceFiller(
+            tools, confirmed=self._confirmed,
+            say=lambda text, pcm: playout.append(reply_id, text, pcm, filler=True),
+            unplayed_s=lambda: playout.unplayed_s(reply_id))
         self._task: asyncio.Task[None] | None = None
         # The first chunk's audio, started on the chunker's guess while its lookahead words
         # are still arriving (~130 ms sooner at 15 words/s); used only if the guess was right.
@@ -106,6 +122,8 @@ class ReplyPipeline:
         try:
             await self._run_stages(chunks, synth)
         finally:
+            if self._filler is not None:
+                await self._filler.stop()
             await self._drop_early()  # a guess never used: the reply ended or was cut
 
     async def _run_stages(
@@ -136,35 +154,52 @@ class ReplyPipeline:
 
     async def _generate(self, chunks: asyncio.Queue[str | None]) -> None:
         messages = list(self._messages)
+        specs = self._tools.toolbox.specs if self._tools is not None else []
+        called: set[tuple[str, str]] = set()
         for round_no in range(MAX_TOOL_ROUNDS + 1):
-            specs = (self._tools.toolbox.specs
-                     if self._tools is not None and round_no < MAX_TOOL_ROUNDS else [])
             text, calls = await self._generate_round(messages, chunks, specs)
             if not calls:
                 break
-            assert self._tools is not None
+            fresh = list({c.key(): c for c in calls}.values())  # one call of each
+            if any(c.key() in called for c in calls) or round_no == MAX_TOOL_ROUNDS:
+                # It is looping (a small model calls again instead of answering from the
+                # result, and then calls more it was not asked for): none of it runs, and the
+                # answer is what the tools said.
+                await self._say(self._last_results() or TOOL_APOLOGY, chunks)
+                break
+            assert self._tools is not None and self._filler is not None
+            called |= {c.key() for c in fresh}
             for chunk in self._chunker.flush():  # words said before the calls, heard now
                 self._emit_chunk(chunk, chunks)
-            round_ = ToolRound(
-                self._tools, calls, confirmed=self._confirmed,
-                say_filler=lambda text, pcm: self._playout.append(
-                    self.reply_id, text, pcm, filler=True),
-                unplayed_s=lambda: self._playout.unplayed_s(self.reply_id))
+            round_ = ToolRound(self._tools, fresh, confirmed=self._confirmed)
             self._rounds.append((text, round_))
+            self._filler.start()  # until the reply's next words
+            self._on_progress(self.reply_id)
             await round_.run()
+            self._on_progress(self.reply_id)
             for outcome in round_.outcomes:
                 self._on_event(ToolCalled(self._clock(), self.reply_id, outcome.call.name,
                                           outcome.ok, round(outcome.duration_s * 1000, 1)))
             if round_.failed:
-                self._say(TOOL_APOLOGY, chunks)
+                await self._say(TOOL_APOLOGY, chunks)
                 break
             messages += [round_.assistant_message(text), *round_.result_messages()]
         self._end_chunks(chunks)
         if not self._chunker.spoken_text.strip():  # empty, or only emoji and markup
             raise RuntimeError("the LLM returned nothing to say")
 
-    def _say(self, text: str, chunks: asyncio.Queue[str | None]) -> None:
+    def _last_results(self) -> str:
+        """What the last round's calls returned, said as it is (short, and not JSON)."""
+        if not self._rounds:
+            return ""
+        results = [o.content for o in self._rounds[-1][1].outcomes if o.ok]
+        said = " ".join(r.strip() for r in results if not r.lstrip().startswith(("{", "[")))
+        return said if len(said) <= MAX_SAID_RESULT_CHARS else ""
+
+    async def _say(self, text: str, chunks: asyncio.Queue[str | None]) -> None:
         """Words of the reply that come from voxroom, not from the LLM."""
+        if self._filler is not None:
+            await self._filler.stop()
         self.text += text
         for chunk in self._chunker.push(text):
             self._emit_chunk(chunk, chunks)
@@ -188,6 +223,8 @@ class ReplyPipeline:
                 if isinstance(delta, ToolCall):
                     calls.append(delta)
                     continue
+                if self._filler is not None:
+                    await self._filler.stop()
                 text += delta
                 self.text += delta
                 for chunk in self._chunker.push(delta):

@@ -14,7 +14,8 @@ from agent.engines import ChatMessage, ToolCall
 from agent.tools.base import ToolContext, ToolOutcome
 from agent.tools.toolbox import Toolbox
 
-# Rounds of calls in one reply; the last round offers no tools, so the LLM must answer.
+# Rounds of calls in one reply. A response after the last that still calls, or one that only
+# repeats calls already made, is answered with what the tools returned (agent/voice/reply.py).
 MAX_TOOL_ROUNDS = 3
 # A call still running this long after it started gets a spoken filler (the design's ~0.7 s).
 FILLER_AFTER_S = 0.7
@@ -45,25 +46,14 @@ class ToolSession:
 
 
 class ToolRound:
-    """One round: the calls the LLM made in one response, run concurrently.
-
-    `say_filler(text, pcm)` appends a filler to the reply's audio; `unplayed_s()` is how long
-    the reply's audio goes on before the listener hears silence."""
+    """One round: the calls the LLM made in one response, run concurrently."""
 
     def __init__(
-        self,
-        session: ToolSession,
-        calls: Sequence[ToolCall],
-        *,
-        confirmed: asyncio.Event,
-        say_filler: Callable[[str, np.ndarray], None],
-        unplayed_s: Callable[[], float],
+        self, session: ToolSession, calls: Sequence[ToolCall], *, confirmed: asyncio.Event
     ) -> None:
         self._session = session
         self.calls = list(calls)
         self._confirmed = confirmed
-        self._say_filler = say_filler
-        self._unplayed_s = unplayed_s
         self._outcomes: dict[str, ToolOutcome] = {}
         self._started: set[str] = set()
 
@@ -97,13 +87,12 @@ class ToolRound:
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._run_one(c), name=f"tool-{c.name}")
                  for c in self.calls]
-        filler = asyncio.create_task(self._fill_silence(), name="tool-filler")
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in (*tasks, filler):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, filler, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_one(self, call: ToolCall) -> None:
         toolbox = self._session.toolbox
@@ -114,9 +103,31 @@ class ToolRound:
         self._started.add(call.id)
         self._outcomes[call.id] = await toolbox.run(call, self._session.context)
 
-    async def _fill_silence(self) -> None:
-        """Fillers while a call runs, once the reply may be heard and its audio so far (words
-        said before the call) is over."""
+
+class SilenceFiller:
+    """Fillers while the reply waits on its tools (their calls, then the LLM reading their
+    results), once the reply may be heard and its audio so far (words said before the calls)
+    is over. Started with a round of calls, stopped by the reply's next words."""
+
+    def __init__(self, session: ToolSession, *, confirmed: asyncio.Event,
+                 say: Callable[[str, np.ndarray], None], unplayed_s: Callable[[], float]) -> None:
+        self._session = session
+        self._confirmed = confirmed
+        self._say = say
+        self._unplayed_s = unplayed_s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._fill(), name="tool-filler")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _fill(self) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         await self._confirmed.wait()
@@ -131,5 +142,5 @@ class ToolRound:
                 continue
             text, pcm = fillers[min(said, len(fillers) - 1)]
             said += 1
-            self._say_filler(text, pcm)
+            self._say(text, pcm)
             await asyncio.sleep(len(pcm) / self._session.sample_rate + SILENCE_BETWEEN_FILLERS_S)

@@ -5,6 +5,7 @@ shared engines (an LLM client of its own when it changes [llm], its tools)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from agent.config import DEFAULT_PROFILE, ProfileSettings, Settings
@@ -35,6 +36,18 @@ def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSe
         key = f"llm:{profile.name}"
     if key not in userdata:
         userdata[key] = make(profile.llm)
+    return userdata[key]
+
+
+def profile_tts(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
+                make: Any) -> Any:
+    """The TTS for `profile`: the worker's own, or (a profile's `voice`, which config allows
+    only with a TTS server of named voices) one per voice and process, `make(TTSSettings)`."""
+    if not profile.voice or profile.voice == settings.tts.voice:
+        return userdata["tts"]
+    key = f"tts:{profile.voice}"
+    if key not in userdata:
+        userdata[key] = make(replace(settings.tts, voice=profile.voice))
     return userdata[key]
 
 

@@ -295,8 +295,14 @@ async def entrypoint(ctx: object) -> None:
     from livekit.agents import AutoSubscribe, JobContext
 
     from agent.config import ConfigError
-    from agent.transports.room_session import run_room_session
-    from agent.worker.profiles import profile_llm, profile_toolbox, requested_profile
+    from agent.providers import load_tts
+    from agent.transports.room_session import OUTPUT_RATE, run_room_session
+    from agent.worker.profiles import (
+        profile_llm,
+        profile_toolbox,
+        profile_tts,
+        requested_profile,
+    )
 
     assert isinstance(ctx, JobContext)
     settings = load_settings()
@@ -316,11 +322,13 @@ async def entrypoint(ctx: object) -> None:
     # One client (and connection pool) per process and profile LLM.
     llm = profile_llm(userdata, settings, profile,
                       lambda llm_settings: _process_llm(replace(settings, llm=llm_settings)))
+    tts = profile_tts(userdata, settings, profile,
+                      lambda tts_settings: load_tts(OUTPUT_RATE, tts_settings))
     if requested_mode(ctx.job.metadata, ctx.room) == "copilot":
         log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
         await run_copilot_session(
             ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=llm,
-            tts=userdata["tts"], turn_detector=userdata.get("turn_detector"),
+            tts=tts, turn_detector=userdata.get("turn_detector"),
         )
         ctx.shutdown("candidate left")
         return
@@ -330,10 +338,11 @@ async def entrypoint(ctx: object) -> None:
         ctx.room,
         participant,
         stt=userdata["stt"],
-        tts=userdata["tts"],
+        tts=tts,
         llm=llm,
         system_prompt=profile.instructions,
         toolbox=profile_toolbox(userdata.get("tools"), profile),
+        greeting=profile.greeting,
         store=userdata["store"],
         memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
@@ -445,13 +454,20 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
         local_llm = LocalLLMServer()
         url = await asyncio.to_thread(local_llm.start)
-        await asyncio.to_thread(local_llm.warm, settings.llm.system_prompt)
         os.environ[LOCAL_LLM_URL_ENV] = url  # inherited by the job processes
         log.info("bundled LLM serving at %s", url)
 
     thread = args.executor == "thread"
     if thread:  # loaded before registering, so the first job does not wait for the models
         await asyncio.to_thread(process_engines)
+    if local_llm is not None:
+        # The default profile's prompt, and its tools where this process lists them.
+        from agent.config import DEFAULT_PROFILE
+        from agent.worker.profiles import profile_toolbox
+
+        profile = settings.profile(DEFAULT_PROFILE)
+        box = profile_toolbox(_engines.tools if _engines is not None else None, profile)
+        await asyncio.to_thread(local_llm.warm, profile.instructions, box.specs if box else [])
     session_load = SessionLoad(args.max_sessions, args.max_cpu)
     cpu = CpuMeter()
 

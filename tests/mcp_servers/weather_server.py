@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import ToolAnnotations
 
 mcp = FastMCP("weather")
@@ -87,6 +87,12 @@ def fail() -> str:
 @mcp.tool()
 def megabytes() -> str:
     return "x" * 3_000_000
+
+
+@mcp.tool()
+def chart() -> Image:
+    """Answers with a picture, which a voice agent cannot read out."""
+    return Image(data=b"\x89PNG\r\n\x1a\n", format="png")
 
 
 @mcp.tool()

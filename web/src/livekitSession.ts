@@ -1,7 +1,8 @@
 // The conversation through a LiveKit room: a join token from the voxroom server, then
 // livekit-client. The agent is the room's agent participant; its state is its
 // `lk.agent.state` attribute and the transcripts come as `lk.transcription` text streams.
-// A copilot's documents and control messages go to the agent alone.
+// A copilot's documents and control messages, and the user's typed messages (`lk.chat`), go
+// to the agent alone.
 
 import {
   ConnectionError,
@@ -19,6 +20,7 @@ import {
 } from 'livekit-client';
 
 import { ATTR_AGENT_STATE, type Connection } from './agentState';
+import { CHAT_TOPIC } from './chat';
 import { ATTR_BRIDGE_CANDIDATE, COPILOT_TOPIC, MEETING_TRACK } from './copilot';
 import { CONTEXT_STATUS_TOPIC } from './copilotDocuments';
 import { type JoinProblem, roomLostMessage } from './messages';
@@ -34,7 +36,13 @@ import {
 } from './session';
 import { type Attributes, type LocalIdentity, TRANSCRIPTION_TOPIC } from './transcript';
 
-const TEXT_TOPICS = [TRANSCRIPTION_TOPIC, COPILOT_TOPIC, METRICS_TOPIC, CONTEXT_STATUS_TOPIC];
+const TEXT_TOPICS = [
+  TRANSCRIPTION_TOPIC,
+  COPILOT_TOPIC,
+  METRICS_TOPIC,
+  CONTEXT_STATUS_TOPIC,
+  CHAT_TOPIC,
+];
 
 export class LiveKitSession implements VoiceSession, CopilotChannel {
   readonly mode = 'livekit';
@@ -150,6 +158,16 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
       topic,
       destinationIdentities: [this.agentIdentity()],
     });
+  }
+
+  /** A typed message to the agent: a user turn like a spoken one. */
+  async sendChat(text: string): Promise<void> {
+    await this.sendText(CHAT_TOPIC, text);
+  }
+
+  /** The agent's identity, when it is in the room. */
+  agentId(): string | undefined {
+    return this.agent()?.identity;
   }
 
   /** The names of the remote audio tracks this page receives (only the agent's). */

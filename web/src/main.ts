@@ -5,6 +5,14 @@
 
 import { type Connection, statusView } from './agentState';
 import { LevelMeter } from './audioLevel';
+import {
+  CHAT_TOPIC,
+  chatFailedMessage,
+  chatNoAgentMessage,
+  chatText,
+  chatTooLong,
+  chatTooLongMessage,
+} from './chat';
 import { accessCodeFromHash, parseConfig, type ServerConfig } from './config';
 import {
   ATTR_SPEAK,
@@ -78,6 +86,9 @@ const ui = {
   documentsLimit: element<HTMLElement>('documents-limit'),
   readiness: element<HTMLElement>('readiness'),
   transcript: element<HTMLOListElement>('transcript'),
+  chatForm: element<HTMLFormElement>('chat-form'),
+  chatInput: element<HTMLInputElement>('chat-input'),
+  chatSend: element<HTMLButtonElement>('chat-send'),
   emptyTranscript: element<HTMLElement>('transcript-empty'),
   copilot: element<HTMLOListElement>('copilot'),
   emptyCopilot: element<HTMLElement>('copilot-empty'),
@@ -111,7 +122,8 @@ const speech = new SpeechSwitch();
 const meter = new LevelMeter();
 const streamTopics = new Map<string, string>(); // open stream id -> topic
 // Topics whose streams are read whole: open stream id -> text so far.
-const WHOLE_TOPICS = new Set([METRICS_TOPIC, CONTEXT_STATUS_TOPIC]);
+const WHOLE_TOPICS = new Set([METRICS_TOPIC, CONTEXT_STATUS_TOPIC, CHAT_TOPIC]);
+const chatSenders = new Map<string, string>(); // open `lk.chat` stream id -> its sender
 const wholeText = new Map<string, string>();
 
 // For tests and for curious people at the console: how loud the agent's voice arrives.
@@ -142,6 +154,10 @@ ui.form.addEventListener('submit', (event) => {
   void join();
 });
 ui.leave.addEventListener('click', () => void leave());
+ui.chatForm.addEventListener('submit', (event) => {
+  event.preventDefault(); // Enter in the box, or the Send button
+  void sendChat();
+});
 ui.retryMic.addEventListener('click', () => {
   if (session) void enableMicrophone(session);
 });
@@ -294,6 +310,7 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
       if (topic === TRANSCRIPTION_TOPIC) transcript.open(stream, session.localIdentity());
       else if (topic === COPILOT_TOPIC) copilot.open(stream.streamId, stream.attributes);
       else if (WHOLE_TOPICS.has(topic)) wholeText.set(stream.streamId, '');
+      if (topic === CHAT_TOPIC) chatSenders.set(stream.streamId, stream.senderIdentity);
     },
     textChunk: (streamId, text) => {
       const topic = streamTopics.get(streamId);
@@ -314,6 +331,7 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
         const text = wholeText.get(streamId) ?? '';
         wholeText.delete(streamId);
         if (topic === METRICS_TOPIC) showLatency(text);
+        else if (topic === CHAT_TOPIC) showChatReply(streamId, text);
         else if (documents.receipt(text)) render();
       }
     },
@@ -321,6 +339,39 @@ function eventsFor(current: () => VoiceSession): SessionEvents {
       if (live() && topic === METRICS_TOPIC) showLatency(text);
     },
   };
+}
+
+/** Send the box's text to the agent as a typed message; it shows at once as the user's. */
+async function sendChat(): Promise<void> {
+  const s = session;
+  const text = chatText(ui.chatInput.value);
+  if (!(s instanceof LiveKitSession) || text === undefined) return;
+  if (chatTooLong(text)) {
+    showError(chatTooLongMessage);
+    return;
+  }
+  if (s.agentState() === undefined) {
+    showError(chatNoAgentMessage);
+    return;
+  }
+  ui.chatInput.value = '';
+  transcript.typed(text);
+  renderTranscript();
+  try {
+    await s.sendChat(text);
+  } catch (err) {
+    if (session === s) showError(chatFailedMessage(err instanceof Error ? err.message : ''));
+  }
+}
+
+/** What the agent said on `lk.chat` (a refused message), shown in the transcript. */
+function showChatReply(streamId: string, text: string): void {
+  const sender = chatSenders.get(streamId);
+  chatSenders.delete(streamId);
+  const s = session;
+  if (!(s instanceof LiveKitSession) || !text.trim() || sender !== s.agentId()) return;
+  transcript.notice(text.trim());
+  renderTranscript();
 }
 
 /** The room typed in, or the one the field suggests. */
@@ -462,6 +513,11 @@ function render(): void {
     muted && connection === 'connected' ? 'Your microphone is muted.' : view.hint;
   ui.controls.hidden =
     copilotJoined || (connection !== 'connected' && connection !== 'reconnecting');
+  // Typing goes through LiveKit's `lk.chat`: the voice agent's, not the copilot's nor direct's.
+  ui.chatForm.hidden =
+    !(session instanceof LiveKitSession) || copilotJoined || connection !== 'connected';
+  // The agent reads typed messages once its conversation runs: when it shows its state.
+  ui.chatSend.disabled = session?.agentState() === undefined;
   ui.mute.textContent = muted ? 'Unmute' : 'Mute';
   ui.mute.setAttribute('aria-pressed', String(muted));
   renderCopilotSetup();
@@ -509,6 +565,8 @@ function renderTranscript(): void {
         `line-${line.speaker}`,
         ...(line.final ? [] : ['line-partial']),
         ...(line.cut ? ['line-cut'] : []),
+        ...(line.typed ? ['line-typed'] : []),
+        ...(line.notice ? ['line-notice'] : []),
       ].join(' ');
       const who = document.createElement('span');
       who.className = 'who';

@@ -9,6 +9,11 @@
 //
 // An agent segment whose final text has fewer words than it showed before was cut: the user
 // talked over the agent, and the final text is what was heard (the agent sends it so).
+//
+// A typed message shows at once as the user's (`typed`); the agent then sends it back as the
+// user's turn, a final user segment holding its words (alone, or merged with what the user was
+// saying). The typed line gives way to that segment, so the message is shown once. What the
+// agent says on `lk.chat` (a refused message) is a `notice`.
 
 export const TRANSCRIPTION_TOPIC = 'lk.transcription';
 export const ATTR_SEGMENT_ID = 'lk.segment_id';
@@ -29,6 +34,10 @@ export interface TranscriptLine {
   readonly final: boolean;
   /** the agent was interrupted: `text` is what the user heard of a longer answer */
   readonly cut: boolean;
+  /** typed on this page, not yet confirmed by the agent as the user's turn */
+  readonly typed?: true;
+  /** the agent's reply on `lk.chat` (a refusal), not words it spoke */
+  readonly notice?: true;
 }
 
 /** What main.ts knows about one incoming stream when it opens. */
@@ -75,6 +84,14 @@ interface Segment {
   stale: boolean;
   /** the most words the segment showed before it was final */
   peakWords: number;
+  /** a local line: typed here, or the agent's notice */
+  kind?: 'typed' | 'notice';
+  /** when (in the transcript's own count) its text was last set while final, or typed */
+  at: number;
+}
+
+function squeezed(text: string): string {
+  return text.trim().split(/\s+/).join(' ');
 }
 
 function wordCount(text: string): number {
@@ -85,6 +102,8 @@ function wordCount(text: string): number {
 export class Transcript {
   private readonly segments = new Map<string, Segment>(); // insertion order = display order
   private readonly streams = new Map<string, string>(); // open stream id -> segment id
+  private count = 0; // orders typed lines and the user's final text
+  private local = 0; // local lines so far, for their ids
 
   /** A stream opened: it becomes the voice of its segment. */
   open(stream: StreamInfo, local: LocalIdentity): void {
@@ -101,6 +120,7 @@ export class Transcript {
         streamId: stream.streamId,
         stale: false,
         peakWords: 0,
+        at: 0,
       });
     }
   }
@@ -112,6 +132,7 @@ export class Transcript {
     segment.text = segment.stale ? delta : segment.text + delta;
     segment.stale = false;
     if (!segment.final) segment.peakWords = Math.max(segment.peakWords, wordCount(segment.text));
+    else segment.at = ++this.count;
     return true;
   }
 
@@ -124,16 +145,28 @@ export class Transcript {
     this.streams.delete(streamId);
     if (!segment || segment.final || !isFinal(attributes)) return false;
     segment.final = true;
+    segment.at = ++this.count;
     return true;
+  }
+
+  /** The user typed `text` (sent to the agent): shown at once as theirs. */
+  typed(text: string): void {
+    this.addLocal('user', text, 'typed');
+  }
+
+  /** The agent's message on `lk.chat` (a refused message). */
+  notice(text: string): void {
+    this.addLocal('agent', text, 'notice');
   }
 
   lines(): TranscriptLine[] {
     const out: TranscriptLine[] = [];
     for (const [segmentId, s] of this.segments) {
       const text = s.text.trim();
-      if (!text) continue;
+      if (!text || (s.kind === 'typed' && this.confirmed(s))) continue;
       const cut = s.final && s.speaker === 'agent' && wordCount(text) < s.peakWords;
-      out.push({ segmentId, speaker: s.speaker, text, final: s.final, cut });
+      const kind = s.kind === undefined ? {} : { [s.kind]: true as const };
+      out.push({ segmentId, speaker: s.speaker, text, final: s.final, cut, ...kind });
     }
     return out;
   }
@@ -141,6 +174,31 @@ export class Transcript {
   clear(): void {
     this.segments.clear();
     this.streams.clear();
+  }
+
+  private addLocal(speaker: Speaker, text: string, kind: 'typed' | 'notice'): void {
+    this.segments.set(`${kind}-${++this.local}`, {
+      speaker,
+      text,
+      final: true,
+      streamId: '',
+      stale: false,
+      peakWords: 0,
+      kind,
+      at: ++this.count,
+    });
+  }
+
+  /** The agent has sent the typed line back as the user's words, since it was typed. */
+  private confirmed(typed: Segment): boolean {
+    const words = squeezed(typed.text);
+    for (const s of this.segments.values()) {
+      if (s.kind === undefined && s.speaker === 'user' && s.final && s.at > typed.at &&
+          squeezed(s.text).includes(words)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private current(streamId: string): Segment | undefined {

@@ -128,4 +128,51 @@ describe('Transcript', () => {
       ['user', false],
     ]);
   });
+
+  it('shows a typed message at once, then the agent\'s copy of it as the user\'s turn', () => {
+    const t = new Transcript();
+    const agentSaid = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'true' };
+    send(t, 'a1', agentSaid, 'Hello.');
+    t.typed('What  is the weather?');
+    expect(t.lines()[1]).toEqual({
+      segmentId: 'typed-1', speaker: 'user', text: 'What  is the weather?', final: true,
+      cut: false, typed: true,
+    });
+    // The agent sends the turn back on the user's behalf: one line, the agent's.
+    const turn = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic', 'lk.transcription_final': 'true' };
+    send(t, 'u1', turn, 'What is the weather?');
+    expect(t.lines().map((l) => [l.speaker, l.text, l.typed])).toEqual([
+      ['agent', 'Hello.', undefined],
+      ['user', 'What is the weather?', undefined],
+    ]);
+  });
+
+  it('folds a typed message into the spoken turn it was merged with', () => {
+    const t = new Transcript();
+    const spoken = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic', 'lk.transcription_final': 'false' };
+    send(t, 'p1', spoken, 'and tomorrow');
+    t.typed('In Oslo?');
+    expect(t.lines().map((l) => l.text)).toEqual(['and tomorrow', 'In Oslo?']);
+    send(t, 'f1', { ...spoken, 'lk.transcription_final': 'true' }, 'In Oslo? and tomorrow?');
+    expect(t.lines().map((l) => l.text)).toEqual(['In Oslo? and tomorrow?']);
+  });
+
+  it('keeps a typed message that an earlier turn happened to hold', () => {
+    const t = new Transcript();
+    const turn = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic', 'lk.transcription_final': 'true' };
+    send(t, 'u1', turn, 'Yes.');
+    t.typed('Yes.'); // not answered yet: it stays shown
+    expect(t.lines().map((l) => [l.text, l.typed])).toEqual([['Yes.', undefined], ['Yes.', true]]);
+  });
+
+  it("shows the agent's refusal as a notice", () => {
+    const t = new Transcript();
+    t.typed('x'.repeat(10));
+    t.notice('Your message was not sent to the agent: it is longer than 2000 characters.');
+    const [typed, notice] = t.lines();
+    expect(typed?.typed).toBe(true);
+    expect(notice).toMatchObject({ speaker: 'agent', notice: true, final: true });
+    t.clear();
+    expect(t.lines()).toEqual([]);
+  });
 });

@@ -1,0 +1,3 @@
+"""A tools module that cannot be imported."""
+
+raise RuntimeError("the recipe database is not configured")
