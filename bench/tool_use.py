@@ -14,8 +14,10 @@ doubles of bench/tool_doubles.py). Per request:
   arguments, a wrong tool, no call when one was needed; and for the other half, a spoken
   answer or an unneeded call;
 - the time from the request to the call (a tool request) or to the first spoken word;
-- after a call, the tool's result goes back as the worker sends it, and the answer is timed
-  to its first word and checked for the result's figures (the degrees, the minutes, the hour).
+- after a call, the rest of the reply as the reply loop makes it (the results back to the
+  model, its next rounds, a repeated call stopped and the result said as it is): where the
+  answer came from, whether it can be read to a listener, whether it says the result's
+  figures (the degrees, the minutes, the hour), and the time to its first word.
 
 `--llm openai:MODEL --llm-base-url URL` asks another OpenAI-compatible server instead.
 """
@@ -29,7 +31,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,9 +162,11 @@ def _zone_offsets(name: str) -> tuple[float, float] | str:
 
 
 def verdict(request_tool: str | None, request_arguments: Mapping[str, Any],
-            calls: Sequence[tuple[str, str]], text: str) -> str:
+            calls: Sequence[tuple[str, str]], text: str,
+            takes: Collection[str] | None = None) -> str:
     """The verdict on one response: `calls` are (name, arguments JSON) in order, `text` what
-    it said. A tool request is judged by its first call."""
+    it said. A tool request is judged by its first call, with the arguments the tool gets:
+    those it `takes` (its schema's; None: all), as the Toolbox leaves the others out."""
     if request_tool is None:
         if calls:
             return UNNEEDED_CALL
@@ -178,8 +182,25 @@ def verdict(request_tool: str | None, request_arguments: Mapping[str, Any],
         return WRONG_ARGUMENTS
     if not isinstance(given, dict):
         return WRONG_ARGUMENTS
+    if takes is not None:
+        given = {k: v for k, v in given.items() if k in takes}
     expected = normalize_arguments(request_tool, request_arguments)
     return RIGHT if normalize_arguments(name, given) == expected else WRONG_ARGUMENTS
+
+
+def extra_arguments(arguments: str, takes: Collection[str]) -> list[str]:
+    """The names in a call's `arguments` (JSON) that its tool does not take."""
+    try:
+        given = json.loads(arguments or "{}")
+    except ValueError:
+        return []
+    return sorted(set(given) - set(takes)) if isinstance(given, dict) else []
+
+
+def parameter_names(toolbox: Any, name: str) -> set[str] | None:
+    """The argument names tool `name` of `toolbox` takes (None: no such tool)."""
+    tool = toolbox.get(name)
+    return None if tool is None else set(tool.spec.parameters.get("properties") or {})
 
 
 def result_facts(tool_name: str, result: str) -> list[list[str]]:
@@ -230,6 +251,8 @@ class RequestResult:
     to_call_ms: float | None = None  # request -> the (first) call
     to_first_word_ms: float | None = None  # request -> the first spoken text
     stt_ms: float | None = None
+    # Arguments of the first call its tool does not take (the Toolbox leaves them out).
+    extra_arguments: list[str] = field(default_factory=list)
     # After the call, the reply loop's rounds (follow_calls):
     answer: str = ""  # what the rounds after the call said
     rounds: int = 0  # rounds of calls (the first included)
@@ -237,6 +260,9 @@ class RequestResult:
     answer_speakable: bool | None = None  # no JSON or tags in it
     answer_uses_result: bool | None = None  # it says the first result's figures
     failed_call: str = ""  # a round whose calls all failed: the first failure
+    # "llm" (its own words), "tool result" (said as it is: the model called again instead of
+    # answering), "apology" (the calls failed, or a long or JSON result)
+    answer_source: str = ""
     error: str = ""
 
 
@@ -277,10 +303,12 @@ async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
     messages = ChatHistory(system_prompt).messages(pending_user=heard)
     text, calls, to_call, to_word = await ask(llm, messages, toolbox.specs)
     pairs = [(c.name, c.arguments) for c in calls]
+    takes = parameter_names(toolbox, calls[0].name) if calls else None
     result = RequestResult(
         request.id, request.voice, request.text, heard, request.tool,
-        verdict(request.tool, request.arguments, pairs, text), pairs, text.strip(),
-        to_call_ms=to_call, to_first_word_ms=to_word, stt_ms=stt_ms)
+        verdict(request.tool, request.arguments, pairs, text, takes), pairs, text.strip(),
+        to_call_ms=to_call, to_first_word_ms=to_word, stt_ms=stt_ms,
+        extra_arguments=extra_arguments(calls[0].arguments, takes) if takes is not None else [])
     if calls:
         await follow_calls(result, llm, toolbox, messages, text, calls)
     return result
@@ -288,42 +316,60 @@ async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
 
 async def follow_calls(result: RequestResult, llm: Any, toolbox: Any,
                        messages: list[dict[str, Any]], text: str, calls: list[Any]) -> None:
-    """The rest of the reply as the reply loop (agent.voice.reply) makes it: each round's
-    calls run, their results follow the assistant's message, the model is asked again (the
-    last of MAX_TOOL_ROUNDS offers no tools); a round whose calls all failed ends in the
-    loop's apology. Sets the answer, its rounds and the time from the first results to its
-    first word."""
+    """The rest of the reply as the reply loop (agent.voice.reply.ReplyPipeline) makes it:
+    each round's calls (one of each) run, their results follow the assistant's message, and
+    the model is asked again, offered the tools; a round whose calls all failed ends in the
+    loop's apology, and a model that calls again what it already called (or is still calling
+    after MAX_TOOL_ROUNDS) gets no more runs: the answer is the last results said as they are
+    (short, not JSON), else the apology. Sets the answer, where it came from, the rounds, and
+    the time from the first results to the answer's first word."""
     from agent.tools.base import ToolContext
+    from agent.voice.reply import MAX_SAID_RESULT_CHARS
     from agent.voice.tool_round import MAX_TOOL_ROUNDS, TOOL_APOLOGY
 
     ctx = ToolContext(room="bench", user_identity="bench-user")
-    first_results: float | None = None
+    called: set[tuple[str, str]] = set()
+    first_results = 0.0
+    facts: list[list[str]] = []
     answer = ""
+    source = "llm"
     for round_no in range(1, MAX_TOOL_ROUNDS + 1):
-        outcomes = [await toolbox.run(c, ctx) for c in calls]
+        fresh = list({c.key(): c for c in calls}.values())
+        called |= {c.key() for c in fresh}
+        outcomes = [await toolbox.run(c, ctx) for c in fresh]
+        ok = [o for o in outcomes if o.ok]
         result.rounds = round_no
-        if first_results is None:
+        if round_no == 1:
             first_results = time.monotonic()
-            ok = [o for o in outcomes if o.ok]
             facts = result_facts(ok[0].call.name, ok[0].content) if ok else []
-        if not any(o.ok for o in outcomes):
-            result.answer = TOOL_APOLOGY
+        if not ok:
+            answer, source = TOOL_APOLOGY, "apology"
             result.failed_call = outcomes[0].content
-            return
+            break
         messages = [*messages, {"role": "assistant", "content": text or None,
-                                "tool_calls": [c.message() for c in calls]},
+                                "tool_calls": [c.message() for c in fresh]},
                     *(o.message() for o in outcomes)]
-        specs = toolbox.specs if round_no < MAX_TOOL_ROUNDS else []
         asked = time.monotonic()
-        text, calls, _, first = await ask(llm, messages, specs)
+        text, calls, _, first = await ask(llm, messages, toolbox.specs)
         answer += text
         if first is not None and result.answer_first_word_ms is None:
             result.answer_first_word_ms = round((asked - first_results) * 1000 + first, 1)
         if not calls:
             break
+        if any(c.key() in called for c in calls) or round_no == MAX_TOOL_ROUNDS:
+            said = " ".join(o.content.strip() for o in ok
+                            if not o.content.lstrip().startswith(("{", "[")))
+            fits = said and len(said) <= MAX_SAID_RESULT_CHARS
+            answer += said if fits else TOOL_APOLOGY
+            source = "tool result" if fits else "apology"
+            if result.answer_first_word_ms is None:
+                result.answer_first_word_ms = round((time.monotonic() - first_results) * 1000, 1)
+            break
     result.answer = answer.strip()
-    result.answer_speakable = speakable(result.answer)
-    result.answer_uses_result = uses_result(result.answer, facts)
+    result.answer_source = source
+    if source != "apology":
+        result.answer_speakable = speakable(result.answer)
+        result.answer_uses_result = uses_result(result.answer, facts)
 
 
 def speakable(answer: str) -> bool:
@@ -357,8 +403,13 @@ def summary(results: Sequence[RequestResult]) -> dict[str, Any]:
             "speakable": sum(bool(r.answer_speakable) for r in answered),
             "speakable_with_result": sum(bool(r.answer_speakable and r.answer_uses_result)
                                          for r in answered),
-            "called_again": sum(r.rounds > 1 for r in answered),
+            "called_again": sum(r.rounds > 1 or r.answer_source == "tool result"
+                                for r in answered),
+            "llm_answers": sum(r.answer_source == "llm" for r in answered),
+            "results_said_as_they_are": sum(r.answer_source == "tool result"
+                                            for r in answered),
             "failed_calls": sum(bool(r.failed_call) for r in results)},
+        "calls_with_extra_arguments": sum(bool(r.extra_arguments) for r in results),
         "to_call_ms": percentiles(r.to_call_ms for r in results if r.calls),
         "to_first_word_ms": percentiles(r.to_first_word_ms for r in no_need),
         "answer_first_word_ms": percentiles(r.answer_first_word_ms for r in results),
@@ -382,7 +433,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{r['id']:<24}{r['verdict']:<17}{ms_call:>8}{ms_word:>8}  "
                      f"{r['heard']!r} -> {call}")
         if r["calls"]:
-            lines.append(f"{'':<24}then ({r['rounds']} round(s) of calls): {r['answer'][:90]!r}")
+            lines.append(f"{'':<24}then ({r['rounds']} round(s), {r['answer_source']}): "
+                         f"{r['answer'][:80]!r}")
     t, n, a = s["tool_requests"], s["no_tool_requests"], s["answers_after_call"]
     lines += [
         "",
@@ -392,9 +444,12 @@ def format_report(report: dict[str, Any]) -> str:
         f"no-tool requests: {n['right']} of {n['n']} answered without a call",
         "verdicts: " + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items() if v),
         f"heard word for word: {s['heard_as_said']} of {s['requests']}",
-        f"after a call that worked ({a['n']}): {a['speakable']} answers a listener can be "
-        f"read, {a['speakable_with_result']} of them with the result's figures; "
-        f"{a['called_again']} called a tool again; calls that failed: {a['failed_calls']}",
+        f"after a call that worked ({a['n']}): {a['llm_answers']} answered by the model "
+        f"({a['speakable']} of all answers speakable, {a['speakable_with_result']} with the "
+        f"result's figures), {a['results_said_as_they_are']} the result said as it is (the "
+        f"model called again); calls that failed: {a['failed_calls']}; "
+        f"first calls with arguments the tool does not take: "
+        f"{s['calls_with_extra_arguments']}",
     ]
     for key, label in (("to_call_ms", "request -> call"),
                        ("to_first_word_ms", "request -> first word (no-tool requests)"),

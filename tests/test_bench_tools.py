@@ -90,6 +90,17 @@ def test_wrong_or_extra_arguments_are_wrong(tool: str, expected: dict, given: di
     assert verdict(tool, expected, [(tool, json.dumps(given))], "") == WRONG_ARGUMENTS
 
 
+def test_arguments_the_tool_does_not_take_are_left_out_as_the_toolbox_does() -> None:
+    from bench.tool_use import extra_arguments
+
+    call = ("current_time", json.dumps({"timezone": "", "default": ""}))
+    assert verdict("current_time", {}, [call], "", takes={"timezone"}) == RIGHT
+    oslo = ("get_weather", json.dumps({"city": "Oslo", "unit": "C"}))
+    assert verdict("get_weather", {"city": "oslo"}, [oslo], "", takes={"city"}) == RIGHT
+    assert extra_arguments(oslo[1], {"city"}) == ["unit"]
+    assert extra_arguments("{bad", {"city"}) == []
+
+
 def test_each_verdict() -> None:
     weather = {"city": "oslo"}
     assert verdict("get_weather", weather, [("current_time", "{}")], "") == WRONG_TOOL
@@ -145,28 +156,33 @@ def _result(needs: str | None, v: str, **kw: object) -> RequestResult:
 def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
     results = [
         _result("set_timer", RIGHT, calls=[("set_timer", "{}")], to_call_ms=1000.0,
-                answer_speakable=True, answer_uses_result=True, answer_first_word_ms=500.0),
+                answer_speakable=True, answer_uses_result=True, answer_first_word_ms=500.0,
+                answer_source="llm", rounds=1),
         _result("get_weather", WRONG_ARGUMENTS, calls=[("get_weather", "{}")], to_call_ms=3000.0,
-                answer_speakable=False, answer_uses_result=True, rounds=2),
+                answer_speakable=False, answer_uses_result=True, rounds=2, answer_source="llm"),
+        _result("current_time", RIGHT, calls=[("current_time", "{}")], to_call_ms=1500.0,
+                answer_speakable=True, answer_uses_result=True, rounds=1,
+                answer_source="tool result"),
         _result("current_time", NO_CALL, to_first_word_ms=200.0),
         _result(None, ANSWERED, to_first_word_ms=300.0),
         _result(None, UNNEEDED_CALL, calls=[("current_time", "{}")], to_call_ms=2000.0,
                 failed_call="Error: ..."),
     ]
     s = summary(results)
-    assert s["tool_requests"] == {"n": 3, "right": 1, "right_tool": 2}
+    assert s["tool_requests"] == {"n": 4, "right": 2, "right_tool": 3}
     assert s["no_tool_requests"] == {"n": 2, "right": 1}
     assert s["per_tool"]["set_timer"] == {"n": 1, "right": 1}
     assert s["per_tool"]["get_weather"] == {"n": 1, "right": 0}
-    assert s["answers_after_call"] == {"n": 2, "speakable": 1, "speakable_with_result": 1,
-                                       "called_again": 1, "failed_calls": 1}
-    assert s["to_call_ms"]["n"] == 3 and s["to_call_ms"]["p50"] == 2000.0
+    assert s["answers_after_call"] == {
+        "n": 3, "speakable": 2, "speakable_with_result": 2, "called_again": 2,
+        "llm_answers": 2, "results_said_as_they_are": 1, "failed_calls": 1}
+    assert s["to_call_ms"]["n"] == 4 and s["to_call_ms"]["p50"] == 1750.0
     # First words are the no-tool requests' only: a tool request's text is not its answer.
     assert s["to_first_word_ms"]["n"] == 1 and s["to_first_word_ms"]["p50"] == 300.0
     text = tool_use.format_report({
         "summary": s, "results": [vars(r) for r in results], "llm": "x",
         "load_average": {"start": [1.0], "end": [1.0]}, "machine": {"cpus": 2}, "date": "d"})
-    assert "tool requests: 1 of 3 right" in text
+    assert "tool requests: 2 of 4 right" in text
 
 
 def test_select_takes_the_first_of_each_half() -> None:
