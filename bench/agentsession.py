@@ -13,8 +13,9 @@ Two configurations:
 
 Run by the bench as `python -m bench.agentsession CONFIG`; environment:
 LIVEKIT_URL/LIVEKIT_API_KEY/LIVEKIT_API_SECRET, VOXROOM_BENCH_LLM_BASE_URL,
-VOXROOM_BENCH_LLM_MODEL, and VOXROOM_BENCH_METRICS (a JSON-lines file that gets every
-AgentSession metrics event, with the wall-clock time it was collected).
+VOXROOM_BENCH_LLM_MODEL, VOXROOM_BENCH_METRICS (a JSON-lines file that gets every
+AgentSession metrics event, with the wall-clock time it was collected), and
+VOXROOM_BENCH_TOOLS (comma-separated tool doubles of bench/tool_doubles.py the agent gets).
 """
 
 from __future__ import annotations
@@ -98,7 +99,19 @@ async def entrypoint(ctx: Any) -> None:
 
         ctx.add_shutdown_callback(lambda: asyncio.to_thread(out.close))
     await ctx.connect()
-    await session.start(agent=Agent(instructions=settings.llm.system_prompt), room=ctx.room)
+    agent = Agent(instructions=settings.llm.system_prompt, tools=bench_tools())
+    await session.start(agent=agent, room=ctx.room)
+
+
+def bench_tools() -> list[Any]:
+    """The tool doubles named in VOXROOM_BENCH_TOOLS (bench/tool_doubles.py) as livekit's
+    `@function_tool`s: the same functions voxroom's worker loads as Python tools."""
+    from livekit.agents import function_tool
+
+    from bench import tool_doubles
+
+    names = [n for n in os.environ.get("VOXROOM_BENCH_TOOLS", "").split(",") if n]
+    return [function_tool(getattr(tool_doubles, name)) for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,16 +11,19 @@ Corpora: `questions` (bench/corpus.py, the default: latency), `turns` (bench/tur
 turn-taking, with questions said with a thinking pause or a filler, backchannels and
 interruptions), `listen` (bench/listen_corpus.py: eight voices, each question clean, in
 noise, over a phone line and with no silence before it, and a real recording; `--split tune`
-or `held-out`). All get the per-kind section: cut-offs, false barge-ins, missed
-interruptions, voice-to-voice and barge-in stop per kind of item; and, where items say what
-was said, the word error rate of the agent's final user transcripts per kind (the listen
-corpus's kinds are its conditions) and overall (bench/wer.py).
+or `held-out`), `tools` (bench/tool_corpus.py: requests answered with a quick tool, a slow
+one that gets voxroom's filler, or none; the answer's own first word beside voice-to-voice,
+AgentSession given the same tools as `@function_tool`s). All get the per-kind section:
+cut-offs, false barge-ins, missed interruptions, voice-to-voice and barge-in stop per kind
+of item; and, where items say what was said, the word error rate of the agent's final user
+transcripts per kind (the listen corpus's kinds are its conditions) and overall
+(bench/wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
 
 The single-engine benchmarks are its subcommands (SUITES): `voxroom bench stt`, `tts-roundtrip`,
-`turn-detectors`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
+`turn-detectors`, `tool-use`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ from bench.measure import (
     comparison,
     load_average,
 )
+from bench.tool_corpus import KINDS as TOOL_KINDS
 
 CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus",
-           "listen": "bench.listen_corpus"}
+           "listen": "bench.listen_corpus", "tools": "bench.tool_corpus"}
 # name -> (module, one-line help); each module defines `add_arguments(parser)` and `run(args)`.
 SUITES: dict[str, tuple[str, str]] = {
     "stt": ("bench.stt_bench", "streaming STT: Whisper tiny.en's partials, finals and WER"),
@@ -60,6 +64,9 @@ SUITES: dict[str, tuple[str, str]] = {
                        "the end-of-turn models side by side: accuracy and cost of a decision"),
     "copilot": ("bench.copilot_bench",
                 "interview copilot, no LiveKit: end of the question -> first answer words"),
+    "tool-use": ("bench.tool_use",
+                 "the bundled model on spoken requests with tools offered: right tool, right "
+                 "arguments, no tool when none is needed, time to the call"),
     "copilot-livekit": ("bench.copilot_livekit",
                         "interview copilot through livekit-server and a worker, as a candidate "
                         "sees it"),
@@ -79,7 +86,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", choices=tuple(CORPORA), default="questions",
                    help="questions: latency (bench/corpus.py); turns: turn-taking, with pauses, "
                         "fillers, backchannels and interruptions (bench/turn_corpus.py); "
-                        "listen: word error rate in hard conditions (bench/listen_corpus.py)")
+                        "listen: word error rate in hard conditions (bench/listen_corpus.py); "
+                        "tools: tool turns (a quick and a slow tool, fillers) against plain "
+                        "ones (bench/tool_corpus.py)")
     p.add_argument("--split", choices=("tune", "held-out"), default=None,
                    help="--corpus listen: only this half (default: both)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
@@ -90,7 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=None, help="--corpus turns: only these kinds, comma-separated "
                                       "(question, paused, filler, backchannel, interruption); "
                                       "--corpus listen: conditions (clean, noise, phone, "
-                                      "quiet_start, recording)")
+                                      "quiet_start, recording); --corpus tools: tool, "
+                                      "slow_tool, no_tool")
     p.add_argument("--per-kind", type=int, default=None,
                    help="--corpus turns or listen: only the first N items of each kind")
     p.add_argument("--caller", choices=("browser", "sip", "both"), default="browser",
@@ -142,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"voxroom bench: {e}", file=sys.stderr)
         return 2
-    if args.compare_agentsession or args.caller != "browser":
-        args.path = "livekit"
+    if args.compare_agentsession or args.caller != "browser" or args.corpus == "tools":
+        args.path = "livekit"  # a phone caller, and the worker's tools: LiveKit path only
     load_before = load_average()
     if not items:
         print("voxroom bench: the corpus is empty", file=sys.stderr)
@@ -197,6 +207,10 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
         items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR))
+        return module.select(items, args.kinds, args.per_kind)
+    if args.corpus == "tools":
+        module.check_kinds(args.kinds)
+        items = asyncio.run(module.load_tool_corpus(args.cache_dir or module.CACHE_DIR))
         return module.select(items, args.kinds, args.per_kind)
     corpus = asyncio.run(
         module.load_corpus(args.cache_dir or module.CACHE_DIR, recordings=not args.no_recordings)
@@ -343,7 +357,10 @@ _KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("cut-offs (items)", "cut_offs", None),
     ("false barge-ins (items)", "false_barge_ins", ("backchannel",)),
     ("missed interruptions (items)", "missed_interruptions", INTERRUPTION_KINDS),
-    ("voice-to-voice p50 / p95 (n)", "voice_to_voice", ("question", "paused", "filler")),
+    ("voice-to-voice p50 / p95 (n)", "voice_to_voice",
+     ("question", "paused", "filler", *TOOL_KINDS)),
+    ("answer itself p50 / p95 (n)", "answer", TOOL_KINDS),
+    ("fillers heard (items)", "fillers_heard", TOOL_KINDS),
     ("barge-in stop p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
 )
 

@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from agent.engines import INPUT_RATE
+from agent.testing.scripted_llm import Scripted
 
 CACHE_DIR = Path(".cache/bench")
 # The questions' voices; `spoken()` also takes any other espeak-ng voice as "espeak-NAME".
@@ -112,7 +113,7 @@ class Utterance:
     id: str
     voice: str
     text: str  # what is said ("" when unknown: a cut of a real recording)
-    answer: str  # the scripted LLM's reply to it
+    answer: Scripted  # the scripted LLM's reply to it (a tool turn in bench/tool_corpus.py)
     pcm: np.ndarray  # 16 kHz mono int16, EDGE_S of silence at each end
     kind: str = "question"  # what the bench reports it as (bench/turn_corpus.py has more)
 
@@ -326,7 +327,7 @@ def split_at_pauses(pcm: np.ndarray, min_pause_s: float, max_len_s: float) -> li
     return [pcm[a * frame : b * frame] for a, b in joined]
 
 
-def scripted_answers(items: Sequence[Utterance | BargeIn]) -> dict[str, str]:
+def scripted_answers(items: Sequence[Utterance | BargeIn]) -> dict[str, Scripted]:
     """What the user says in `items` -> the scripted LLM's reply to it (for ScriptedLLM's
     `by_text`: a reply that does not shift when the agent takes a turn too many or too few)."""
     said = [u for item in items
@@ -334,10 +335,10 @@ def scripted_answers(items: Sequence[Utterance | BargeIn]) -> dict[str, str]:
     return {u.text: u.answer for u in said if u.text}
 
 
-def scripted_replies(items: Sequence[Utterance | BargeIn]) -> list[str]:
+def scripted_replies(items: Sequence[Utterance | BargeIn]) -> list[Scripted]:
     """The scripted LLM's replies in the order of the user's turns when `items` are said
     one after another in one conversation (a barge-in is two user turns)."""
-    replies: list[str] = []
+    replies: list[Scripted] = []
     for item in items:
         if isinstance(item, BargeIn):
             replies += [item.question.answer, item.interruption.answer]

@@ -38,6 +38,7 @@ from bench.measure import (
     ProcessUsage,
     RunResult,
     cut_off,
+    measure_answer,
     measure_overlay,
     ms,
     wait_until,
@@ -66,6 +67,10 @@ class LiveKitBench:
         self._stack = contextlib.AsyncExitStack()
         self.llm_url = ""
         self.llm_model = ""
+        # The tools corpus: voxroom's config offering the tool doubles, and what tells a
+        # filler from the answer (bench.measure.measure_answer).
+        self.tools_config: Path | None = None
+        self.fillers: FillerEar | None = None
 
     async def __aenter__(self) -> LiveKitBench:
         from agent.ops.livekit_server import LiveKitServer
@@ -80,7 +85,18 @@ class LiveKitBench:
         await asyncio.to_thread(self.server.start)
         self._stack.callback(self.server.stop)
         await self._start_llm()
+        if getattr(self.args, "corpus", None) == "tools":
+            await self._prepare_tools()
         return self
+
+    async def _prepare_tools(self) -> None:
+        from agent.config import STTSettings
+        from agent.providers import load_stt
+        from bench.tool_corpus import worker_config
+
+        self.tools_config = self.dir / "voxroom-tools.toml"
+        self.tools_config.write_text(worker_config())
+        self.fillers = FillerEar(await asyncio.to_thread(load_stt, STTSettings()))
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
@@ -134,6 +150,8 @@ class LiveKitBench:
                     "0"]
             env |= {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": self.llm_url,
                     "VOXROOM_LLM_MODEL": self.llm_model, "VOXROOM_STORE_PATH": str(store)}
+            if self.tools_config is not None:
+                env["VOXROOM_CONFIG"] = str(self.tools_config)
         else:
             from bench.agentsession import AGENT_NAME as agent_name
 
@@ -141,6 +159,10 @@ class LiveKitBench:
             env |= {"VOXROOM_BENCH_LLM_BASE_URL": self.llm_url,
                     "VOXROOM_BENCH_LLM_MODEL": self.llm_model,
                     "VOXROOM_BENCH_METRICS": str(metrics)}
+            if self.tools_config is not None:
+                from bench.tool_corpus import OFFERED
+
+                env["VOXROOM_BENCH_TOOLS"] = ",".join(OFFERED)
         settings = self.server.livekit_settings(agent_name)
         room = f"bench-{tag}-{int(time.time())}"
         with worker_process(argv, env, worker_log) as proc:
@@ -212,6 +234,10 @@ class LiveKitBench:
         )
         if over and over[0] is not None and over[1] is not None:
             measure_overlay(result, heard, over[0], over[1])
+        if (ear := self.fillers) is not None:
+            stretches = await ear.transcribe_stretches(user, heard, answered)
+            measure_answer(result, heard, said, answered,
+                           lambda a, b: ear.is_filler(stretches.get((a, b), "")))
         clock.finish(result)
         return result
 
@@ -255,6 +281,45 @@ async def ask(
     ears = Ears(user, first)
     await wait_until(lambda: ears.first_audible_after(said) is not None, timeout_s, poll_s=0.01)
     return ears, spoke, said, ears.first_audible_after(said)
+
+
+class FillerEar:
+    """Tells the agent's fillers from its answer by what a stretch of its speech says
+    (Whisper on the audio the listener got): voxroom's tool fillers and its thinking filler."""
+
+    SIMILAR = 0.6
+
+    def __init__(self, stt: Any) -> None:
+        from agent.voice.engine import FILLER_TEXT
+        from agent.voice.tool_round import FILLER_TEXTS
+
+        self._stt = stt
+        self.texts = (*FILLER_TEXTS, FILLER_TEXT)
+
+    def is_filler(self, said: str) -> bool:
+        from state_machine.similarity import text_similarity
+
+        return bool(said.strip()) and any(
+            text_similarity(said, f) >= self.SIMILAR for f in self.texts)
+
+    async def transcribe_stretches(self, user: Any, heard: HeardAudio, first: float | None
+                                   ) -> dict[tuple[float, float], str]:
+        """What each of the first stretches of the agent's speech from `first` on says, by
+        its (start, end) on `heard` as bench.measure.measure_answer finds them, up to the
+        first that is no filler."""
+        from bench.measure import MAX_FILLERS, STRETCH_GAP_S
+
+        out: dict[tuple[float, float], str] = {}
+        start = first
+        while start is not None and len(out) <= MAX_FILLERS:
+            end = heard.silenced_after(start, STRETCH_GAP_S)
+            pcm = [p for at, p in user.audio if start - 0.05 <= at <= end + 0.05]
+            if pcm:
+                out[(start, end)] = await self._stt.transcribe(np.concatenate(pcm))
+            if not self.is_filler(out.get((start, end), "")):
+                break
+            start = heard.first_audible_after(end)
+        return out
 
 
 class Ears:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,6 +103,10 @@ class ItemResult:
     # The listening corpus (bench/listen_corpus.py; bench/wer.py scores them):
     said: str = ""  # what the user said ("" when unknown or not scored)
     transcript: str | None = None  # the agent's final user transcripts of the item, joined
+    # The tools corpus (bench/tool_corpus.py; measure_answer): the user's end -> the first word
+    # of the answer itself, a filler before it not counted; and whether a filler was heard.
+    answer_ms: float | None = None
+    filler_heard: bool | None = None
 
 
 @dataclass
@@ -173,6 +177,34 @@ def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: fl
     result.answered_interruption = heard.first_audible_after(max(stopped, end)) is not None
 
 
+# Stretches of the agent's speech parted by this much silence are told apart (a filler, then
+# the answer).
+STRETCH_GAP_S = 0.12
+MAX_FILLERS = 4  # a reply's fillers before its answer, at most (a tool over ~5 s)
+
+
+def measure_answer(result: ItemResult, heard: HeardAudio, said: float, first: float | None,
+                   is_filler: Callable[[float, float], bool]) -> None:
+    """Where the answer itself began after the user's end `said`: the first stretch of the
+    agent's speech, from the first audible `first` on, that `is_filler(start, end)` does not
+    call a filler (it is judged by what it says: a stretch may also be a first chunk of
+    the answer cut off from the rest by a slow synthesis). A filler that runs into the answer
+    with less than STRETCH_GAP_S of silence between is one stretch with it, and not told
+    apart."""
+    if first is None:
+        return
+    start: float | None = first
+    fillers = 0
+    while start is not None and fillers < MAX_FILLERS:
+        end = heard.silenced_after(start, STRETCH_GAP_S)
+        if not is_filler(start, end):
+            break
+        fillers += 1
+        start = heard.first_audible_after(end)
+    result.filler_heard = fillers > 0
+    result.answer_ms = ms(said, start)
+
+
 def false_barge_in(item: ItemResult) -> bool | None:
     """A backchannel ("mm hmm", a cough) ended the answer: the agent was not heard again
     within RESUME_WITHIN_S of its end, or the agent committed a user turn for it (more than
@@ -207,6 +239,8 @@ def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
         "missed_interruptions": _count(missed_interruption(i) for i in items),
         "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
         "barge_in_stop": percentiles(stops) if stops else None,
+        "answer": percentiles(i.answer_ms for i in items if not i.premature),
+        "fillers_heard": _count(i.filler_heard for i in items),
     }
 
 
