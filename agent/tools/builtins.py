@@ -23,8 +23,8 @@ def current_time(timezone: str = "") -> str:
     """The current date, time and weekday.
 
     Args:
-        timezone: An IANA time zone such as Europe/Oslo or America/New_York; empty for the
-            server's local time.
+        timezone: Only when the user names a place: its IANA time zone (Area/City). Leave it
+            empty for the local time.
     """
     try:
         zone = ZoneInfo(timezone) if timezone else None
