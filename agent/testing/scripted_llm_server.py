@@ -60,7 +60,10 @@ async def scripted_llm_server(
                 await asyncio.sleep(jitter.uniform(low, high) / 1000)
             model = body.get("model", "scripted")
             calls = 0
-            async for delta in llm.stream(body["messages"], _offered(body)):
+            offered = _offered(body)  # a double that takes no tools is never given them
+            stream = (llm.stream(body["messages"], offered) if offered
+                      else llm.stream(body["messages"]))
+            async for delta in stream:
                 if isinstance(delta, ToolCall):
                     for piece in _tool_call_deltas(delta, calls):
                         await resp.write(_event(model, piece))
