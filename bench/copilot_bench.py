@@ -240,6 +240,7 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
     if not answers or speech_end is None:
         return {"question": question, "answered": False}
     a = answers[-1]
+    shown = a.answer_id if a.replacement_id is None else a.replacement_id
 
     def ms(t: float | None) -> float | None:
         return None if t is None else round((t - speech_end) * 1000)
@@ -252,8 +253,10 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "first_words_ms": ms(sink.first_word.get(a.answer_id)),
         "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
-        "status": a.status, "answer": sink.text.get(a.answer_id, ""),
-        "answer_words": word_count(sink.text.get(a.answer_id, "")),
+        "status": a.status, "answer": sink.text.get(shown, ""),
+        "answer_words": word_count(sink.text.get(shown, "")),
+        "replaced": a.replacement_id is not None, "llm_answer": a.llm_text or a.text,
+        "problems": a.problems, "relevant": [p.text for p in a.relevant],
         "pieces": [p.text[:60] for p in a.pieces],
     }
 
@@ -266,6 +269,12 @@ def score(result: dict, question: Question, docs: dict[str, str]) -> None:
     if result.get("answered"):
         vocab = vocabulary([*docs.values(), question.question])
         result["score"] = score_answer(result["answer"], question.facts, vocab).as_json()
+        if result.get("replaced"):  # what the model wrote, before the guard replaced it
+            result["llm_score"] = score_answer(result["llm_answer"], question.facts,
+                                               vocab).as_json()
+        if "relevant" in result:  # did retrieval find a piece that holds a fact?
+            pieces = " ".join(result["relevant"]).lower()
+            result["retrieval_hit"] = any(f.lower() in pieces for f in question.facts)
 
 
 def summarize_quality(results: list[dict]) -> dict[str, float]:
@@ -279,12 +288,17 @@ def summarize_quality(results: list[dict]) -> dict[str, float]:
         notes = ""
         if s and (s["invented"] or s["voice_problems"]):
             notes = f"  invented {s['invented']} voice {s['voice_problems']}"
-        print(f"{marks} | {r['question']} | {r.get('answer', '')!r}{notes}")
+        replaced = f"  (replaced: {r['llm_answer']!r})" if r.get("replaced") else ""
+        print(f"{marks} | {r['question']} | {r.get('answer', '')!r}{notes}{replaced}")
     out = rates([r.get("score") for r in results])
+    model = rates([r.get("llm_score", r.get("score")) for r in results])
+    out["replaced"] = sum(1 for r in results if r.get("replaced")) / len(results)
     hits = [r["retrieval_hit"] for r in results if "retrieval_hit" in r]
     if hits:
         out["retrieval_hit"] = sum(hits) / len(hits)
     print("rates: " + ", ".join(f"{k} {v:.0%}" for k, v in out.items()) + f" (n={len(results)})")
+    print("the model's own answers (before the guard): "
+          + ", ".join(f"{k} {v:.0%}" for k, v in model.items()))
     return out
 
 

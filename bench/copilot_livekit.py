@@ -166,20 +166,22 @@ async def _interview(server: LiveKitServer, questions: list[Question], speech: l
             question = q.question
             done = len(candidate.answers)
             [speech_end] = await mic.say(pcm, marks=[last_voiced_sample(pcm)])
-            try:
+            try:  # an answer the guard replaced is followed by its replacement
                 await require(lambda d=done: len(candidate.answers) > d
-                            and candidate.answers[-1].done_at is not None, args.timeout_s, "")
+                              and candidate.answers[-1].done_at is not None
+                              and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS)
+                              != "replaced", args.timeout_s, "")
             except TimeoutError:
                 results.append({"question": question, "answered": False})
                 if len(results) == UNANSWERED_ABORT and not any(r["answered"] for r in results):
                     raise RuntimeError(f"the copilot answered none of the first {len(results)} "
                                        "questions: see the worker's log (--worker-log)") from None
                 continue
-            results.append(_result(question, speech_end, candidate.answers[-1]))
+            results.append(_result(question, speech_end, candidate.answers[done:]))
             score(results[-1], q, docs)
             print(json.dumps(results[-1]), flush=True)
             results[-1]["_end"] = speech_end
-            results[-1]["_first"] = candidate.answers[-1].first_words_at
+            results[-1]["_first"] = candidate.answers[done].first_words_at
             await asyncio.sleep(1.0)  # the interviewer pauses before the next question
     finally:
         await mic.close()
@@ -221,16 +223,21 @@ def stage_table(results: list[dict]) -> list[str]:
     return lines
 
 
-def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> dict:
+def _result(question: str, speech_end: float | None, answers: list[CopilotAnswer]) -> dict:
+    """The question's answer: first words when the first text came (of an answer the guard
+    replaced, if it did), the text of the last."""
     def ms(t: float | None) -> float | None:
         return None if t is None or speech_end is None else round((t - speech_end) * 1000)
 
+    first, answer = answers[0], answers[-1]
     text = answer.text
+    replaced = first.attributes.get(ATTR_ANSWER_STATUS) == "replaced"
     return {"question": question, "answered": True,
             "heard": answer.attributes.get(ATTR_QUESTION, ""),
-            "first_words_ms": ms(answer.first_words_at), "whole_answer_ms": ms(answer.done_at),
+            "first_words_ms": ms(first.first_words_at), "whole_answer_ms": ms(answer.done_at),
             "status": answer.attributes.get(ATTR_ANSWER_STATUS, ""), "answer": text,
-            "answer_words": word_count(text)}
+            "answer_words": word_count(text), "replaced": replaced,
+            "llm_answer": first.text}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
