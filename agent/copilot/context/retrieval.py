@@ -71,6 +71,26 @@ the job description's short lines ("Nice to have: A mentorship qualification.") 
 any question, above the resume bullet that answers it."""
 
 
+SHARED_WORD_BONUS = 0.12
+MAX_SHARED_WORDS = 3
+"""Each word (of four letters or more, not a function word) that a piece shares with what it is
+searched with brings it this much nearer, up to `MAX_SHARED_WORDS`: MiniLM misses some exact
+matches ("How do you support newly qualified nurses?" and "Precepted eleven newly qualified
+nurses"). On the three sets' 56 questions, a piece holding an expected fact among the three
+found: 51 without it, 52 at 0.08, 55 at 0.12, 54 at 0.16-0.3 (as Whisper heard them: 48, 49,
+52, 51)."""
+_FUNCTION_WORDS = frozenset("""
+    about after also been before being could does doing from have here into just like more
+    most much over same should some such than that their them then there these they this those
+    through under very were what when where which while will with would your yours yourself
+    tell time ever
+""".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W\d_]{4,}", text.lower()) if w not in _FUNCTION_WORDS}
+
+
 def is_job_piece(piece: Any) -> bool:
     return piece.source in ("job_description", "job")
 
@@ -82,11 +102,14 @@ async def relevant_pieces(index: Any, question: str, previous: str = "", k: int 
     every = await index.pieces_async()
     if not every or k <= 0:
         return []
-    ranked = await index.search_async(search_text(question, previous), len(every))
+    text = search_text(question, previous)
+    ranked = await index.search_async(text, len(every))
     about_job = bool(JOB_QUESTION.search(question))
+    asked = _words(text)
 
     def distance(piece: Any) -> float:
-        return piece.distance + (0.0 if is_job_piece(piece) == about_job
-                                 else OTHER_SOURCE_PENALTY)
+        shared = len(asked & _words(piece.text))
+        return (piece.distance - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
+                + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY))
 
     return sorted(ranked, key=distance)[:k]
