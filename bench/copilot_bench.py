@@ -10,6 +10,12 @@ with a short end after the question, agent.copilot.prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
+Each answer is scored (bench/copilot_quality.py: grounded in its question's expected facts,
+faithful to the documents, in the candidate's voice, short) and printed with its question; the
+rates close the run. The documents and questions are `--resume`, `--job-description` and
+`--questions-file` (default: the backend engineer's set in bench/copilot_data/; nurse/ and
+marketing/ hold two more).
+
 `voxroom bench copilot [--questions N] [--llm local|script:PATH]`
 By default the documents are the prompt's stable prefix, warmed before the first question
 (CopilotOptions.stable_prefix_max_chars); `--stable-prefix-chars 0` puts the `--pieces N`
