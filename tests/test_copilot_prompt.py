@@ -6,6 +6,7 @@ screen by one made of those pieces."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,14 @@ def index():
         ix.add_document(name, (DATA / f"{name}.md").read_text(encoding="utf-8"))
     yield ix
     ix.close()
+
+
+class EmptyLLM:
+    """TEST DOUBLE: an LLM whose every reply is a stream without text."""
+
+    async def stream(self, messages: object) -> AsyncIterator[str]:
+        for text in ():
+            yield text
 
 
 class IndexNow:
@@ -145,3 +154,13 @@ def test_pieces_said_in_the_first_person(index) -> None:
     # a job description's "You will ..." is never said as the candidate's
     job = Piece(99, "job_description", "About the role: You will lead three teams.", 0.0)
     assert fallback_answer([job], vocabulary([job.text])) == ""
+
+
+def test_an_empty_answer_with_warm_documents_fails_and_does_not_wait_for_a_token(index) -> None:
+    context = IndexNow(index)
+    llm = EmptyLLM()
+    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, "What did you do at Northwind?")]),
+                      llm, context=context, warm=True)
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.status(aid) == "failed"
+    assert context.questions == []  # the guard's search waited for a first token that never came

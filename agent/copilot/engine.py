@@ -852,11 +852,11 @@ class CopilotEngine:
             answer.pieces = await self._pieces(relevant)
             messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
             await self._stream_answer(answer, messages)
+            if not answer.text.strip():  # (and no first token for the search to wait for)
+                raise RuntimeError("the LLM returned an empty answer")
             answer.relevant = await relevant
         finally:
             relevant.cancel()
-        if not answer.text.strip():
-            raise RuntimeError("the LLM returned an empty answer")
         if self.options.guard and self.context is not None:
             await self._check(answer)
 
