@@ -164,3 +164,18 @@ def test_an_empty_answer_with_warm_documents_fails_and_does_not_wait_for_a_token
     [(aid, _)] = run.sink.opened()
     assert run.sink.status(aid) == "failed"
     assert context.questions == []  # the guard's search waited for a first token that never came
+
+
+def test_the_warm_up_tells_every_piece_sent_though_the_prompt_holds_the_job_descriptions_head(
+) -> None:
+    """A client waits for the warm count to reach the pieces it sent (voxroom.copilot
+    .warm_pieces); the prompt holds the job description's first ~500 characters only."""
+    from tests.test_copilot_engine import FixedContext, Piece, _warmed_run
+
+    job = [Piece(i, "job_description", f"Duty {i}: " + "x" * 200) for i in range(10, 16)]
+    context = FixedContext([Piece(1, "resume", "Mentored four engineers; agreed a prototype."),
+                            *job])
+    llm, told = _warmed_run(context)
+    assert told == [{"pieces": 7, "documents_fit": True}] * 2
+    asked = llm.requests[-1][-1]["content"]
+    assert "Duty 10" in asked and "Duty 11" in asked and "Duty 12" not in asked

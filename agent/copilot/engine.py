@@ -936,7 +936,8 @@ class CopilotEngine:
         idle slot whose cache shares the longest prefix with it, so one warm slot serves the
         session. Warm-ups run one at a time."""
         async with self._warm_lock:
-            every = await self._prompt_pieces()
+            indexed = await self.context.pieces_async() if self.context is not None else []
+            every = prompt_pieces(indexed)
             fit = sum(len(p.text) for p in every) <= self.options.stable_prefix_max_chars
             if not fit:
                 every = []
@@ -945,9 +946,10 @@ class CopilotEngine:
                 if not await self._warm_steps(every):
                     return  # the answers still work, from a cold cache
                 self._warm_ids = ids
-            # Told every time: a client waits for `pieces` to reach what it sent, or learns
+            # Told every time: a client waits for `pieces` to reach what it sent (all of its
+            # documents' pieces are in: the prompt holds those it reads), or learns
             # that its documents are too long to ever be the cached prefix.
-            self._emit(Warm(self._clock(), len(ids), fit))
+            self._emit(Warm(self._clock(), len(indexed) if ids else 0, fit))
 
     async def _warm_steps(self, every: list[Any]) -> bool:
         """Read the prefix with `every` piece into the LLM's cache, a step at a time; False
