@@ -10,6 +10,12 @@ with a short end after the question, agent.copilot.prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
+Each answer is scored (bench/copilot_quality.py: grounded in its question's expected facts,
+faithful to the documents, in the candidate's voice, short) and printed with its question; the
+rates close the run. The documents and questions are `--resume`, `--job-description` and
+`--questions-file` (default: the backend engineer's set in bench/copilot_data/; nurse/ and
+marketing/ hold two more).
+
 `voxroom bench copilot [--questions N] [--llm local|script:PATH]`
 By default the documents are the prompt's stable prefix, warmed before the first question
 (CopilotOptions.stable_prefix_max_chars); `--stable-prefix-chars 0` puts the `--pieces N`
@@ -38,34 +44,50 @@ from agent.copilot.engine import CopilotOptions
 from agent.copilot.events import CopilotEvent
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from agent.voice.events import event_json
+from bench.copilot_quality import word_count
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
-QUESTIONS = (
-    "Tell me about yourself.",
-    "Where did you go to university, and what did you study?",
-    "What languages do you speak?",
-    "Have you ever mentored junior engineers?",
-    "Tell me about a time you had an outage in production.",
-    "What experience do you have with Kubernetes?",
-    "How did you make the checkout service faster?",
-    "Why do you want to work in payments?",
-    "What is your biggest weakness?",
-    "Describe a project you are proud of.",
-    "How do you handle a disagreement with your manager?",
-    "What do you know about our company?",
-    "Which programming languages do you use most?",
-    "How would you keep authorization latency under two hundred milliseconds?",
-    "What did you build at Tidewater Games?",
-    "Can you walk me through your resume?",
-    "How do you run a design review?",
-    "What would you do in your first ninety days?",
-    "Have you worked with Kafka?",
-    "Where do you see yourself in five years?",
-    "Why are you leaving your current job?",
-    "What are your salary expectations?",
-    "Do you have any questions for us?",
-    "Explain how you would design a rate limiter.",
-)
+"""The default document set (a backend engineer); nurse/ and marketing/ hold two more, each a
+resume.md, a job_description.md and a questions.json."""
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    facts: tuple[str, ...]
+    """Phrases from the documents; the answer is grounded when it holds one of them."""
+
+
+def load_questions(path: Path) -> list[Question]:
+    """A JSON list of {"question": "...", "facts": ["...", ...]}; ValueError says what is
+    wrong with it."""
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from e
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"{path}: expected a non-empty JSON list of questions")
+    questions = []
+    for i, item in enumerate(items):
+        ok = isinstance(item, dict) and isinstance(item.get("question"), str) and isinstance(
+            item.get("facts", []), list) and all(isinstance(f, str) for f in item.get("facts", []))
+        if not ok or not item["question"].strip():
+            raise ValueError(f"{path}: item {i} is not {{\"question\": str, \"facts\": [str]}}")
+        questions.append(Question(item["question"].strip(), tuple(item.get("facts", []))))
+    return questions
+
+
+def documents(args: argparse.Namespace) -> dict[str, str]:
+    """The candidate's documents by the names the copilot knows them by."""
+    return {"resume": args.resume.read_text(encoding="utf-8"),
+            "job_description": args.job_description.read_text(encoding="utf-8")}
+
+
+def asked(args: argparse.Namespace) -> list[Question]:
+    """`--questions N` of the questions file, in order, from its start again if N is more."""
+    questions = load_questions(args.questions_file)
+    n = args.questions or len(questions)
+    return [questions[i % len(questions)] for i in range(n)]
 
 
 SHORT_ANSWER_WORDS = 12  # the goal's "short answer": one line the candidate reads at a glance
@@ -127,10 +149,11 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
     embedder = MiniLMEmbedder()
     embedder.load()
     index = ContextIndex(embedder)
-    for name in ("resume", "job_description"):
-        index.add_document(name, (DATA / f"{name}.md").read_text(encoding="utf-8"))
-    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.questions)]
-    speech = [speak(q) for q in questions]
+    docs = documents(args)
+    for name, text in docs.items():
+        index.add_document(name, text)
+    questions = asked(args)
+    speech = [speak(q.question) for q in questions]
 
     from agent.config import LLMSettings
 
@@ -164,7 +187,8 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
         start = time.monotonic()
         sent = 0  # frames fed, on the real-time schedule
         try:
-            for question, pcm in zip(questions, speech, strict=True):
+            for q, pcm in zip(questions, speech, strict=True):
+                question = q.question
                 pcm = np.concatenate([np.zeros(INPUT_RATE // 2, np.int16), pcm])
                 pcm = np.pad(pcm, (0, -len(pcm) % FRAME_SAMPLES))
                 end_sample = INPUT_RATE // 2 + last_voiced_sample(pcm[INPUT_RATE // 2 :])
@@ -190,6 +214,7 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
                 results.append(_result(question, speech_end, engine.answers[done:], sink))
                 if speech_end is not None:
                     results[-1]["timeline"] = _timeline(events, speech_end)
+                score(results[-1], q, docs)
                 print(json.dumps(results[-1]), flush=True)
         finally:
             await engine.aclose()
@@ -221,6 +246,7 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
     if not answers or speech_end is None:
         return {"question": question, "answered": False}
     a = answers[-1]
+    shown = a.answer_id if a.replacement_id is None else a.replacement_id
 
     def ms(t: float | None) -> float | None:
         return None if t is None else round((t - speech_end) * 1000)
@@ -233,14 +259,53 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         "first_words_ms": ms(sink.first_word.get(a.answer_id)),
         "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
-        "status": a.status, "answer": sink.text.get(a.answer_id, ""),
-        "answer_words": word_count(sink.text.get(a.answer_id, "")),
+        "status": a.status, "answer": sink.text.get(shown, ""),
+        "answer_words": word_count(sink.text.get(shown, "")),
+        "replaced": a.replacement_id is not None, "llm_answer": a.llm_text or a.text,
+        "problems": a.problems, "relevant": [p.text for p in a.relevant],
         "pieces": [p.text[:60] for p in a.pieces],
     }
 
 
-def word_count(text: str) -> int:
-    return sum(1 for word in text.split() if any(c.isalnum() for c in word))
+def score(result: dict, question: Question, docs: dict[str, str]) -> None:
+    """Add the answer's quality (bench.copilot_quality) to `result`."""
+    from bench.copilot_quality import score_answer, vocabulary
+
+    result["facts"] = list(question.facts)
+    if result.get("answered"):
+        vocab = vocabulary([*docs.values(), question.question])
+        result["score"] = score_answer(result["answer"], question.facts, vocab).as_json()
+        if result.get("replaced"):  # what the model wrote, before the guard replaced it
+            result["llm_score"] = score_answer(result["llm_answer"], question.facts,
+                                               vocab).as_json()
+        if "relevant" in result:  # did retrieval find a piece that holds a fact?
+            pieces = " ".join(result["relevant"]).lower()
+            result["retrieval_hit"] = any(f.lower() in pieces for f in question.facts)
+
+
+def summarize_quality(results: list[dict]) -> dict[str, float]:
+    """Print each question with its answer and scores, then the rates; returns the rates."""
+    from bench.copilot_quality import RATES, rates
+
+    print("\nquestion | answer | grounded faithful voice short")
+    for r in results:
+        s = r.get("score")
+        marks = " ".join(("+" if s[k] else "-") for k in RATES) if s else "(no answer)"
+        notes = ""
+        if s and (s["invented"] or s["voice_problems"]):
+            notes = f"  invented {s['invented']} voice {s['voice_problems']}"
+        replaced = f"  (replaced: {r['llm_answer']!r})" if r.get("replaced") else ""
+        print(f"{marks} | {r['question']} | {r.get('answer', '')!r}{notes}{replaced}")
+    out = rates([r.get("score") for r in results])
+    model = rates([r.get("llm_score", r.get("score")) for r in results])
+    out["replaced"] = sum(1 for r in results if r.get("replaced")) / len(results)
+    hits = [r["retrieval_hit"] for r in results if "retrieval_hit" in r]
+    if hits:
+        out["retrieval_hit"] = sum(hits) / len(hits)
+    print("rates: " + ", ".join(f"{k} {v:.0%}" for k, v in out.items()) + f" (n={len(results)})")
+    print("the model's own answers (before the guard): "
+          + ", ".join(f"{k} {v:.0%}" for k, v in model.items()))
+    return out
 
 
 def summarize(results: list[dict]) -> None:
@@ -261,8 +326,17 @@ def summarize(results: list[dict]) -> None:
               f"max {max(short):6.0f}  (n={len(short)})")
 
 
+def add_document_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", type=int, default=0,
+                        help="ask this many of the questions file's (default: all)")
+    parser.add_argument("--resume", type=Path, default=DATA / "resume.md")
+    parser.add_argument("--job-description", type=Path, default=DATA / "job_description.md")
+    parser.add_argument("--questions-file", type=Path, default=DATA / "questions.json",
+                        help='a JSON list of {"question": "...", "facts": ["...", ...]}')
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    add_document_arguments(parser)
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
     defaults = CopilotOptions()
     parser.add_argument("--pieces", type=int, default=defaults.context_pieces,
@@ -281,6 +355,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     results = asyncio.run(run_questions(args))
     summarize(results)
+    summarize_quality(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0

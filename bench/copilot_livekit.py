@@ -22,7 +22,9 @@ deployment they are other machines: the SFU a server of its own, the interviewer
 the candidate's screen on the candidate's computer. On one small machine they otherwise take
 CPU from the worker while it decodes the question and reads it into the LLM.
 
-`voxroom bench copilot-livekit [--questions N] [--json PATH] [--worker-first]`
+`voxroom bench copilot-livekit [--questions N] [--resume R --job-description J
+--questions-file Q] [--json PATH] [--worker-first]`: each answer is scored too
+(bench.copilot_quality).
 """
 
 from __future__ import annotations
@@ -50,13 +52,17 @@ from agent.protocol import (
 )
 from agent.transports.tokens import create_bridge_token, create_join_token
 from bench.copilot_bench import (
-    DATA,
-    QUESTIONS,
     SHORT_ANSWER_WORDS,
+    Question,
+    add_document_arguments,
+    asked,
+    documents,
+    score,
     speak,
     summarize,
-    word_count,
+    summarize_quality,
 )
+from bench.copilot_quality import word_count
 from bench.livekit_path import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
 from bench.loadtest import Usage
 from bench.measure import require
@@ -79,8 +85,8 @@ def engine_views(log_path: Path) -> list[dict]:
 
 
 async def run_interview(args: argparse.Namespace) -> list[dict]:
-    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.questions)]
-    speech = [speak(q) for q in questions]
+    questions = asked(args)
+    speech = [speak(q.question) for q in questions]
     with tempfile.TemporaryDirectory(prefix="vxcopilot-") as tmp:
         server = LiveKitServer(log_path=Path(tmp) / "livekit-server.log")
         await asyncio.to_thread(server.start)
@@ -126,7 +132,7 @@ def cpu_share(usage: Usage, results: list[dict]) -> float:
     return cpu / wall if wall else 0.0
 
 
-async def _interview(server: LiveKitServer, questions: list[str], speech: list[np.ndarray],
+async def _interview(server: LiveKitServer, questions: list[Question], speech: list[np.ndarray],
                      log_path: Path, args: argparse.Namespace) -> list[dict]:
     from bench.speech import last_voiced_sample
 
@@ -146,8 +152,8 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
         await require(candidate.agent, READY_TIMEOUT_S, "no agent joined")
         agent = candidate.agent()
         assert agent is not None
-        for name in ("resume", "job_description"):
-            text = (DATA / f"{name}.md").read_text(encoding="utf-8")
+        docs = documents(args)
+        for name, text in docs.items():
             await candidate.send_document(agent.identity, name, text)
         await require(lambda: len(candidate.receipts) == 2, 60, "documents not acknowledged")
         pieces = str(sum(r.get("pieces", 0) for r in candidate.receipts))
@@ -156,22 +162,26 @@ async def _interview(server: LiveKitServer, questions: list[str], speech: list[n
                     "the documents never reached the LLM's prompt cache")
         print(f"warm-up (documents into the prompt cache): {time.monotonic() - warm_start:.1f} s",
               flush=True)
-        for question, pcm in zip(questions, speech, strict=True):
+        for q, pcm in zip(questions, speech, strict=True):
+            question = q.question
             done = len(candidate.answers)
             [speech_end] = await mic.say(pcm, marks=[last_voiced_sample(pcm)])
-            try:
+            try:  # an answer the guard replaced is followed by its replacement
                 await require(lambda d=done: len(candidate.answers) > d
-                            and candidate.answers[-1].done_at is not None, args.timeout_s, "")
+                              and candidate.answers[-1].done_at is not None
+                              and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS)
+                              != "replaced", args.timeout_s, "")
             except TimeoutError:
                 results.append({"question": question, "answered": False})
                 if len(results) == UNANSWERED_ABORT and not any(r["answered"] for r in results):
                     raise RuntimeError(f"the copilot answered none of the first {len(results)} "
                                        "questions: see the worker's log (--worker-log)") from None
                 continue
-            results.append(_result(question, speech_end, candidate.answers[-1]))
+            results.append(_result(question, speech_end, candidate.answers[done:]))
+            score(results[-1], q, docs)
             print(json.dumps(results[-1]), flush=True)
             results[-1]["_end"] = speech_end
-            results[-1]["_first"] = candidate.answers[-1].first_words_at
+            results[-1]["_first"] = candidate.answers[done].first_words_at
             await asyncio.sleep(1.0)  # the interviewer pauses before the next question
     finally:
         await mic.close()
@@ -213,20 +223,25 @@ def stage_table(results: list[dict]) -> list[str]:
     return lines
 
 
-def _result(question: str, speech_end: float | None, answer: CopilotAnswer) -> dict:
+def _result(question: str, speech_end: float | None, answers: list[CopilotAnswer]) -> dict:
+    """The question's answer: first words when the first text came (of an answer the guard
+    replaced, if it did), the text of the last."""
     def ms(t: float | None) -> float | None:
         return None if t is None or speech_end is None else round((t - speech_end) * 1000)
 
+    first, answer = answers[0], answers[-1]
     text = answer.text
+    replaced = first.attributes.get(ATTR_ANSWER_STATUS) == "replaced"
     return {"question": question, "answered": True,
             "heard": answer.attributes.get(ATTR_QUESTION, ""),
-            "first_words_ms": ms(answer.first_words_at), "whole_answer_ms": ms(answer.done_at),
+            "first_words_ms": ms(first.first_words_at), "whole_answer_ms": ms(answer.done_at),
             "status": answer.attributes.get(ATTR_ANSWER_STATUS, ""), "answer": text,
-            "answer_words": word_count(text)}
+            "answer_words": word_count(text), "replaced": replaced,
+            "llm_answer": first.text}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    add_document_arguments(parser)
     parser.add_argument("--timeout-s", type=float, default=20.0, help="longest wait per answer")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
     parser.add_argument("--worker-log", type=Path, help="keep the worker's log here")
@@ -246,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"(short answers: at most {SHORT_ANSWER_WORDS} words)")
     print("where the time goes, p50 ms after the end of the question:")
     print("\n".join(stage_table(results)))
+    summarize_quality(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0

@@ -120,11 +120,14 @@ async def interview(
         played_at = time.monotonic()
         await paplay(pulse, wav)
         question_end = played_at + speech_end_s
-        await require(lambda: candidate.answers and candidate.answers[-1].done_at, 60,
-                    "no complete answer")
+        # an answer the copilot's guard replaced is followed by its replacement
+        await require(lambda: candidate.answers and candidate.answers[-1].done_at
+                      and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS)
+                      != "replaced", 60, "no complete answer")
         await asyncio.sleep(0.5)  # anything sent to the intruder would have arrived too
     answer = candidate.answers[-1]
-    first_words_ms = (answer.chunks[0][0] - question_end) * 1000
+    # the first words on the screen: of the first answer, even if it was replaced
+    first_words_ms = (candidate.answers[0].chunks[0][0] - question_end) * 1000
     return candidate, intruder, answer, first_words_ms
 
 

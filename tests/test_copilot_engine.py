@@ -249,6 +249,7 @@ class Piece:
     chunk_id: int
     source: str
     text: str
+    distance: float = 0.0
 
 
 class FixedContext:
@@ -448,7 +449,7 @@ def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float)
 
 
 def test_the_prompt_is_system_then_document_pieces_in_document_order_then_the_question():
-    context = FixedContext([Piece(7, "resume", "Mentored four engineers."),
+    context = FixedContext([Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
                             Piece(2, "job", "Lead three teams.")])
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
@@ -460,15 +461,15 @@ def test_the_prompt_is_system_then_document_pieces_in_document_order_then_the_qu
                                         "Have you mentored anyone?")
     assert messages[0] == {"role": "system", "content": COPILOT_SYSTEM_PROMPT}
     assert messages[1]["content"] == (
-        "From the candidate's documents:\n- (job) Lead three teams.\n"
-        "- (resume) Mentored four engineers.\n\nInterviewer: Have you mentored anyone?")
+        "My resume:\n- Mentored four engineers; agreed a prototype.\n\n"
+        "From its description: Lead three teams.\n\nInterviewer: Have you mentored anyone?")
 
 
-THREE_PIECES = [Piece(7, "resume", "Mentored four engineers."),
+THREE_PIECES = [Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
                 Piece(2, "job", "Lead three teams."),
                 Piece(9, "resume", "Speaks German.")]
-EVERY_PIECE = ("From the candidate's documents:\n- (job) Lead three teams.\n"
-               "- (resume) Mentored four engineers.\n- (resume) Speaks German.\n\n")
+EVERY_PIECE = ("My resume:\n- Mentored four engineers; agreed a prototype.\n- Speaks German.\n\n"
+               "From its description: Lead three teams.\n\n")
 
 
 def _warmed_run(
@@ -509,7 +510,8 @@ def test_once_warm_every_piece_is_the_same_prompt_prefix_for_every_question():
     llm, told = _warmed_run(context)
 
     assert told == [{"pieces": 3, "documents_fit": True}] * 2
-    assert context.questions == []  # no search: every piece
+    # every piece is in the prompt; the search for the guard waits for the first token
+    assert context.questions == ["Have you mentored anyone?"]
     [_, system_only], [_, warming], [_, asked] = llm.requests
     assert llm.closed_early == 2  # the warm-up's requests stop at their first token
     assert system_only["content"] == "Interviewer: Hello."
@@ -529,18 +531,20 @@ def test_before_the_warm_up_a_prompt_carries_only_the_nearest_pieces():
     context = FixedContext(THREE_PIECES)
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
-    run_copilot([("speech", 1.0)], stt, llm, context=context)  # never warmed
+    run_copilot([("speech", 1.0)], stt, llm, context=context,  # never warmed
+                options=CopilotOptions(context_pieces=1))
 
     assert context.questions == ["Have you mentored anyone?"]
     [[_, asked]] = llm.requests
-    assert asked["content"] == ("From the candidate's documents:\n- (job) Lead three teams.\n"
-                                "- (resume) Mentored four engineers.\n\n"
+    assert asked["content"] == ("My resume:\n- Mentored four engineers; agreed a prototype.\n\n"
+                                "From its description: Lead three teams.\n\n"
                                 "Interviewer: Have you mentored anyone?")
 
 
 def test_documents_over_the_prefix_limit_are_searched_even_when_warm():
     context = FixedContext(THREE_PIECES)
-    llm, told = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40))
+    llm, told = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40,
+                                                    context_pieces=1))
 
     # Told each time, so that a client stops waiting for the pieces to be read.
     assert told == [{"pieces": 0, "documents_fit": False}] * 2

@@ -1,5 +1,5 @@
 """CopilotLlamaClient against a fake llama.cpp server (its two endpoints, on 127.0.0.1), and
-against the bundled one: the answer reuses what was read ahead and reads 3 tokens more (slow)."""
+against the bundled one: the answer reuses what was read ahead and reads 3-4 tokens more (slow)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from aiohttp import web
 from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, copilot_messages
 from agent.copilot.prefill import (
     ANSWER_CUE,
+    ANSWER_OPENING,
     ROLES_LINE,
     CopilotLlamaClient,
     PrefillResult,
+    _after_opening,
     llama_client_for,
 )
 from tests.local_http import serve_app
 
 QUESTION = "Tell me about a time you had an outage"
+ANSWER_END = f"{ANSWER_CUE} {ANSWER_OPENING}"
 
 
 def chatml(messages: list[dict[str, str]]) -> str:
@@ -116,7 +119,7 @@ async def test_the_shared_head_is_rendered_once_for_every_question(
     assert fake.templates == 1  # the system prompt (and documents) did not change
     await client.prefill(copilot_messages("Another system prompt.", [], QUESTION), QUESTION)
     assert fake.templates == 2
-    assert fake.completions[1]["prompt"] == copilot_layout(other, "Why payments?") + ANSWER_CUE
+    assert fake.completions[1]["prompt"] == copilot_layout(other, "Why payments?") + ANSWER_END
     assert fake.completions[2]["prompt"].startswith("<|im_start|>system\nAnother system")
 
 
@@ -136,13 +139,21 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
 
     assert words == ["I", " led", " it."]  # no ping, no space before the answer
     [body] = fake.completions
-    assert body["prompt"] == copilot_layout(messages, question) + ANSWER_CUE
-    assert ANSWER_CUE == "\nMe:"
+    assert body["prompt"] == copilot_layout(messages, question) + ANSWER_END
+    assert ANSWER_END == "\nMe: I"  # the answer's first word: the candidate speaks
     assert (body["stream"], body["cache_prompt"], body["n_predict"], body["temperature"]) == (
         True, True, 50, 0.2)
     # not the next exchange it imagines, nor a second answer
     assert body["stop"] == ["END", "\nInterviewer:", "\nMe:"]
     assert reads == [PrefillResult(cached=120, read=3, ms=150.5)]
+
+
+def test_the_answer_goes_on_from_the_opening_in_the_prompt() -> None:
+    assert _after_opening(" studied in Munich.") == "I studied in Munich."
+    assert _after_opening("'m a nurse.") == "I'm a nurse."
+    assert _after_opening(" I led it.") == "I led it."  # the model said it again
+    assert _after_opening(" I") == "I"
+    assert _after_opening("  ") == ""
 
 
 async def test_closing_an_answer_early_closes_its_response(
@@ -151,7 +162,7 @@ async def test_closing_an_answer_early_closes_its_response(
     fake, client = llama
     fake.words = [f" w{i}" for i in range(100)]
     stream = client.stream(copilot_messages("S", [], QUESTION))
-    assert await anext(stream) == "w0"  # type: ignore[arg-type]
+    assert await anext(stream) == "I w0"  # type: ignore[arg-type]
     await stream.aclose()  # type: ignore[attr-defined]
     await asyncio.sleep(0.3)
     assert fake.sent < 10  # the server's writes failed once the client had gone
@@ -210,7 +221,8 @@ async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
     assert partial.cached + partial.read < grown.cached + grown.read
     assert grown.cached >= partial.cached + partial.read - 1  # only a grown last word again
     assert "".join(words).strip()
-    # The answer reads only " in production?" (2-3 tokens) and the cue after it.
+    # The answer reads only " in production?" (2-3 tokens), the cue and the opening after it
+    # ("\nMe: I": 3 more; 2 of them in the question's prompt).
     [answer] = reads
     assert answer.cached == grown.cached + grown.read
-    assert answer.read <= 3 + 2
+    assert answer.read <= 3 + 3

@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from agent.copilot.answer_guard import guarded_answer, vocabulary
+from agent.copilot.context.retrieval import is_job_piece, relevant_pieces
 from agent.copilot.events import (
     AnswerCancelled,
     AnswerDone,
@@ -71,13 +73,16 @@ from state_machine.similarity import spoken_words, text_similarity
 log = logging.getLogger(__name__)
 
 COPILOT_SYSTEM_PROMPT = (
-    "You are an interview copilot. The candidate you help is in a job interview, and you get "
-    "the interviewer's words as text. Write what the candidate could say, in the first "
-    "person: two or three short lines, each starting with '- '. The first line is the direct "
-    "answer in at most eight words; each other line adds one fact in at most twelve words. "
-    "Use facts from the candidate's documents when they fit; never invent employers, numbers "
-    "or dates. No greeting, no heading, no closing remark."
+    "You are the candidate in a job interview. Answer the interviewer as yourself, in the first "
+    "person, in one or two short sentences (at most 40 words): first the direct answer, then "
+    "where you did it and what came of it, with its number, from your resume. Use only facts "
+    "from your resume and the job description; never invent an employer, school, number or "
+    "technology. Never ask for anything, and never describe the job back to the interviewer."
 )
+JOB_HEAD_CHARS = 500
+"""The job description's first characters in a prompt: its title, where, the pay, what the
+company does; the rest (requirements) a small model tends to recite as if they were the
+candidate's."""
 FAILED_ANSWER = "(no answer: the language model did not respond)"
 
 EventSink = Callable[[CopilotEvent], None]
@@ -126,9 +131,14 @@ class CopilotOptions(ListenOptions):
     warm_step_chars: int = 300
     """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
     prefill with the bundled model, inside the client's limits on a reply)."""
-    context_pieces: int = 2
-    """Chunks in a prompt when the documents are not a (warm) stable prefix: the nearest to
-    the question, in document order."""
+    context_pieces: int = 3
+    """Pieces retrieved for a question (agent.copilot.context.retrieval): in its prompt when
+    the documents are not a (warm) stable prefix (then with the job description's head), and
+    what the guard checks the answer against and builds its fallback from."""
+    guard: bool = True
+    """Check each finished answer (agent.copilot.answer_guard: the candidate's voice, nothing
+    the documents do not hold, on the question's topic); one that fails is replaced on the
+    candidate's screen by an answer made of the retrieved pieces themselves."""
     max_answer_lines: int = 3
     """Generation stops after this many lines: the answer stays short and its end comes
     early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
@@ -323,6 +333,11 @@ class QuestionEndpointer:
         self._pending = _Pending(self._next_id, text)
         out.append(A.StartReply(self._next_id, text, speculative))
 
+    def new_answer_id(self) -> int:
+        """An id no answer has had (the guard's replacement answers take one)."""
+        self._next_id += 1
+        return self._next_id
+
     def _cancel_pending(self, reason: str, out: list[EndpointerAction]) -> None:
         if self._pending is not None:
             out.append(A.CancelReply(self._pending.id, reason))
@@ -347,24 +362,60 @@ def _looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
 
 
 def copilot_messages(system_prompt: str, pieces: list[Any], question: str) -> list[ChatMessage]:
-    """Fixed system prompt, then the documents' pieces (in document order, so that questions
-    that retrieve the same pieces share the prompt prefix), then the question."""
+    """Fixed system prompt, then the documents' pieces (`documents_text`: the resume's in
+    document order, so that questions that retrieve the same pieces share the prompt prefix,
+    then the job), then the question."""
     user = QUESTION_LABEL + question
     if pieces:
-        lines = "\n".join(f"- ({p.source}) {p.text}" for p in sorted(pieces, key=_chunk_id))
-        user = f"From the candidate's documents:\n{lines}\n\n{user}"
+        user = f"{documents_text(pieces)}\n\n{user}"
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+
+
+def documents_text(pieces: list[Any]) -> str:
+    """The candidate's pieces as a list ("My resume:"), then a line of company context (the
+    job description's title line: "Staff Engineer, Payments Platform — Lumen Pay") and the job
+    description's pieces. Each is a prefix of the text of more pieces in the same order, as
+    the warm-up's steps need (`prefix_steps`)."""
+    ordered = _prompt_order({_chunk_id(p): p for p in pieces}.values())
+    mine = [p for p in ordered if not is_job_piece(p)]
+    job = [p for p in ordered if is_job_piece(p)]
+    parts = []
+    if mine:
+        parts.append("My resume:\n" + "\n".join(f"- {p.text}" for p in mine))
+    if job:
+        title, sep, _ = job[0].text.partition(": ")
+        about = f"The job I am interviewing for: {title}\n" if sep else ""
+        parts.append(f"{about}From its description: " + " ".join(p.text for p in job))
+    return "\n\n".join(parts)
+
+
+def prompt_pieces(every: list[Any]) -> list[Any]:
+    """What of the documents goes into every prompt: the candidate's pieces and the job
+    description's head, its first pieces up to `JOB_HEAD_CHARS` (the first at least)."""
+    head: list[Any] = []
+    size = 0
+    for piece in _prompt_order(p for p in every if is_job_piece(p)):
+        size += len(piece.text)
+        if head and size > JOB_HEAD_CHARS:
+            break
+        head.append(piece)
+    return [*(p for p in every if not is_job_piece(p)), *head]
 
 
 def _chunk_id(piece: Any) -> int:
     return int(piece.chunk_id)
 
 
+def _prompt_order(pieces: Iterable[Any]) -> list[Any]:
+    """The candidate's pieces, then the job description's, each in document order."""
+    return sorted(pieces, key=lambda p: (is_job_piece(p), _chunk_id(p)))
+
+
 def prefix_steps(pieces: list[Any], step_chars: int) -> list[list[Any]]:
     """The growing prompt prefixes a warm-up reads one after the other: none of the pieces
-    (the system prompt alone), then about `step_chars` more of them (in document order) at a
-    time, the last one with them all."""
-    ordered = sorted(pieces, key=_chunk_id)
+    (the system prompt alone), then about `step_chars` more of them (in the prompt's order) at
+    a time, the last one with them all."""
+    ordered = _prompt_order(pieces)
     steps: list[list[Any]] = [[]]
     added = 0
     for i, piece in enumerate(ordered, 1):
@@ -417,6 +468,13 @@ class AnswerRecord:
     status: str = ""
     text: str = ""
     pieces: list[Any] = field(default_factory=list)
+    relevant: list[Any] = field(default_factory=list)
+    """The pieces retrieved for the question, nearest first."""
+    llm_text: str = ""
+    """The model's answer, when the guard replaced it (`problems` says why)."""
+    problems: list[str] = field(default_factory=list)
+    replacement_id: int | None = None
+    """The answer stream that replaced this one's on the screen."""
 
     def latency_ms(self) -> dict[str, float | None]:
         def ms(t: float | None) -> float | None:
@@ -435,11 +493,16 @@ class _Answer:
     started_at: float
     confirmed: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    first_token: asyncio.Event = field(default_factory=asyncio.Event)
     text: str = ""
     first_token_at: float | None = None
     record: AnswerRecord | None = None
     task: asyncio.Task[None] | None = None
     pieces: list[Any] = field(default_factory=list)
+    previous: str = ""  # the question confirmed before this one
+    relevant: list[Any] = field(default_factory=list)
+    replacement: str = ""  # what the guard shows instead of the model's answer
+    problems: list[str] = field(default_factory=list)
 
 
 class CopilotEngine:
@@ -494,6 +557,7 @@ class CopilotEngine:
         self._no_answers.set()
         self._warm_lock = asyncio.Lock()
         self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
+        self._previous_question = ""  # the last confirmed one: a follow-up refers to it
         self._prefill = None if prefill is None else QuestionPrefill(
             prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
             on_flight=self._set_partials)
@@ -614,7 +678,7 @@ class CopilotEngine:
     async def _prefill_messages(self, question: str) -> list[ChatMessage] | None:
         """The answer prompt for `question`, when its documents are the warm prefix (the
         nearest pieces instead depend on the final question)."""
-        every = await self.context.pieces_async() if self.context is not None else []
+        every = await self._prompt_pieces()
         if _chunk_ids(every) != self._warm_ids:
             return None
         return copilot_messages(self._system_prompt, every, question)
@@ -632,7 +696,7 @@ class CopilotEngine:
         for other in list(self._live.values()):
             if other.record is not None:
                 self._stop(other.id, "superseded")
-        answer = _Answer(rid, text, speculative, now)
+        answer = _Answer(rid, text, speculative, now, previous=self._previous_question)
         answer.task = asyncio.get_running_loop().create_task(
             self._run_answer(answer), name=f"copilot-answer-{rid}")
         self._live[rid] = answer
@@ -693,6 +757,7 @@ class CopilotEngine:
         if answer is None:
             return
         question = check_question(answer.text_in).question or answer.text_in
+        self._previous_question = question
         answer.record = AnswerRecord(
             rid, question, speech_end=self._speech_end, committed_at=now,
             started_at=answer.started_at, speculative=answer.speculative,
@@ -710,11 +775,16 @@ class CopilotEngine:
             await self._sink.open(answer.id, record.question)
             opened = True
             status = await self._publish(answer, record, generate)
-            await self._sink.close(answer.id, status)
+            record.pieces, record.relevant = answer.pieces, answer.relevant
+            if answer.replacement:
+                await self._sink.close(answer.id, "replaced")
+                record.replacement_id = self.endpointer.new_answer_id()
+                await self._replace(record, answer)
+            else:
+                await self._sink.close(answer.id, status)
+                record.text = answer.text
             record.done_at = self._clock()
             record.status = status
-            record.text = answer.text
-            record.pieces = answer.pieces
             self._emit(AnswerDone(self._clock(), answer.id, status, record.speech_end,
                                   record.latency_ms()))
         except asyncio.CancelledError:
@@ -728,6 +798,20 @@ class CopilotEngine:
             generate.cancel()
             await asyncio.gather(generate, return_exceptions=True)
             self._drop(answer.id)
+
+    async def _replace(self, record: AnswerRecord, answer: _Answer) -> None:
+        """Show the guard's answer as a new stream for the same question (the candidate's
+        client drops the one closed as "replaced")."""
+        assert record.replacement_id is not None
+        log.info("answer %d replaced by %d: %s", answer.id, record.replacement_id,
+                 "; ".join(answer.problems))
+        record.llm_text, record.problems = answer.text, answer.problems
+        record.text = answer.replacement
+        await self._sink.open(record.replacement_id, record.question)
+        try:
+            await self._sink.write(record.replacement_id, answer.replacement)
+        finally:
+            await self._sink.close(record.replacement_id, "complete")
 
     async def _publish(
         self, answer: _Answer, record: AnswerRecord, generate: asyncio.Task[None]
@@ -761,8 +845,46 @@ class CopilotEngine:
 
     async def _generate(self, answer: _Answer) -> None:
         await self._llm_slot_free()  # this request then gets the slot with the cached prefix
-        answer.pieces = await self._pieces(answer.text_in)
-        messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
+        warm = self.context is not None and _chunk_ids(
+            await self._prompt_pieces()) == self._warm_ids
+        relevant = asyncio.create_task(self._relevant(answer, after_first_token=warm))
+        try:
+            answer.pieces = await self._pieces(relevant)
+            messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
+            await self._stream_answer(answer, messages)
+            if not answer.text.strip():  # (and no first token for the search to wait for)
+                raise RuntimeError("the LLM returned an empty answer")
+            answer.relevant = await relevant
+        finally:
+            relevant.cancel()
+        if self.options.guard and self.context is not None:
+            await self._check(answer)
+
+    async def _relevant(self, answer: _Answer, *, after_first_token: bool) -> list[Any]:
+        """The pieces that answer the question. When the whole documents are the prompt, the
+        search waits for the answer's first token: nothing is added before it, and the guard
+        needs them only once the answer is written."""
+        if self.context is None:
+            return []
+        if after_first_token:
+            await answer.first_token.wait()
+        return await relevant_pieces(self.context, answer.text_in, answer.previous,
+                                     self.options.context_pieces)
+
+    async def _check(self, answer: _Answer) -> None:
+        """The guard: an answer that is not the candidate's, names what the documents do not
+        hold, or is off the question's topic gets a replacement: its sentences before the
+        first that fails, or one made of the retrieved pieces (when they make one)."""
+        assert self.context is not None
+        every = await self.context.pieces_async()
+        vocab = vocabulary([*(p.text for p in every), answer.text_in, answer.previous])
+        first = min((_chunk_id(p) for p in every if not is_job_piece(p)), default=None)
+        replacement, problems = guarded_answer(answer.text, vocab, answer.relevant,
+                                               first_resume_id=first)
+        if replacement:
+            answer.replacement, answer.problems = replacement, problems
+
+    async def _stream_answer(self, answer: _Answer, messages: list[ChatMessage]) -> None:
         stream = self._llm.stream(messages)
         try:
             async for delta in stream:
@@ -770,6 +892,7 @@ class CopilotEngine:
                     continue
                 if answer.first_token_at is None:
                     answer.first_token_at = self._clock()
+                    answer.first_token.set()
                 answer.text += delta
                 answer.changed.set()
                 lines = [x for x in answer.text.split("\n") if x.strip()]
@@ -784,19 +907,23 @@ class CopilotEngine:
                     break
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
-        if not answer.text.strip():
-            raise RuntimeError("the LLM returned an empty answer")
 
-    async def _pieces(self, question: str) -> list[Any]:
-        """Every chunk when they are the warm prompt prefix, else the nearest few."""
+    async def _pieces(self, relevant: asyncio.Task[list[Any]]) -> list[Any]:
+        """The prompt's pieces (`prompt_pieces`) when they are the warm prompt prefix, else the
+        pieces retrieved for the question and the job description's head."""
         if self.context is None:
             return []
-        every = await self.context.pieces_async()
+        every = await self._prompt_pieces()
         if _chunk_ids(every) == self._warm_ids:
             return every
         if not every or self.options.context_pieces <= 0:
             return []
-        return await self.context.search_async(question, self.options.context_pieces)
+        return [*await relevant, *(p for p in every if is_job_piece(p))]
+
+    async def _prompt_pieces(self) -> list[Any]:
+        if self.context is None:
+            return []
+        return prompt_pieces(await self.context.pieces_async())
 
     async def warm(self) -> None:
         """Put the prompt prefix every question shares into the LLM's cache: the system prompt
@@ -809,7 +936,8 @@ class CopilotEngine:
         idle slot whose cache shares the longest prefix with it, so one warm slot serves the
         session. Warm-ups run one at a time."""
         async with self._warm_lock:
-            every = await self.context.pieces_async() if self.context is not None else []
+            indexed = await self.context.pieces_async() if self.context is not None else []
+            every = prompt_pieces(indexed)
             fit = sum(len(p.text) for p in every) <= self.options.stable_prefix_max_chars
             if not fit:
                 every = []
@@ -818,9 +946,10 @@ class CopilotEngine:
                 if not await self._warm_steps(every):
                     return  # the answers still work, from a cold cache
                 self._warm_ids = ids
-            # Told every time: a client waits for `pieces` to reach what it sent, or learns
+            # Told every time: a client waits for `pieces` to reach what it sent (all of its
+            # documents' pieces are in: the prompt holds those it reads), or learns
             # that its documents are too long to ever be the cached prefix.
-            self._emit(Warm(self._clock(), len(ids), fit))
+            self._emit(Warm(self._clock(), len(indexed) if ids else 0, fit))
 
     async def _warm_steps(self, every: list[Any]) -> bool:
         """Read the prefix with `every` piece into the LLM's cache, a step at a time; False

@@ -66,6 +66,12 @@ ROLES_LINE = ("I am the candidate. Next: the interviewer's question, then what I
 question and the answer."""
 ANSWER_CUE = "\nMe:"
 """What follows the question in a `CopilotLlamaClient.prompt()`: 2 tokens after a "?"."""
+ANSWER_OPENING = "I"
+"""The answer's first word, written into the prompt after `ANSWER_CUE` (one token more to read
+at the end of the question): the model then goes on in the first person, as the candidate. Left
+to itself, the 0.5B model began "Sure, I can. Please provide me with the resume.", "We are a
+leading payments platform ..." or "Tidewater Games built ...". The opening is put before the
+first text of the answer it streams."""
 
 
 class CopilotLlamaClient:
@@ -113,7 +119,7 @@ class CopilotLlamaClient:
             return await self._render(messages), ""
         user: ChatMessage = {"role": last["role"], "content": context + ROLES_LINE}
         rendered = await self._render([*head, user])
-        return rendered + QUESTION_LABEL + question, ANSWER_CUE
+        return rendered + QUESTION_LABEL + question, f"{ANSWER_CUE} {ANSWER_OPENING}"
 
     async def prefill(self, messages: list[ChatMessage], question: str) -> PrefillResult:
         until_question, _ = await self.prompt(messages)
@@ -149,8 +155,8 @@ class CopilotLlamaClient:
                     if "error" in chunk:
                         raise LLMError(f"llama.cpp /completion: {chunk['error']}")
                     text = chunk.get("content", "")
-                    if not started:  # the answer continues "Me:" with a space
-                        text = text.lstrip()
+                    if not started:  # the answer continues the prompt's "Me: I"
+                        text = _after_opening(text)
                     if text:
                         started = True
                         yield text
@@ -187,6 +193,18 @@ class CopilotLlamaClient:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _after_opening(text: str) -> str:
+    """The answer's first text with `ANSWER_OPENING` before it ("I" + " studied ..."), unless
+    the model wrote the opening again; empty while it writes only blanks."""
+    if not text.strip():
+        return ""
+    stripped = text.lstrip()
+    if stripped == ANSWER_OPENING or stripped.startswith((ANSWER_OPENING + " ",
+                                                          ANSWER_OPENING + "'")):
+        return stripped
+    return ANSWER_OPENING + text
 
 
 def _read(timings: dict[str, Any]) -> PrefillResult:

@@ -16,7 +16,8 @@ export const COPILOT_CONTROL_TOPIC = 'voxroom.copilot.control';
 /** The agent's attribute: "true", "false", or "unavailable" (its worker has no TTS). */
 export const ATTR_SPEAK = 'voxroom.copilot.speak';
 
-/** How an answer ended: "complete", "failed" or "cancelled"; undefined while it streams. */
+/** How an answer ended: "complete", "failed", "cancelled" or "replaced"; undefined while it
+ *  streams. */
 export type AnswerStatus = string | undefined;
 
 export interface CopilotAnswer {
@@ -65,9 +66,12 @@ export class CopilotAnswers {
     return true;
   }
 
-  /** Answers with text, and those that ended without any (a failure is worth showing). */
+  /** Answers with text, and those that ended without any (a failure is worth showing); not
+   *  one the agent replaced (its guard found it off the candidate's voice or documents, and
+   *  sent a new answer to the same question). */
   list(): CopilotAnswer[] {
     return [...this.answers]
+      .filter(([, a]) => a.status !== 'replaced')
       .filter(([, a]) => a.text.trim() || (a.done && a.status && a.status !== 'complete'))
       .map(([id, a]) => ({ id, ...a, text: a.text.trim() }));
   }

@@ -128,6 +128,17 @@ describe('copilot answers', () => {
     expect(answers.append('a', 'late')).toBe(false);
   });
 
+  it('drops an answer the agent replaced, and shows its replacement', () => {
+    const answers = new CopilotAnswers();
+    answers.open('a', question);
+    answers.append('a', 'Please share your resume.');
+    answers.close('a', { 'voxroom.copilot.status': 'replaced' });
+    answers.open('b', question);
+    answers.append('b', 'I used a hash set.');
+    answers.close('b', { 'voxroom.copilot.status': 'complete' });
+    expect(answers.list().map((a) => [a.id, a.text])).toEqual([['b', 'I used a hash set.']]);
+  });
+
   it('shows an answer that failed before it said anything, not one still empty', () => {
     const answers = new CopilotAnswers();
     answers.open('a', question);

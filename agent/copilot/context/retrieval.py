@@ -1,0 +1,115 @@
+"""Which pieces of the candidate's documents answer an interview question.
+
+MiniLM alone matches a question's words with a chunk's words, and interview questions often
+share none with the chunk that answers them: "What is your biggest weakness?" with "Professional
+development: working on my public speaking", "Where did you train?" with "Education: BSc ...",
+"Tell me about yourself." with anything. So a question of a common interview kind is searched
+with a few words of the sections that answer that kind (`search_text`); a follow-up ("How much
+time did that save?") is searched with the question before it, whose subject it refers to.
+Measured in docs/benchmarks.md (the three document sets of bench/copilot_data/).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+INTENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), words) for pattern, words in (
+        (r"\b(?:yourself|walk me through|your background|introduce)\b",
+         "summary: my current role, employer and years of experience"),
+        (r"\bweakness|\bimprove on\b|\bstruggle",
+         "professional development: working on, learning, improving"),
+        (r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn",
+         "salary range, band, pay and bonus"),
+        (r"\buniversit|\bcollege|\bdegree|\bstud(?:y|ied)\b|\bschool|\btraining\b|\btrain\b|"
+         r"\beducation|\bqualif",
+         "education: degree, university"),
+        (r"\bspeak\b|\bfluent|\bnative\b|\bhow good is your\b",
+         "languages: native, fluent, intermediate"),
+        (r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|"
+         r"\bknow about\b",
+         "about us: the company, what it does, its customers"),
+        (r"\bquestions? for (?:us|me)\b",
+         "the role: responsibilities, the team"),
+        (r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal",
+         "the role: lead, own, responsibilities"),
+        (r"\bproud|\bachievement|\baccomplish",
+         "led, built, introduced, launched: the result"),
+        (r"\bdisagree|\bconflict",
+         "disagreed with my manager; we agreed"),
+    ))
+"""Common kinds of interview question and words of the sections that answer them."""
+
+_REFERS_BACK = re.compile(r"\b(?:that|it|this|there|those|these|they|them)\b", re.IGNORECASE)
+FOLLOW_UP_MAX_WORDS = 9
+"""A question this short that refers to something ("How long did that take?") is a follow-up."""
+
+
+def is_follow_up(question: str) -> bool:
+    return len(question.split()) <= FOLLOW_UP_MAX_WORDS and bool(_REFERS_BACK.search(question))
+
+
+def search_text(question: str, previous: str = "") -> str:
+    """What the index is searched with for `question`: the question, the words of its kind's
+    sections, and, for a follow-up, the `previous` question it refers to."""
+    parts = [question]
+    parts += [words for pattern, words in INTENTS if pattern.search(question)]
+    if previous and is_follow_up(question):
+        parts.insert(0, previous)
+    return " ".join(parts)
+
+
+JOB_QUESTION = re.compile(
+    r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn|\bour (?:company|hospital|school|firm|"
+    r"business)\b|\babout us\b|\bknow about\b|\bquestions? for (?:us|me)\b|\bfive years|"
+    r"\bwhy (?:do you want|this role|are you interested)", re.IGNORECASE)
+"""Questions the job description answers better than the resume."""
+OTHER_SOURCE_PENALTY = 0.3
+"""Added to the distance of a piece from the document the question is not about: MiniLM puts
+the job description's short lines ("Nice to have: A mentorship qualification.") near almost
+any question, above the resume bullet that answers it."""
+
+
+SHARED_WORD_BONUS = 0.12
+MAX_SHARED_WORDS = 3
+"""Each word (of four letters or more, not a function word) that a piece shares with what it is
+searched with brings it this much nearer, up to `MAX_SHARED_WORDS`: MiniLM misses some exact
+matches ("How do you support newly qualified nurses?" and "Precepted eleven newly qualified
+nurses"). On the three sets' 56 questions, a piece holding an expected fact among the three
+found: 51 without it, 52 at 0.08, 55 at 0.12, 54 at 0.16-0.3 (as Whisper heard them: 48, 49,
+52, 51)."""
+_FUNCTION_WORDS = frozenset("""
+    about after also been before being could does doing from have here into just like more
+    most much over same should some such than that their them then there these they this those
+    through under very were what when where which while will with would your yours yourself
+    tell time ever
+""".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W\d_]{4,}", text.lower()) if w not in _FUNCTION_WORDS}
+
+
+def is_job_piece(piece: Any) -> bool:
+    return piece.source in ("job_description", "job")
+
+
+async def relevant_pieces(index: Any, question: str, previous: str = "", k: int = 3) -> list[Any]:
+    """The `k` pieces of `index` (a ContextIndex or what has its async search) that answer
+    `question` best, nearest first: resume pieces first unless the question is about the job
+    or the company; `previous` is the question before, for a follow-up."""
+    every = await index.pieces_async()
+    if not every or k <= 0:
+        return []
+    text = search_text(question, previous)
+    ranked = await index.search_async(text, len(every))
+    about_job = bool(JOB_QUESTION.search(question))
+    asked = _words(text)
+
+    def distance(piece: Any) -> float:
+        shared = len(asked & _words(piece.text))
+        return (piece.distance - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
+                + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY))
+
+    return sorted(ranked, key=distance)[:k]

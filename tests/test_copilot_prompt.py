@@ -1,0 +1,181 @@
+"""What the copilot's answers are made of, on the sample backend documents and the real MiniLM
+index: the pieces retrieved for a question (agent.copilot.context.retrieval) are in its prompt,
+and an answer the guard refuses (agent.copilot.answer_guard) is replaced on the candidate's
+screen by one made of those pieces."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.copilot.answer_guard import (
+    answer_problems,
+    fallback_answer,
+    first_person,
+    vocabulary,
+    voice_problems,
+)
+from agent.copilot.context.index import ContextIndex, Piece
+from agent.copilot.context.retrieval import is_follow_up, relevant_pieces, search_text
+from agent.copilot.engine import COPILOT_SYSTEM_PROMPT
+from tests.test_copilot_engine import RecordingLLM, ScriptedSTT, run_copilot
+
+DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
+ANSWER = "I led the checkout rewrite at Northwind Bank."
+
+
+@pytest.fixture(scope="module")
+def index():
+    from agent.copilot.context.embedder import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    ix = ContextIndex(embedder)
+    for name in ("resume", "job_description"):
+        ix.add_document(name, (DATA / f"{name}.md").read_text(encoding="utf-8"))
+    yield ix
+    ix.close()
+
+
+class EmptyLLM:
+    """TEST DOUBLE: an LLM whose every reply is a stream without text."""
+
+    async def stream(self, messages: object) -> AsyncIterator[str]:
+        for text in ():
+            yield text
+
+
+class IndexNow:
+    """TEST DOUBLE: the real index, searched on the caller's thread (the engine's tests run in
+    virtual time, which cannot wait on the index's worker thread)."""
+
+    def __init__(self, index: ContextIndex) -> None:
+        self.index = index
+        self.questions: list[str] = []
+
+    async def search_async(self, question: str, k: int = 3) -> list[Piece]:
+        self.questions.append(question)
+        return self.index.search(question, k)
+
+    async def pieces_async(self) -> list[Piece]:
+        return self.index.pieces()
+
+
+@pytest.mark.parametrize(("question", "bullet"), [
+    ("What is your biggest weakness?", "public speaking"),
+    ("Where did you go to university?", "Technical University of Munich"),
+    ("How did you make the checkout service faster?", "Redis read-through cache"),
+    ("Tell me about a time you had an outage in production.", "full disk"),
+    ("Have you ever mentored junior engineers?", "four junior engineers"),
+    ("What are your salary expectations?", "€95,000"),
+])
+def test_the_prompt_holds_the_pieces_retrieved_for_the_question(index, question, bullet) -> None:
+    context = IndexNow(index)
+    relevant = asyncio.run(relevant_pieces(context, question))
+    assert len(relevant) == 3
+    assert any(bullet in p.text for p in relevant), [p.text for p in relevant]
+
+    llm = RecordingLLM([ANSWER])
+    run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, question)]), llm, context=context)
+    [[system, user]] = llm.requests
+    assert system == {"role": "system", "content": COPILOT_SYSTEM_PROMPT}
+    prompt = user["content"]
+    assert all(p.text in prompt for p in relevant)
+    # the line of company context, then the job description's head; the question last
+    assert "The job I am interviewing for: Staff Engineer, Payments Platform — Lumen Pay\n" in (
+        prompt)
+    assert prompt.endswith("\n\nInterviewer: " + question)
+    # the resume's other bullets stay out: a small model reads three, not all
+    ids = {p.chunk_id for p in relevant}
+    others = [p for p in index.pieces() if p.source == "resume" and p.chunk_id not in ids]
+    assert others and not any(p.text in prompt for p in others)
+
+
+def test_a_follow_up_is_searched_with_the_question_before_it(index) -> None:
+    assert is_follow_up("And what did that do to the p99 latency?")
+    assert not is_follow_up("Where did you go to university, and what did you study?")
+    assert search_text("How many players did it serve?", "What did you build at Tidewater?") \
+        .startswith("What did you build at Tidewater?")
+    context = IndexNow(index)
+    [piece] = asyncio.run(relevant_pieces(
+        context, "How many players did it serve?", "What did you build at Tidewater Games?", 1))
+    assert "2 million daily players" in piece.text
+
+
+@pytest.mark.parametrize("bad", [
+    "I can. Please provide me with the resume.",
+    "I am a backend engineer at Google with fifteen years of Java.",
+    "I am a good listener and I like to help people.",
+])
+def test_an_answer_the_guard_refuses_is_replaced_by_the_retrieved_pieces(index, bad) -> None:
+    question = "How did you make the checkout service faster?"
+    context = IndexNow(index)
+    llm = RecordingLLM([bad])
+    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, question)]), llm, context=context)
+
+    [(first, _), (replacement, asked)] = run.sink.opened()
+    assert run.sink.text(first) == bad and run.sink.status(first) == "replaced"
+    assert asked == question and run.sink.status(replacement) == "complete"
+    shown = run.sink.text(replacement)
+    assert shown.startswith("At Northwind Bank, I led the rewrite of the payments checkout")
+    [record] = run.engine.answers
+    assert (record.text, record.llm_text, record.replacement_id) == (shown, bad, replacement)
+    assert record.problems
+    vocab = vocabulary([p.text for p in index.pieces()] + [question])
+    assert answer_problems(shown, vocab, record.relevant) == []
+
+
+def test_an_answer_the_guard_accepts_stays(index) -> None:
+    context = IndexNow(index)
+    llm = RecordingLLM([ANSWER])
+    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, "What did you do at Northwind?")]),
+                      llm, context=context)
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid) == ANSWER and run.sink.status(aid) == "complete"
+    assert run.engine.answers[0].replacement_id is None
+
+
+def test_pieces_said_in_the_first_person(index) -> None:
+    resume = [p for p in index.pieces() if p.source == "resume"]
+    pieces = {p.text.partition(":")[0]: p for p in resume}
+    first = min(p.chunk_id for p in resume)
+    said = {heading: first_person(p, first_of_resume=p.chunk_id == first)
+            for heading, p in pieces.items()}
+    assert said["Education"] == ("My education: Master of Science in Computer Science, "
+                                 "Technical University of Munich, 2017.")
+    assert said["Dana Whitfield — Senior Backend Engineer"].startswith(
+        "I'm Dana Whitfield — Senior Backend Engineer. Berlin, Germany.")
+    northwind = [first_person(p) for p in resume if p.text.startswith("Northwind")]
+    assert northwind[0].startswith("At Northwind Bank, I led the rewrite")
+    assert all(not voice_problems(s) for s in [*said.values(), *northwind])
+    # a job description's "You will ..." is never said as the candidate's
+    job = Piece(99, "job_description", "About the role: You will lead three teams.", 0.0)
+    assert fallback_answer([job], vocabulary([job.text])) == ""
+
+
+def test_an_empty_answer_with_warm_documents_fails_and_does_not_wait_for_a_token(index) -> None:
+    context = IndexNow(index)
+    llm = EmptyLLM()
+    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, "What did you do at Northwind?")]),
+                      llm, context=context, warm=True)
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.status(aid) == "failed"
+    assert context.questions == []  # the guard's search waited for a first token that never came
+
+
+def test_the_warm_up_tells_every_piece_sent_though_the_prompt_holds_the_job_descriptions_head(
+) -> None:
+    """A client waits for the warm count to reach the pieces it sent (voxroom.copilot
+    .warm_pieces); the prompt holds the job description's first ~500 characters only."""
+    from tests.test_copilot_engine import FixedContext, Piece, _warmed_run
+
+    job = [Piece(i, "job_description", f"Duty {i}: " + "x" * 200) for i in range(10, 16)]
+    context = FixedContext([Piece(1, "resume", "Mentored four engineers; agreed a prototype."),
+                            *job])
+    llm, told = _warmed_run(context)
+    assert told == [{"pieces": 7, "documents_fit": True}] * 2
+    asked = llm.requests[-1][-1]["content"]
+    assert "Duty 10" in asked and "Duty 11" in asked and "Duty 12" not in asked
