@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,17 @@ from agent.ops.livekit_server import LiveKitServer, LiveKitServerMissing, find_l
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def whisper_stt() -> Any:
+    """The bundled Whisper as the agent's STT engine, loaded once: the ear of the end-to-end
+    tests, which transcribe what the user heard of the agent."""
+    from agent.stt.whisper import WhisperSTT
+
+    stt = WhisperSTT()
+    stt.load()
+    return stt
 
 
 @pytest.fixture(scope="session")

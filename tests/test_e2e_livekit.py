@@ -27,15 +27,6 @@ REPLY = "The capital of France is Paris. It is a beautiful old city on the river
 QUESTION = "What is the capital of France?"
 
 
-@pytest.fixture(scope="module")
-def whisper():
-    from agent.stt.whisper import WhisperSTT
-
-    stt = WhisperSTT()
-    stt.load()
-    return stt
-
-
 async def converse(server: LiveKitServer, room: str, question: str, *,
                    dispatch_metadata: str = "") -> tuple[RoomUser, dict]:
     """Join `room`, wait for the agent, ask `question`, wait for the whole answer."""
@@ -65,7 +56,7 @@ async def converse(server: LiveKitServer, room: str, question: str, *,
 
 
 async def test_spoken_question_gets_the_scripted_spoken_answer(
-    livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
+    livekit_server: LiveKitServer, tmp_path: Path, whisper_stt, record_property
 ) -> None:
     async with scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])):
         user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
@@ -81,7 +72,7 @@ async def test_spoken_question_gets_the_scripted_spoken_answer(
             # espeak-ng's voice through Opus and Whisper tiny: "of France" is often heard
             # as "and France"; the question word must come through.
             assert "capital" in user_text.lower(), user_text
-            heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
+            heard = await whisper_stt.transcribe(user.agent_audio(timing["speech_end"]))
             error = jiwer.wer(_norm(agent_text), _norm(heard))
             assert error <= 0.25, f"heard {heard!r} for {agent_text!r}"
             assert timing["first_audio"] is not None
@@ -93,7 +84,7 @@ async def test_spoken_question_gets_the_scripted_spoken_answer(
 
 
 async def test_bundled_llm_gives_a_spoken_answer(
-    livekit_server: LiveKitServer, tmp_path: Path, whisper, record_property
+    livekit_server: LiveKitServer, tmp_path: Path, whisper_stt, record_property
 ) -> None:
     with agent_worker(livekit_server, tmp_path / "worker.log", VOXROOM_LLM_PROVIDER="local"):
         user, timing = await converse(livekit_server, "e2e-bundled", QUESTION)
@@ -102,7 +93,7 @@ async def test_bundled_llm_gives_a_spoken_answer(
             assert agent_id is not None
             [agent_text] = user.final_texts(agent_id)
             assert agent_text.strip()
-            heard = await whisper.transcribe(user.agent_audio(timing["speech_end"]))
+            heard = await whisper_stt.transcribe(user.agent_audio(timing["speech_end"]))
             assert len(heard.split()) >= 2, heard
             v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
             record_property("voice_to_voice_ms", round(v2v_ms))

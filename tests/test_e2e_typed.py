@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import jiwer
 import pytest
@@ -20,7 +21,7 @@ from agent.transports.typed_input import MAX_TYPED_CHARS, TYPED_BURST, TYPED_PER
 from bench.measure import require
 from bench.room_client import RoomUser
 from tests.agent_process import scripted_agent
-from tests.test_e2e_livekit import _norm, whisper  # noqa: F401 (a fixture)
+from tests.test_e2e_livekit import _norm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,7 +46,7 @@ async def joined(server: LiveKitServer, room: str, identity: str, *,
 
 
 async def test_typed_messages_are_answered_in_voice_and_text_and_interrupt(
-    livekit_server: LiveKitServer, tmp_path: Path, whisper  # noqa: F811
+    livekit_server: LiveKitServer, tmp_path: Path, whisper_stt: Any
 ) -> None:
     async with scripted_agent(livekit_server, tmp_path / "worker.log", scripted()):
         user = await joined(livekit_server, "typed-e2e", "user-1")
@@ -70,7 +71,7 @@ async def test_typed_messages_are_answered_in_voice_and_text_and_interrupt(
             assert answer == OSLO_REPLY  # shown
             # Shown as the user's turns, as a spoken question is (the page reads these).
             assert user.final_texts("user-1") == [FRANCE, OSLO]
-            said = await whisper.transcribe(user.agent_audio(t_thinking))  # spoken
+            said = await whisper_stt.transcribe(user.agent_audio(t_thinking))  # spoken
             error = jiwer.wer(_norm(OSLO_REPLY), _norm(said))
             assert error <= 0.25, f"heard {said!r} for {OSLO_REPLY!r}"
             states = [s for t, s in user.states if t_france < t <= t_done]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,19 +66,22 @@ def weather_over_http() -> Iterator[str]:
 
 
 async def _ask(server: LiveKitServer, tmp_path: Path, config: str, room: str, *,
-               llm: ScriptedLLM, dispatch_metadata: str = "") -> tuple[str, list[dict]]:
-    """The agent's final answer to QUESTION, and the LLM requests it made."""
+               llm: ScriptedLLM, dispatch_metadata: str = "") -> tuple[str, list[dict], Any]:
+    """The agent's final answer to QUESTION, the LLM requests it made, and the agent's audio
+    after the question as the user received it."""
     requests: list[dict] = []
     async with scripted_llm_server(llm, requests=requests) as base_url:
         with agent_worker(server, tmp_path / "worker.log", **scripted_llm_env(base_url),
                           **_config(tmp_path, config)):
-            user, _ = await converse(server, room, QUESTION, dispatch_metadata=dispatch_metadata)
+            user, timing = await converse(server, room, QUESTION,
+                                          dispatch_metadata=dispatch_metadata)
             try:
                 assert user.agent_identity is not None
                 [answer] = user.final_texts(user.agent_identity)
+                audio = user.agent_audio(timing["speech_end"])
             finally:
                 await user.close()
-    return answer, requests
+    return answer, requests, audio
 
 
 def _offered(request: dict) -> list[str]:
@@ -85,11 +89,13 @@ def _offered(request: dict) -> list[str]:
 
 
 async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+        livekit_server: LiveKitServer, tmp_path: Path, whisper_stt: Any) -> None:
     config = _weather_over_stdio() + '[profiles.default]\ntools = ["mcp:weather"]\n'
-    answer, requests = await _ask(livekit_server, tmp_path, config, "tools-stdio",
-                                  llm=ScriptedLLM([WEATHER]))
+    answer, requests, audio = await _ask(livekit_server, tmp_path, config, "tools-stdio",
+                                         llm=ScriptedLLM([WEATHER]))
     assert answer == WEATHER_ANSWER
+    heard = (await whisper_stt.transcribe(audio)).lower()  # the result, spoken to the user
+    assert "rain" in heard and "oslo" in heard, heard
     first, second = requests[-2:]
     assert _offered(first) == ["get_weather"]  # the server's allow list
     call = second["messages"][-2]["tool_calls"][0]
@@ -103,8 +109,8 @@ async def test_an_mcp_tool_over_streamable_http_answers_a_spoken_question(
     with weather_over_http() as url:
         config = (f'[[tools.mcp]]\nname = "weather"\nurl = "{url}"\nallow = ["get_weather"]\n'
                   '[profiles.default]\ntools = ["get_weather"]\n')
-        answer, _ = await _ask(livekit_server, tmp_path, config, "tools-http",
-                               llm=ScriptedLLM([WEATHER]))
+        answer, _, _ = await _ask(livekit_server, tmp_path, config, "tools-http",
+                                  llm=ScriptedLLM([WEATHER]))
     assert answer == WEATHER_ANSWER
 
 
@@ -114,8 +120,8 @@ async def test_a_python_tool_answers_a_spoken_question(
               '[profiles.default]\ntools = ["recipe"]\n')
     turn = ScriptedToolTurn(tool="recipe", arguments={"dish": "pancakes", "servings": 4},
                             answer="Here it is: {result}.")
-    answer, requests = await _ask(livekit_server, tmp_path, config, "tools-python",
-                                  llm=ScriptedLLM([turn]))
+    answer, requests, _ = await _ask(livekit_server, tmp_path, config, "tools-python",
+                                     llm=ScriptedLLM([turn]))
     assert answer.startswith("Here it is: pancakes for 4 (any)"), answer
     assert _offered(requests[-2]) == ["recipe"]
 
@@ -125,9 +131,9 @@ async def test_a_profile_offers_only_its_tools_and_an_unknown_one_is_refused(
     config = (_weather_over_stdio()
               + '[profiles.default]\ntools = ["mcp:weather"]\n'
               + '[profiles.chat]\ninstructions = "You are a chatty companion."\n')
-    answer, requests = await _ask(livekit_server, tmp_path, config, "tools-chat",
-                                  llm=ScriptedLLM([WEATHER]),
-                                  dispatch_metadata=json.dumps({KEY_PROFILE: "chat"}))
+    answer, requests, _ = await _ask(livekit_server, tmp_path, config, "tools-chat",
+                                     llm=ScriptedLLM([WEATHER]),
+                                     dispatch_metadata=json.dumps({KEY_PROFILE: "chat"}))
     assert answer == WEATHER.without_tool
     assert requests and all("tools" not in r for r in requests)
     assert requests[-1]["messages"][0]["content"] == "You are a chatty companion."
