@@ -17,9 +17,10 @@ from agent.tools.toolbox import Toolbox
 # Rounds of calls in one reply. A response after the last that still calls, or one that only
 # repeats calls already made, is answered with what the tools returned (agent/voice/reply.py).
 MAX_TOOL_ROUNDS = 3
-# A call still running this long after it started gets a spoken filler (the design's ~0.7 s).
+# A reply still waiting this long after a round of calls began (on the calls, or on the LLM
+# reading their results) gets a spoken filler (the design's ~0.7 s).
 FILLER_AFTER_S = 0.7
-# Silence between one filler's end and the next while the call goes on: the listener never
+# Silence between one filler's end and the next while the wait goes on: the listener never
 # waits more than ~1.5 s with nothing to hear.
 SILENCE_BETWEEN_FILLERS_S = 1.2
 
