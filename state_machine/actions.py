@@ -96,8 +96,14 @@ class PausePlayback:
 
 
 @dataclass(frozen=True)
+class DuckPlayback:
+    """Lower the reply's volume at once, going on playing: the user made a sound that may be a
+    backchannel. `ResumePlayback` restores it; `PausePlayback` stops it."""
+
+
+@dataclass(frozen=True)
 class ResumePlayback:
-    pass
+    """Play on at full volume (after a pause or a duck)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,13 @@ class PlaybackPaused:
 
 
 @dataclass(frozen=True)
+class PlaybackDucked:
+    """A sound of the user's, starting at `onset`, ducked the reply."""
+
+    onset: float
+
+
+@dataclass(frozen=True)
 class BargeIn:
     """The pause became an interruption: its words (`text`) cut the reply."""
 
@@ -211,6 +224,7 @@ Notice = (
     | ReplyDone
     | ReplyFailed
     | PlaybackPaused
+    | PlaybackDucked
     | BargeIn
     | Backchannel
     | FalseInterruption
@@ -230,6 +244,7 @@ Action = (
     | CommitUserTurn
     | RetractUserTurn
     | PausePlayback
+    | DuckPlayback
     | ResumePlayback
     | CommitBargeIn
     | PlayFiller

@@ -11,9 +11,12 @@ Turn-taking, in short:
   end punctuation) starts the reply speculatively; the endpoint (longer silence, shorter when
   the text looks complete) commits the user turn, keeping the speculative reply when its input
   is nearly the final text. A speculative reply is never heard before the endpoint.
-- While the agent speaks, a few consecutive voiced frames pause playback at once; words in the
-  interrupting speech commit the barge-in (reply cancelled, history cut to what was heard), and
-  no words within `false_interruption_s` resume the reply where it paused.
+- While the agent speaks, a few consecutive voiced frames make it yield at once: it ducks
+  (plays on, quieter) while the sound is judged, so a backchannel never silences it; it pauses
+  as soon as what is heard of the sound reads as an interruption, or the sound outlasts any
+  backchannel. Words that interrupt commit the barge-in (reply cancelled, history cut to what
+  was heard); a backchannel or no words within `false_interruption_s` play on at full volume
+  (a paused reply from where it paused).
 - A typed message (`on_text`) is a user turn like a spoken one: it cuts the agent's answer as a
   committed barge-in does, and is answered at once, or with the words the user is saying.
 """
@@ -31,9 +34,11 @@ from state_machine.actions import (
     CommitUserTurn,
     ConfirmReply,
     DiscardUtterance,
+    DuckPlayback,
     FalseInterruption,
     OpenUtterance,
     PausePlayback,
+    PlaybackDucked,
     PlaybackPaused,
     PlayCanned,
     PlayFiller,
@@ -51,7 +56,7 @@ from state_machine.actions import (
     Transcript,
     UtteranceDiscarded,
 )
-from state_machine.backchannel import interrupts, other_words
+from state_machine.backchannel import interrupts, is_backchannel, other_words
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -91,6 +96,7 @@ class TurnCounters:
     speculative_kept: int = 0
     speculative_wasted: int = 0
     barge_ins: int = 0
+    ducks: int = 0
     backchannels: int = 0
     false_interruptions: int = 0
     fillers: int = 0
@@ -112,7 +118,9 @@ class ConversationStateMachine:
         self._next_id = 0
         self._reply: _Reply | None = None
         self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
-        self._paused_at: float | None = None  # barge-in pending since
+        self._paused_at: float | None = None  # barge-in pending since, playback paused
+        self._ducked_at: float | None = None  # barge-in pending since, playback ducked
+        self._overlap_id: int | None = None  # the utterance that began over the agent's reply
         self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
@@ -186,7 +194,7 @@ class ConversationStateMachine:
         utt.candidate_in_flight = False
         utt.candidate = Candidate(text, covered_until, failed)
         out: list[Action] = [Transcript(text, final=False)]
-        if self._paused_at is not None:
+        if self._yielding():
             self._barge_in_candidate(utt, now, out)
             return out
         return out + self.tick(now)
@@ -225,6 +233,9 @@ class ConversationStateMachine:
             return []
         self._reply = None
         out: list[Action] = [ReplyDone(reply_id)]
+        # The answer ended while ducked under a sound of the user's: the sound goes on as an
+        # utterance of theirs (`_end_user_turn` drops it if it was only a backchannel).
+        self._ducked_at = None
         if self.state is not AgentState.LISTENING:
             self._set_state(AgentState.LISTENING, now, out)
         return out
@@ -260,7 +271,7 @@ class ConversationStateMachine:
         o = self.options
         out: list[Action] = []
         utt = self._utt
-        if self._paused_at is not None:
+        if self._yielding():
             self._paused_tick(now, out)
         elif utt is not None and self.state is AgentState.LISTENING:
             self._listening_tick(utt, now, out)
@@ -342,6 +353,8 @@ class ConversationStateMachine:
         cand = utt.candidate
         if not o.speculative_start or cand is None or not spoken_words(cand.text):
             return
+        if utt.id == self._overlap_id and is_backchannel(cand.text):
+            return  # "mm hmm" over the end of the answer: not a turn (`_end_user_turn`)
         text = self._merged(cand.text)
         r = self._reply
         if r is not None and r.speculative and not r.confirmed:
@@ -356,6 +369,8 @@ class ConversationStateMachine:
     def _end_user_turn(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
         text = spoken_words(utt.candidate.text)
+        if utt.id == self._overlap_id and is_backchannel(text):
+            text = ""  # "mm hmm" as the answer ended: it acknowledged it, it asks nothing
         self._utt = None
         # No words: a false start, unless it retracted a question (a cough while the agent
         # was thinking), which is then answered as it was.
@@ -415,37 +430,55 @@ class ConversationStateMachine:
 
     # ---- speaking and barge-in ------------------------------------------------------------
 
+    def _yielding(self) -> bool:
+        """A sound of the user's has made the agent duck or pause; it is being judged."""
+        return self._paused_at is not None or self._ducked_at is not None
+
     def _speaking_frame(self, onset: bool, vote: bool, now: float, out: list[Action]) -> None:
+        o = self.options
         utt = self._utt
-        if self._paused_at is None:
+        if not self._yielding():
             if onset:
-                self._paused_at = now
                 self._asked_at = -1e9
-                out.append(PausePlayback())
-                out.append(PlaybackPaused(self._vote.run_start))
-                self._next_id += 1
                 onset_at = self._vote.run_start
+                if o.duck:
+                    self._ducked_at = now
+                    self.counters.ducks += 1
+                    out += [DuckPlayback(), PlaybackDucked(onset_at)]
+                else:
+                    self._pause(onset_at, now, out)
+                self._next_id += 1
+                self._overlap_id = self._next_id
                 self._utt = Utterance(self._next_id, onset=onset_at, last_voiced=now)
-                out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - onset_at))
+                out.append(OpenUtterance(self._next_id, o.pre_roll_s + now - onset_at))
             return
         if utt is None:
             return
         if self._vote.run >= 2:
             utt.voice(now)
-        if (vote and not utt.candidate_in_flight
-                and now - self._asked_at + EPS >= self.options.barge_in_recheck_s):
+        if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
+            self._pause(utt.onset, now, out)  # longer than any backchannel
+        recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
+        if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
             # Words while the user still talks: a real interruption is committed before it
             # ends; anything else is heard out and transcribed whole once the sound stops.
             self._asked_at = now
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
 
+    def _pause(self, onset: float, now: float, out: list[Action]) -> None:
+        """Stop the reply's audio for the user's sound from `onset`, keeping it to resume."""
+        self._paused_at, self._ducked_at = now, None
+        out += [PausePlayback(), PlaybackPaused(onset)]
+
     def _paused_tick(self, now: float, out: list[Action]) -> None:
-        """Playback is paused for a sound of the user's: once it stops, it is transcribed
-        whole (`_barge_in_candidate` decides). Quiet with no words for `false_interruption_s`
-        resumes, and so does a transcript that has not come within `speaking_stall_s`."""
+        """Playback is paused or ducked for a sound of the user's: once it stops, it is
+        transcribed whole (`_barge_in_candidate` decides). Quiet with no words for
+        `false_interruption_s` plays on, and so does a transcript that has not come within
+        `speaking_stall_s`."""
         utt = self._utt
-        assert self._paused_at is not None
+        since = self._paused_at if self._paused_at is not None else self._ducked_at
+        assert since is not None
         if utt is None:
             return
         e = self.options.endpoint
@@ -453,10 +486,10 @@ class ConversationStateMachine:
         if quiet and not utt.candidate_in_flight and not utt.fresh():
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
-        paused = now - self._paused_at + EPS
+        waited = now - since + EPS
         if quiet and (
-            (paused >= self.options.false_interruption_s and not utt.candidate_in_flight)
-            or paused >= self.options.speaking_stall_s  # its transcript never came
+            (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
+            or waited >= self.options.speaking_stall_s  # its transcript never came
         ):
             self._resume_after_false_interruption(now, out, backchannel=False)
 
@@ -471,8 +504,10 @@ class ConversationStateMachine:
         if not utt.fresh():
             if other_words(text) >= o.barge_in_words and interrupts(text):
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
-            else:
-                utt.candidate = None  # the sound goes on: transcribed whole when it stops
+                return
+            if self._ducked_at is not None and interrupts(text):
+                self._pause(utt.onset, now, out)  # it reads as an interruption: stop
+            utt.candidate = None  # the sound goes on: transcribed whole when it stops
         elif interrupts(text) or (words and not o.backchannel_resume):
             self._commit_barge_in(utt, now, out)
         elif o.backchannel_resume:
@@ -480,8 +515,11 @@ class ConversationStateMachine:
             self._resume_after_false_interruption(now, out, backchannel=words)
 
     def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
+        if self._paused_at is None:  # straight from a duck: every stop goes through a pause
+            self._pause(utt.onset, now, out)
         paused_at = self._paused_at
-        assert paused_at is not None  # a candidate reaches a barge-in only while paused
+        assert paused_at is not None
+        self._overlap_id = None  # an interruption: its turn is answered, whatever it says
         self.counters.barge_ins += 1
         self._stop_reply("barge-in", out)
         text = utt.candidate.text if utt.candidate is not None else ""
@@ -493,7 +531,7 @@ class ConversationStateMachine:
     def _stop_reply(self, reason: str, out: list[Action]) -> None:
         """The user interrupted the reply being spoken: it is cancelled through every layer and
         the history keeps what was heard of it."""
-        self._paused_at = None
+        self._paused_at = self._ducked_at = None
         r = self._reply
         if r is not None:
             self._cancel_reply(reason, out)
@@ -502,8 +540,8 @@ class ConversationStateMachine:
     def _resume_after_false_interruption(
         self, now: float, out: list[Action], *, backchannel: bool
     ) -> None:
-        """Resume the reply: the pausing sound was "mm-hmm" (`backchannel`) or no words."""
-        self._paused_at = None
+        """Play on at full volume: the sound was "mm-hmm" (`backchannel`) or no words."""
+        self._paused_at = self._ducked_at = None
         if backchannel:
             self.counters.backchannels += 1
         else:

@@ -54,10 +54,25 @@ class TurnOptions(ListenOptions):
     """A speculative reply is kept when its input is at least this similar to the final text."""
 
     barge_in_frames: int = 2
-    """Consecutive voiced frames of the user that pause the agent while it speaks (40 ms).
-    Through LiveKit the listener hears the agent stop ~90 ms after these frames (the network
-    both ways), so each frame is a fifth of the barge-in budget. A pause for a click is cheap:
-    its transcript has no words and the answer resumes ~0.3 s later."""
+    """Consecutive voiced frames of the user that make the agent yield while it speaks
+    (40 ms): it ducks (`duck`) or pauses. Through LiveKit the listener hears it ~90 ms after
+    these frames (the network both ways), so each frame is a fifth of the barge-in budget."""
+
+    duck: bool = True
+    """Yield by lowering the agent's volume (`DuckPlayback`) while the user's sound is judged,
+    instead of pausing: a backchannel ("mm hmm", a laugh) then never silences the answer, and
+    the agent still audibly gives way at once. The pause comes as soon as the sound is judged
+    an interruption (`interrupts` on what is heard of it so far), or when it outlasts any
+    backchannel (`duck_max_s`). False: pause at once, as a hard stop."""
+
+    duck_recheck_s: float = 0.25
+    """While ducked and the user's sound goes on, what it holds so far is transcribed at the
+    speech vote and again this often: each decode is a chance to see an interruption and stop.
+    Whisper tiny.en decodes a second of audio in a few tens of ms."""
+
+    duck_max_s: float = 1.2
+    """A sound going on this long after its onset is not a backchannel (they are short: "mm
+    hmm", "uh huh", a laugh): the ducked agent pauses, and its words decide as for a pause."""
 
     false_interruption_s: float = 1.0
     """A pause caused by user sound that brings no words within this time resumes playback

@@ -43,6 +43,8 @@ class Timeline:
         self._play_left: dict[int, float] = {}
         self.audible: list[tuple[float, float]] = []  # intervals of agent audio at the listener
         self._audible_since: float | None = None
+        self.ducked: list[tuple[float, float]] = []  # intervals of it played quieter
+        self._ducked_since: float | None = None
 
     # ---- scheduling -------------------------------------------------------------------
 
@@ -88,6 +90,7 @@ class Timeline:
             self._apply(self.machine.on_frame(voiced(t - f / 2), t), t)
         if self._audible_since is not None:
             self.audible.append((self._audible_since, until_s))
+        self._unduck(until_s)
 
     # ---- the engines' side ------------------------------------------------------------
 
@@ -137,15 +140,20 @@ class Timeline:
             case A.CancelReply(reply_id=rid):
                 self._reply_started.pop(rid, None)
                 self._paused_at = None  # like Playout.cancel: a new reply starts unpaused
+                self._unduck(t)
                 if self._playing == rid:
                     self._stop_audio(t)
                     self._playing = None
             case A.PausePlayback():
                 self._paused_at = t
                 self._stop_audio(t)
+                self._unduck(t)
+            case A.DuckPlayback():
+                self._ducked_since = t
             case A.ResumePlayback():
+                self._unduck(t)
                 self._paused_at = None
-                if self._playing is not None:
+                if self._playing is not None and self._audible_since is None:
                     self._start_audio(self._playing, t)
             case A.PlayCanned(reply_id=rid):
                 self._confirmed.add(rid)
@@ -166,6 +174,11 @@ class Timeline:
         end = now + self._play_left[rid]
         self._at(end, lambda t, rid=rid, started=now: self._maybe_done(rid, started, t))
 
+    def _unduck(self, now: float) -> None:
+        if self._ducked_since is not None:
+            self.ducked.append((self._ducked_since, now))
+            self._ducked_since = None
+
     def _stop_audio(self, now: float) -> None:
         if self._audible_since is not None:
             self.audible.append((self._audible_since, now))
@@ -177,6 +190,7 @@ class Timeline:
         if self._playing != rid or self._audible_since != started or self._paused_at is not None:
             return []  # paused or cancelled since
         self._stop_audio(now)
+        self._unduck(now)
         self._playing = None
         return self.machine.on_reply_done(rid, now)
 

@@ -19,6 +19,7 @@ from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
 SCORED = TurnOptions(endpoint=EndpointOptions(scored=True))
+PAUSING = TurnOptions(duck=False)  # a sound over the answer pauses it at once
 
 
 def approx(x: float) -> object:
@@ -179,14 +180,17 @@ def answer_then(
 
 
 # "and Emma.": how Whisper tiny.en heard a synthesized "mm hmm" through LiveKit.
+@pytest.mark.parametrize("duck", [True, False])
 @pytest.mark.parametrize("said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha.",
                                   "and Emma."])
-def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
-    tl = Timeline(engines=FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
+def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool) -> None:
+    tl = Timeline(TurnOptions(duck=duck),
+                  FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=9.0)
-    [(t_pause, _)] = tl.of(A.PausePlayback)
+    [(t_yield, _)] = tl.of(A.DuckPlayback if duck else A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    assert t_pause == approx(3.04)  # as fast as a real interruption
+    assert t_yield == approx(3.04)  # as fast as a real interruption
+    assert not duck or tl.of(A.PausePlayback) == []  # ducked, never silenced
     assert t_resume == approx(3.66)  # the transcript asked 60 ms after it covers it all
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
     assert tl.of(A.CancelReply) == [] and tl.of(A.BargeIn) == []
@@ -196,7 +200,7 @@ def test_a_backchannel_pauses_then_resumes_and_is_no_turn(said: str) -> None:
 
 def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> None:
     interruption = said_by("Wait, stop, I meant Tokyo.", since=3.0)
-    tl = Timeline(engines=FakeEngines(
+    tl = Timeline(PAUSING, FakeEngines(
         transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
@@ -216,14 +220,18 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
 
 
-def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer() -> None:
-    # The early request hears a fragment.
+@pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.82)])
+def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
+    duck: bool, resumed_at: float,
+) -> None:
+    # The early request hears a fragment. Ducked, the sound is decoded more often: the
+    # decode asked at 3.42 (0.25 s after the vote's) is waited for before the whole one.
     heard = answer_then("Thank you.", early="Thank.", heard_whole_at_s=3.4)
-    tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=3.0))
+    tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    assert t_resume == approx(3.76)  # the whole sound, transcribed once it stopped
+    assert t_resume == approx(resumed_at)  # the whole sound, transcribed once it stopped
     assert sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
@@ -248,7 +256,7 @@ def test_a_sentence_made_up_from_a_short_hum_is_no_words() -> None:
 
 def test_a_pause_whose_transcript_never_comes_resumes_after_the_stall_bound() -> None:
     engines = FakeEngines(transcript=answer_then(""), stt_hangs_after_s=2.9, reply_length_s=3.0)
-    tl = Timeline(engines=engines)
+    tl = Timeline(PAUSING, engines)  # ducked, the answer plays on to its end meanwhile
     tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=12.0)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_resume == approx(3.04 + TurnOptions().speaking_stall_s)

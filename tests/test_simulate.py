@@ -70,7 +70,9 @@ def test_spoken_question_cycles_states_and_answers_promptly(tmp_path: Path) -> N
     assert turn["latency_ms"]["voice_to_voice"] is not None
 
 
-def test_talking_over_the_answer_stops_it_and_the_interruption_is_answered(tmp_path: Path) -> None:
+def test_talking_over_the_answer_ducks_then_stops_it_and_the_interruption_is_answered(
+    tmp_path: Path,
+) -> None:
     q, i = espeak(QUESTION), espeak(INTERRUPTION)
     lead = RATE // 2
     q_end = (lead + last_voiced_sample(q)) / RATE
@@ -79,11 +81,14 @@ def test_talking_over_the_answer_stops_it_and_the_interruption_is_answered(tmp_p
     onset = (lead + len(q) + gap + np.flatnonzero(np.abs(i.astype(np.int32)) > 500)[0]) / RATE
     events, agent = simulate(tmp_path, pcm, [LONG_REPLY, WEATHER_REPLY])
 
+    # The agent gives way at once (ducks), and stops once "Wait, what" is heard.
+    [ducked] = [e for e in events if e["type"] == "playback_ducked"]
     [barge] = [e for e in events if e["type"] == "barge_in"]
-    assert barge["t"] - onset <= 0.150
+    assert ducked["t"] - onset <= 0.150 and ducked["t"] <= barge["t"]
     starts = [e["t"] for e in events if e["type"] == "audio_start"]
     assert len(starts) == 2 and starts[0] < onset < starts[1]
-    quiet = agent[int((onset + 0.150) * RATE) : int(starts[1] * RATE)]
+    assert barge["t"] < onset + len(i) / RATE  # before the interruption ended
+    quiet = agent[int((barge["t"] + 0.05) * RATE) : int(starts[1] * RATE)]
     assert quiet.size > 0 and int(np.abs(quiet.astype(np.int32)).max()) < 50, "agent audible"
     turns = [e for e in events if e["type"] == "turn"]
     assert [t["interrupted"] for t in turns] == [True, False]

@@ -82,7 +82,7 @@ def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_tu
     def transcript(start: float, end: float) -> str:
         return "what time is it?" if start < 2.5 else interruption(end)
 
-    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl = Timeline(TurnOptions(duck=False), FakeEngines(transcript=transcript))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause == approx(3.04)  # onset 3.00 + 2 frames
@@ -110,7 +110,7 @@ def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_tu
 
 
 def test_a_click_shorter_than_the_threshold_does_not_pause() -> None:
-    tl = Timeline()
+    tl = Timeline(TurnOptions(duck=False))
     tl.run(speech((0.5, 2.0), (3.0, 3.02)), until_s=6.0)  # one voiced frame
     assert tl.of(A.PausePlayback) == []
     assert tl.audible == [(approx(2.66), approx(4.66))]
@@ -120,7 +120,7 @@ def test_a_cough_pauses_then_resumes_where_it_stopped() -> None:
     def transcript(start: float, end: float) -> str:
         return "what time is it?" if start < 2.5 else "[coughs]"
 
-    tl = Timeline(engines=FakeEngines(transcript=transcript))
+    tl = Timeline(TurnOptions(duck=False), FakeEngines(transcript=transcript))
     tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=7.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)

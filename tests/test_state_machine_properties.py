@@ -73,6 +73,7 @@ events = st.lists(
 # The same machine with an end-of-turn model: every candidate is scored (or the detector
 # fails), and the endpoint silence follows the score.
 SCORED = TurnOptions(endpoint=replace(OPTIONS.endpoint, scored=True))
+PAUSING = TurnOptions(duck=False)  # a sound over the agent pauses it at once
 
 
 class Violation(AssertionError):
@@ -313,7 +314,7 @@ FAST = settings(max_examples=400, deadline=None)
 
 
 @FAST
-@given(events, st.sampled_from([OPTIONS, SCORED]))
+@given(events, st.sampled_from([OPTIONS, SCORED, PAUSING]))
 def test_random_sequences_keep_every_promise(seq: list[Event], options: TurnOptions) -> None:
     d = Driver(options)
     for event in seq:
@@ -321,7 +322,7 @@ def test_random_sequences_keep_every_promise(seq: list[Event], options: TurnOpti
 
 
 @FAST
-@given(events, st.sampled_from([OPTIONS, SCORED]))
+@given(events, st.sampled_from([OPTIONS, SCORED, PAUSING]))
 def test_after_the_user_goes_quiet_every_turn_is_answered_or_merged(
     seq: list[Event], options: TurnOptions
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from state_machine import actions as A
+from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, speech
 
 
@@ -107,14 +108,19 @@ def test_a_cough_while_typing_leaves_the_typed_message_answered_alone() -> None:
     assert [s for _, s in tl.states()] == ["THINKING", "SPEAKING", "LISTENING"]
 
 
-def test_typing_while_a_sound_pauses_the_agent_cuts_it_and_the_sound_goes_on_as_a_turn() -> None:
+@pytest.mark.parametrize("duck", [True, False])
+def test_typing_while_a_sound_pauses_the_agent_cuts_it_and_the_sound_goes_on_as_a_turn(
+    duck: bool,
+) -> None:
     def transcript(start: float, end: float) -> str:
         return "what time is it?" if start < 2.5 else "and in Paris"
 
-    tl = Timeline(engines=FakeEngines(transcript=transcript))
-    tl.type_at(3.1, "in Tokyo")  # the reply paused at 3.04 for speech that goes on to 3.6
+    tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=transcript))
+    tl.type_at(3.1, "in Tokyo")  # the reply yields at 3.04 for speech that goes on to 3.6
     tl.run(speech((0.5, 2.0), (3.0, 3.6)), until_s=8.0)
-    assert tl.audible[0] == (approx(2.66), approx(3.04))
+    # Ducked, it plays on quieter until the typed message cuts it; paused, it stops at once.
+    assert tl.audible[0] == (approx(2.66), approx(3.1 if duck else 3.04))
+    assert tl.ducked == ([(approx(3.04), approx(3.1))] if duck else [])
     assert tl.of(A.CommitBargeIn) and tl.of(A.ResumePlayback) == []
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == ["what time is it?", "in Tokyo and in Paris"]

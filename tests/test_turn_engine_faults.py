@@ -30,6 +30,7 @@ from agent.llm.history import ChatHistory
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
 from agent.voice.events import ReplyCancelled, VoiceEvent, event_json
+from agent.voice.playout import DUCK_GAIN
 from state_machine.options import TurnOptions
 from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import VirtualTimeLoop
@@ -367,20 +368,45 @@ def test_the_harness_sees_a_task_left_behind_by_a_cancelled_reply() -> None:
     assert conv.leaks and "forgotten" in conv.leaks[0]
 
 
-def test_a_barge_in_cancels_the_whole_reply_at_once() -> None:
+def _peak(voice: np.ndarray, a: float, b: float) -> int:
+    return int(np.abs(voice[int(a * RATE) : int(b * RATE)].astype(np.int32)).max())
+
+
+def test_a_barge_in_ducks_the_reply_at_once_then_cancels_all_of_it() -> None:
     said = [Said(0.5, 1.5, "what time is it?"), Said(3.0, 4.0, "stop, what is the date?")]
     long_reply = LONG_REPLY
     conv = converse(said, until_s=16.0, replies=[long_reply, "It is Monday."])
     [cancel] = conv.of("reply_cancelled")
     assert cancel["reason"] == "barge-in"
     assert conv.leaks == [] and conv.leftover_tasks == [] and conv.errors == []
+    [ducked] = conv.of("playback_ducked")
+    [paused] = conv.of("playback_paused")
+    # Ducked 2 voiced frames in (the VAD may take one more frame of the onset, depending on
+    # where the frames fall); quieter once the frame in flight (frames need not start on the
+    # 20 ms grid) and the 5 ms ramp are out,
+    # silent from the frame after the pause that "stop," brought.
+    assert ducked["t"] <= 3.0 + 0.06 + 1e-3 < paused["t"]
+    loud = _peak(conv.voice, 2.5, 3.0)
+    quiet = _peak(conv.voice, ducked["t"] + 0.045, paused["t"])  # 2 frames and the ramp
+    assert quiet <= DUCK_GAIN * loud + 1
     first, *rest = conv.audible()
-    # Paused 2 voiced frames in (the VAD may take one more frame of the onset, depending on
-    # where the frames fall), + the frame in flight.
-    assert first[1] <= 3.0 + 0.06 + 0.02 + 1e-3
+    assert first[1] <= paused["t"] + 0.04 + 1e-3  # the frame in flight, off the 20 ms grid
     assert [t["interrupted"] for t in conv.turns] == [True, False]
     assert conv.turns[1]["user_text"] == "stop, what is the date?"
     assert rest  # the interruption was answered
+
+
+def test_a_barge_in_that_pauses_at_once_cancels_the_whole_reply() -> None:
+    said = [Said(0.5, 1.5, "what time is it?"), Said(3.0, 4.0, "stop, what is the date?")]
+    conv = converse(said, until_s=16.0, replies=[LONG_REPLY, "It is Monday."],
+                    options=TurnOptions(duck=False))
+    [cancel] = conv.of("reply_cancelled")
+    assert cancel["reason"] == "barge-in" and conv.of("playback_ducked") == []
+    assert conv.leaks == [] and conv.leftover_tasks == [] and conv.errors == []
+    first, *rest = conv.audible()
+    # Paused 2 voiced frames in (or one more, as above), + the frame in flight.
+    assert first[1] <= 3.0 + 0.06 + 0.02 + 1e-3
+    assert [t["interrupted"] for t in conv.turns] == [True, False] and rest
 
 
 def test_a_stalled_llm_is_cut_by_the_thinking_timeout_with_the_canned_phrase() -> None:

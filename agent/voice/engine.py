@@ -38,6 +38,7 @@ from agent.voice.events import (
     Backchannel,
     BargeIn,
     FalseInterruption,
+    PlaybackDucked,
     PlaybackPaused,
     PlaybackStopped,
     ReplyCancelled,
@@ -237,6 +238,8 @@ class TurnEngine:
                 self._emit(TurnRetracted(now))
             case A.PausePlayback():
                 self._playout.pause()
+            case A.DuckPlayback():
+                self._playout.duck()
             case A.ResumePlayback():
                 self._playout.resume()
             case A.CommitBargeIn():
@@ -271,6 +274,8 @@ class TurnEngine:
                 self._emit(ReplyFailed(now, rid, reason))
             case A.PlaybackPaused(onset=onset):
                 self._emit(PlaybackPaused(now, onset))
+            case A.PlaybackDucked(onset=onset):
+                self._emit(PlaybackDucked(now, onset))
             case A.Backchannel(text=text):
                 self._emit(Backchannel(now, text))
             case A.FalseInterruption(text=text):

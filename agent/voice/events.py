@@ -153,6 +153,15 @@ class PlaybackPaused(Event):
 
 
 @dataclass(frozen=True)
+class PlaybackDucked(Event):
+    """A sound of the user's (from `onset`) ducked the reply: it plays on, quieter, while the
+    sound is judged."""
+
+    kind: ClassVar[str] = "playback_ducked"
+    onset: float
+
+
+@dataclass(frozen=True)
 class BargeIn(Event):
     """The user interrupted (`t`: when the reply paused), saying `text`."""
 

@@ -3,7 +3,8 @@
 It knows which text each sample belongs to, so after a barge-in it can tell what the listener
 actually heard. Pausing clears what the sink has queued (the listener hears silence within the
 sink's latency, a few tens of ms) and rewinds to the first unheard sample, so a false barge-in
-resumes exactly where the listener stopped hearing.
+resumes exactly where the listener stopped hearing. Ducking rewinds the same way and plays on
+from there, quieter, so the change is heard as soon as a pause would be.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from agent.audio.sinks import AudioSink
 from agent.timeouts import finish_within
 
 log = logging.getLogger(__name__)
+
+DUCK_GAIN = 0.2
+"""The reply's volume while ducked (-14 dB): clearly giving way, still easy to follow."""
+RAMP_S = 0.005  # a change of volume is ramped over this long
 
 
 @dataclass
@@ -96,6 +101,8 @@ class Playout:
         self._reply: ReplyAudio | None = None
         self._filler: np.ndarray | None = None
         self._paused = False
+        self._gain = 1.0  # the volume asked for (DUCK_GAIN while ducked)
+        self._written_gain = 1.0  # the volume of the last sample written: ramps start there
         self._wake = asyncio.Event()
         self._on_started = on_reply_started
         self._on_done = on_reply_done
@@ -119,6 +126,7 @@ class Playout:
 
     def begin_reply(self, reply_id: int) -> ReplyAudio:
         self._reply = ReplyAudio(reply_id)
+        self._gain = self._written_gain = 1.0
         return self._reply
 
     def reply(self, reply_id: int) -> ReplyAudio | None:
@@ -160,8 +168,18 @@ class Playout:
         self._paused = True
         self._rewind()
 
+    def duck(self) -> None:
+        """Play on at DUCK_GAIN from the first unheard sample."""
+        self._gain = DUCK_GAIN
+        self._rewind()
+        self._wake.set()
+
     def resume(self) -> None:
+        """Play on at full volume (after a pause or a duck)."""
         self._paused = False
+        if self._gain != 1.0:
+            self._gain = 1.0
+            self._rewind()  # the queued quiet audio is written again, at full volume
         self._wake.set()
 
     def cancel(self, reply_id: int) -> ReplyAudio | None:
@@ -173,6 +191,7 @@ class Playout:
         self._reply = None
         self._filler = None
         self._paused = False
+        self._gain = self._written_gain = 1.0
         return r
 
     def _rewind(self) -> None:
@@ -225,7 +244,18 @@ class Playout:
         if self._filler is not None:
             pcm, rest = self._filler[: self.frame], self._filler[self.frame :]
             self._filler = rest if len(rest) else None
-            return pcm, None
+            return self._at_gain(pcm), None
         if r is None or not r.confirmed or r.written >= r.length:
             return None, r
-        return r.read(self.frame), r
+        return self._at_gain(r.read(self.frame)), r
+
+    def _at_gain(self, pcm: np.ndarray) -> np.ndarray:
+        """`pcm` at the asked volume, ramped from the last frame's over RAMP_S (a step in
+        volume is heard as a click)."""
+        if self._gain == self._written_gain == 1.0:
+            return pcm
+        gain = np.full(len(pcm), self._gain, dtype=np.float32)
+        n = min(len(pcm), round(RAMP_S * self.sink.sample_rate))
+        gain[:n] = np.linspace(self._written_gain, self._gain, n, endpoint=False)
+        self._written_gain = self._gain
+        return (pcm.astype(np.float32) * gain).astype(np.int16)
