@@ -173,11 +173,23 @@ def test_later_chunks_end_at_clauses_and_sentences() -> None:
     ]
 
 
-def test_long_chunks_are_capped() -> None:
+def test_long_chunks_grow_to_the_cap() -> None:
+    # Each chunk's audio outlasts the writing of the next: 2 + 2 words, 4 + 2, 8 + 2, ...
     text = " ".join(f"w{i}" for i in range(60)) + "."
     out = chunks(LookaheadChunker(), word_deltas(text))
-    assert [words(c) for c in out] == [2, 24, 24, 10]
+    assert [words(c) for c in out] == [2, 6, 10, 18, 24]
     assert " ".join(out) == text
+    flat = chunks(LookaheadChunker(ChunkerOptions(chunk_growth=1)), word_deltas(text))
+    assert [words(c) for c in flat] == [2] + [4] * 14 + [2]
+
+
+def test_a_capped_chunk_ends_at_its_last_clause_boundary() -> None:
+    text = "Rome grew from a village, of farmers and shepherds on the hills into an empire."
+    assert chunks(LookaheadChunker(), word_deltas(text)) == [
+        "Rome grew",
+        "from a village,",  # capped at 6 words, cut at the comma within them
+        "of farmers and shepherds on the hills into an empire.",
+    ]
 
 
 def test_custom_options() -> None:

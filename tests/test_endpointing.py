@@ -191,7 +191,9 @@ def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_yield == approx(3.04)  # as fast as a real interruption
     assert not duck or tl.of(A.PausePlayback) == []  # ducked, never silenced
-    assert t_resume == approx(3.66)  # the transcript asked 60 ms after it covers it all
+    # The transcript asked 60 ms after the sound covers it all; ducked, the sound was also
+    # decoded again while it went on (3.36), and that decode is waited for first.
+    assert t_resume == approx(3.76 if duck else 3.66)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
     assert tl.of(A.CancelReply) == [] and tl.of(A.BargeIn) == []
     assert sum(b - a for a, b in tl.audible) == approx(3.0)  # the whole answer was heard
@@ -220,12 +222,12 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
 
 
-@pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.82)])
+@pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.76)])
 def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
     duck: bool, resumed_at: float,
 ) -> None:
-    # The early request hears a fragment. Ducked, the sound is decoded more often: the
-    # decode asked at 3.42 (0.25 s after the vote's) is waited for before the whole one.
+    # The early request hears a fragment; ducked, the sound is decoded again while it goes on
+    # (3.36), and that decode is done before the one of the whole sound is asked (3.56).
     heard = answer_then("Thank you.", early="Thank.", heard_whole_at_s=3.4)
     tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)

@@ -102,6 +102,7 @@ class Driver:
     typed_turns: int = 0
     retracted: list[str] = field(default_factory=list)
     canned_at: list[float] = field(default_factory=list)
+    progress_at: float = 0.0  # the live reply's last progress (a tool call started or ended)
     state: AgentState = L
     state_since: float = 0.0
 
@@ -162,6 +163,9 @@ class Driver:
             self.check(f"audio_started:{rid}", batch)
         elif kind == "progress":
             m.on_reply_progress(rid, self.now)
+            live = [r for r in self.started if r not in self.cancelled | self.done]
+            if live and live[-1] == rid:  # the machine heeds its current reply's progress
+                self.progress_at = self.now
         elif kind == "done":
             batch = m.on_reply_done(rid, self.now)
             if any(isinstance(a, A.ReplyDone) for a in batch):
@@ -287,7 +291,8 @@ class Driver:
     def _check_thinking_timeout(self) -> None:
         if self.state is not T:
             return
-        if self.now - self.state_since > self.options.thinking_timeout_s + 1e-6 and not any(
+        since = max(self.state_since, self.progress_at)  # the timeout counts from progress
+        if self.now - since > self.options.thinking_timeout_s + 1e-6 and not any(
             t >= self.state_since for t in self.canned_at
         ):
             raise Violation(

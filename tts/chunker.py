@@ -49,6 +49,14 @@ class ChunkerOptions:
     max_chunk_words: int = 24
     """A chunk with no boundary is cut at the last word boundary within this many words."""
 
+    chunk_growth: int = 2
+    """Without a sentence end in reach, the k-th chunk after the first holds at most
+    `min_first_words` x `chunk_growth`^k + `lookahead_words` words (and `max_chunk_words`),
+    cut at its last clause
+    boundary if it has one: each chunk's audio then lasts longer than the LLM takes to write
+    the next, so the voice never runs dry after a short first chunk in a long sentence with
+    no commas (a 24-word second chunk left ~1 s of silence after "Rome grew")."""
+
     def __post_init__(self) -> None:
         if self.min_first_words < 1 or self.lookahead_words < 0:
             raise ValueError("min_first_words must be >= 1 and lookahead_words >= 0")
@@ -56,6 +64,8 @@ class ChunkerOptions:
             raise ValueError("max_first_words must be >= min_first_words")
         if self.max_chunk_words < max(self.min_first_words, self.min_clause_words):
             raise ValueError("max_chunk_words must be >= min_first_words and min_clause_words")
+        if self.chunk_growth < 1:
+            raise ValueError("chunk_growth must be >= 1")
 
 
 class TextChunker(Protocol):
@@ -282,7 +292,8 @@ class LookaheadChunker(_Chunker):
     starts, the first 2 go out), ending
     at the last clause or sentence boundary within `max_first_words` if the words already there
     reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
-    `min_clause_words` words, or at `max_chunk_words`. Every chunk but the last has at least
+    `min_clause_words` words, or at a cap that grows chunk by chunk up to `max_chunk_words`
+(`ChunkerOptions.chunk_growth`). Every chunk but the last has at least
     `min_first_words` words, and none ends between a title or initial and its name or before
     "a.m."/"p.m." (which can delay the first chunk by a word or two). A cut between two words
     is made only once the word after it is complete.
@@ -292,13 +303,22 @@ class LookaheadChunker(_Chunker):
         super().__init__()
         self.options = options or ChunkerOptions()
         self._first_done = False
+        self._chunks_out = 0
 
     def _take(self) -> list[str]:
         chunks = []
         while (k := self._next_cut()) is not None:
             chunks.append(self._cut(k))
             self._first_done = True
+            self._chunks_out += 1
         return chunks
+
+    def _cap(self) -> int:
+        """Words the next chunk may hold (`ChunkerOptions.chunk_growth`)."""
+        o = self.options
+        grown = o.min_first_words * o.chunk_growth ** min(self._chunks_out, 16)
+        # The lookahead's words on top: a sentence that ends a word or two later is one chunk.
+        return min(o.max_chunk_words, grown + o.lookahead_words)
 
     def provisional_first(self) -> str | None:
         """The first `min_first_words` words as soon as the last of them has begun: the usual
@@ -335,17 +355,19 @@ class LookaheadChunker(_Chunker):
             ]
             at_boundary = [i for i in ready if words[i] <= o.max_first_words and self._boundary(i)]
             return max(at_boundary, default=ready[0] if ready else None)
+        cap = self._cap()
         for i in cuts:
-            if words[i] > o.max_chunk_words:
+            if words[i] > cap:
                 break
             if words[i] >= o.min_first_words and (
                 self._sentence_end_at(i)
                 or (words[i] >= o.min_clause_words and _clause_end(tokens[i - 1]))
             ):
                 return i
-        if words[n] > o.max_chunk_words:
-            fitting = [i for i in cuts if o.min_first_words <= words[i] <= o.max_chunk_words]
-            return fitting[-1] if fitting else None
+        if words[n] > cap:
+            fitting = [i for i in cuts if o.min_first_words <= words[i] <= cap]
+            at_clause = [i for i in fitting if _clause_end(tokens[i - 1])]
+            return max(at_clause, default=fitting[-1] if fitting else None)
         return None
 
     def _boundary(self, i: int) -> bool:
