@@ -98,8 +98,13 @@ class TurnSettings:
     # Turn when the voice trails off in a filler the transcript lacks), "text" alone,
     # "smart-turn" or "livekit" (audio alone), or "off" (silence and the punctuation cue).
     detector: str = "text+smart-turn"
+    # How the agent gives way when the user makes a sound over its answer: "duck" (plays on
+    # quieter while the sound is judged, stops once it is an interruption: a backchannel never
+    # silences it) or "pause" (silent at once, resumed after a backchannel).
+    barge_in: str = "duck"
 
 
+BARGE_IN_MODES = ("duck", "pause")
 STORE_SCHEMES = ("postgresql", "postgres")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -495,6 +500,8 @@ def _validate_stt_tts_store(s: Settings) -> None:
         raise ConfigError(
             f"turn.detector must be one of {', '.join(TURN_DETECTORS)}, got {s.turn.detector!r}"
         )
+    if s.turn.barge_in not in BARGE_IN_MODES:
+        raise ConfigError(f"turn.barge_in must be 'duck' or 'pause', got {s.turn.barge_in!r}")
     if s.tts.provider not in TTS_PROVIDERS:
         raise ConfigError(f"tts.provider must be 'piper' or 'openai', got {s.tts.provider!r}")
     if s.tts.provider == "openai":

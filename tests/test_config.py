@@ -131,6 +131,13 @@ def test_the_turn_detector_is_checked(empty_dir: Path) -> None:
         load_settings(env={"VOXROOM_TURN_DETECTOR": "vad"})
 
 
+def test_the_barge_in_mode_is_checked(empty_dir: Path) -> None:
+    assert load_settings(env={}).turn.barge_in == "duck"
+    assert load_settings(env={"VOXROOM_TURN_BARGE_IN": "pause"}).turn.barge_in == "pause"
+    with pytest.raises(ConfigError, match=r"turn\.barge_in must be 'duck' or 'pause'"):
+        load_settings(env={"VOXROOM_TURN_BARGE_IN": "stop"})
+
+
 def test_missing_explicit_file(empty_dir: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(empty_dir / "nope.toml", env={})

@@ -262,7 +262,7 @@ async def _serve_direct(
         async with open_llm(settings.llm) as llm:
             agent = DirectAgent(
                 stt=stt, llm=llm, tts=tts, system_prompt=settings.llm.system_prompt,
-                turn_detector=detector,
+                turn_detector=detector, barge_in=settings.turn.barge_in,
             )
             app = create_direct_web_app(agent, static_dir=static_dir, web_settings=web_settings)
             async with _site(app, args, web_settings):

@@ -104,6 +104,7 @@ async def simulate(
             events.append(line)
 
         from agent.audio.sinks import TimelineSink
+        from state_machine.options import TurnOptions
 
         sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
         engine = TurnEngine(
@@ -115,6 +116,7 @@ async def simulate(
             on_event=on_event,
             history=ChatHistory(settings.llm.system_prompt),
             partials=settings.stt.partials,
+            options=TurnOptions(duck=settings.turn.barge_in == "duck"),
             turn_detector=detector,
         )
         await engine.start()

@@ -46,6 +46,7 @@ from agent.transports.web_server import (
     guarded,
     read_json_object,
 )
+from state_machine.options import TurnOptions
 
 if TYPE_CHECKING:
     import av
@@ -326,7 +327,7 @@ class DirectSession:
         self._engine = TurnEngine(
             stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
             history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
-            turn_detector=agent.turn_detector,
+            options=agent.turn_options, turn_detector=agent.turn_detector,
         )
         self._publisher = publisher
         publisher.start()
@@ -376,11 +377,12 @@ class DirectAgent:
 
     def __init__(
         self, *, stt: SpeechToText, llm: LanguageModel, tts: TextToSpeech, system_prompt: str,
-        turn_detector: TurnDetector | None = None,
+        turn_detector: TurnDetector | None = None, barge_in: str = "duck",
     ) -> None:
         self.stt, self.llm, self.tts = stt, llm, tts
         self.system_prompt = system_prompt
         self.turn_detector = turn_detector
+        self.turn_options = TurnOptions(duck=barge_in == "duck")
         self.session: DirectSession | None = None
         self._lock = asyncio.Lock()
 

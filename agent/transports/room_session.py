@@ -37,6 +37,7 @@ from agent.voice.events import (
     VoiceEvent,
     event_json,
 )
+from state_machine.options import TurnOptions
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -280,6 +281,7 @@ async def run_room_session(
     store: TurnStore | None = None,
     memory: RoomMemory | None = None,
     stt_partials: str = "listening",
+    barge_in: str = "duck",
     turn_detector: Any = None,
     toolbox: Toolbox | None = None,
     greeting: str = "",
@@ -342,6 +344,7 @@ async def run_room_session(
         history=history,
         on_event=on_event,
         partials=stt_partials,
+        options=TurnOptions(duck=barge_in == "duck"),
         turn_detector=turn_detector,
         toolbox=toolbox,
         tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),

@@ -353,6 +353,7 @@ async def entrypoint(ctx: object) -> None:
         store=userdata["store"],
         memory=userdata.get("memory"),
         stt_partials=settings.stt.partials,
+        barge_in=settings.turn.barge_in,
         turn_detector=userdata.get("turn_detector"),
         phone=phone,
         keypad=profile.keypad,
