@@ -1,5 +1,7 @@
-"""Fixtures shared by all tests. No model loading here: model fixtures live with the tests
-that need them (or in tests/fixtures_models.py)."""
+"""Fixtures shared by all tests: the servers they talk to (livekit-server, Redis, PostgreSQL,
+each started once per session on loopback, in temporary folders) and the bundled Whisper that
+end-to-end tests use as the listener's ear (loaded only when a test asks for it). Other model
+fixtures live with the tests that need them."""
 
 from __future__ import annotations
 

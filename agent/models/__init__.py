@@ -116,14 +116,6 @@ def qwen_gguf_path(progress: bool = True) -> Path:
     return prepare_requantized(shipped, QWEN_SHA256, served, progress=progress)
 
 
-def prepare_all(progress: bool = True) -> dict[str, Path]:
-    return {
-        "whisper": whisper_model_dir(),
-        "piper": piper_voice_paths()[0],
-        "qwen": qwen_gguf_path(progress=progress),
-    }
-
-
 def _require(path: Path, package: str) -> None:
     if not path.is_file():
         raise ModelError(f"{path} is missing; reinstall {package}")

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from agent.store.turn_row import turn_row
+
 if TYPE_CHECKING:
     from agent.config import StoreSettings
 
@@ -105,21 +107,6 @@ def open_store_file(open_file: Callable[[Path], T], path: Path, what: str, inste
         return open_file(path)
     except (OSError, sqlite3.Error) as e:
         raise ConfigError(f"cannot {what} {path}: {e}. Set {instead}") from e
-
-
-def turn_row(turn: dict[str, Any]) -> tuple[Any, ...]:
-    """A finished turn's stored columns after room and session, in SCHEMA's order."""
-    return (
-        time.time(),
-        turn["user_text"],
-        turn["agent_text"],
-        turn["heard_text"],
-        bool(turn["interrupted"]),
-        json.dumps(turn["latency_ms"]),
-        json.dumps(turn.get("fallbacks", [])),
-        json.dumps(turn.get("tool_messages", [])),
-        turn.get("caller", ""),
-    )
 
 
 class TranscriptStore:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from agent.store.transcripts import turn_row
+from agent.store.turn_row import turn_row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS voxroom_turns (
