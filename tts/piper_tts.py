@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import soxr
@@ -95,7 +95,8 @@ def load_voice() -> PiperVoice:
         model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
     )
     config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-    return PiperVoice(session=TerminableSession(session), config=config)  # type: ignore[arg-type]
+    # A duck-typed InferenceSession: piper calls only its run().
+    return PiperVoice(session=cast(Any, TerminableSession(session)), config=config)
 
 
 class TerminableSession:
@@ -116,7 +117,9 @@ class TerminableSession:
             self._job.run_options = None
 
     def run(self, output_names: Any, feeds: dict[str, Any]) -> list[Any]:
-        return self._session.run(output_names, feeds, getattr(self._job, "run_options", None))
+        out: list[Any] = self._session.run(output_names, feeds,
+                                           getattr(self._job, "run_options", None))
+        return out
 
 
 class PiperTTS:
@@ -179,7 +182,7 @@ class PiperTTS:
         voice = self._voice
         if voice is None:
             raise RuntimeError("PiperTTS.load() must be called before synthesize()")
-        with voice.session.job(run_options):  # type: ignore[attr-defined]
+        with cast(TerminableSession, voice.session).job(run_options):
             audio = None
             if left or right:
                 audio = synthesize_in_context(voice, text, left, right)
@@ -293,9 +296,10 @@ def finish_speech(audio: np.ndarray, rate: int, output_rate: int, *, gain: float
         return np.zeros(0, dtype=np.int16)
     audio = audio * gain
     if output_rate != rate:
-        audio = soxr.resample(audio, rate, output_rate, quality="HQ")
+        audio = np.asarray(soxr.resample(audio, rate, output_rate, quality="HQ"))
     fade_edges(audio, int(output_rate * fade_ms / 1000))
-    return np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
+    pcm: np.ndarray = np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
+    return pcm
 
 
 def trim_silence(audio: np.ndarray, rate: int, *, keep_ms: float) -> np.ndarray:
