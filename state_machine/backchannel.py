@@ -68,17 +68,28 @@ FUNCTION_WORDS = frozenset({
 })
 SHORT_WORDS = 2
 """A sound of at most this many words interrupts only with a cue word or as a question."""
+CONTENT_WORDS = 2
+"""Words that are not FUNCTION_WORDS a cue-less sound needs to interrupt: Whisper tiny.en
+heard Piper's "mm hmm" as "and then love." (one content word), a real interruption without a
+cue ("Tell me about Lisbon instead") has more."""
+# Sounds, not words: any number of them is a hum or a laugh ("Mm-mm, mm-mm, mm-mm" is how
+# Whisper wrote espeak-ng's "mm hmm"), never something said to the agent.
+HUMS = frozenset({"mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "uh", "um", "huh", "ah", "oh",
+                  "ha", "haha", "hahaha", "heh"})
 
 
 def interrupts(transcript: str) -> bool:
     """The sound that paused the agent said something to it: words that are not a
-    backchannel, with an interruption cue ("Stop.", "Wait, what?"), or three or more of them
-    not all function words, or fewer as a question ("Tokyo?")."""
+    backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), or three or
+    more with at least CONTENT_WORDS that are not function words, or a question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
-    if not words or is_backchannel(transcript):
+    if not words or is_backchannel(transcript) or all(w in HUMS for w in words):
         return False
     if any(w in INTERRUPTION_CUES for w in words):
         return True
-    if all(w in FUNCTION_WORDS for w in words):
+    content = sum(w not in FUNCTION_WORDS for w in words)
+    if content == 0:
         return False
-    return len(words) > SHORT_WORDS or transcript.rstrip().endswith("?")
+    if transcript.rstrip().endswith("?"):
+        return True
+    return len(words) > SHORT_WORDS and content >= CONTENT_WORDS

@@ -282,7 +282,10 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
      ("I see the problem.", False, True), ("Hold on.", False, True), ("Why?", False, True),
      ("Tokyo?", False, True), ("and remember", False, False), ("and Emma.", False, False),
      ("Amen.", False, False), ("Thank.", False, False), ("and then the", False, False),
-     ("So, so.", False, False), ("and then what?", False, True)],
+     ("So, so.", False, False), ("and then what?", False, True),
+     # How Whisper tiny.en heard Piper's and espeak-ng's "mm hmm" (offline, 2026-12-05).
+     ("Mm-mm, mm-mm, mm-mm", False, False), ("and then love.", False, False),
+     ("and momentum.", False, False), ("Tell me about Lisbon instead.", False, True)],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
     assert is_backchannel(text) is backchannel
