@@ -65,9 +65,10 @@ class TurnOptions(ListenOptions):
     an interruption (`interrupts` on what is heard of it so far), or when it outlasts any
     backchannel (`duck_max_s`). False: pause at once, as a hard stop."""
 
-    duck_recheck_s: float = 0.15
+    duck_recheck_s: float = 0.10
     """While ducked and the user's sound goes on, what it holds so far is transcribed at the
-    speech vote and again this often: each decode is a chance to see an interruption and stop.
+    speech vote and again this often, once the decode before is done: each decode is a chance
+    to see an interruption and stop.
     Whisper tiny.en decodes a second of audio in a few tens of ms."""
 
     duck_max_s: float = 1.2
