@@ -9,6 +9,7 @@ agent's audio as it arrives.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -99,9 +100,9 @@ def level(user: RoomUser, a: float, b: float) -> float:
 
 
 async def ask_then_say_over(server: LiveKitServer, room: str, over: str
-                            ) -> tuple[RoomUser, float]:
-    """Asks QUESTION, says `over` OVER_AFTER_S into the answer; returns the user and when
-    `over` began."""
+                            ) -> tuple[RoomUser, float, float]:
+    """Asks QUESTION, says `over` OVER_AFTER_S into the answer; returns the user, when the
+    answer was first heard and when `over` began."""
     token = create_join_token(server.livekit_settings(), room, "user-1")
     user = RoomUser(server.url, token)
     await user.connect()
@@ -120,7 +121,16 @@ async def ask_then_say_over(server: LiveKitServer, room: str, over: str
         await asyncio.sleep(3.0)
     finally:
         await mic.close()
-    return user, onset
+    return user, first, onset
+
+
+def worker_events(log: Path) -> list[str]:
+    """The kinds of the voice events the worker logged, in order."""
+    kinds = []
+    for line in log.read_text().splitlines():
+        if "voxroom.turns" in line and "{" in line:
+            kinds.append(json.loads(line[line.index("{"):])["event"])
+    return kinds
 
 
 async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitServer,
@@ -129,16 +139,24 @@ async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitSe
     async with scripted_agent(livekit_server, tmp_path / "worker.log", llm):
         # "Okay.": espeak-ng's "Mm hmm." is heard by Whisper tiny.en as words now and then,
         # which makes it an interruption; the bench measures the hums.
-        user, onset = await ask_then_say_over(livekit_server, "e2e-backchannel",
-                                               "Okay.")
+        user, first, onset = await ask_then_say_over(livekit_server, "e2e-backchannel",
+                                                     "Okay.")
         try:
-            loud = loud_blocks(user)
-            silence = longest_silence(loud, onset, onset + 1.5)
-            print(f"\nlongest silence from the backchannel on: {silence * 1000:.0f} ms")
-            assert silence <= 0.150, f"the answer went silent for {silence * 1000:.0f} ms"
             assert user.agent_identity is not None
             finals = await user.wait_for_finals(user.agent_identity, 1, timeout_s=30)
             assert finals == [ANSWER]  # heard whole, once
+            kinds = worker_events(tmp_path / "worker.log")
+            assert "playback_ducked" in kinds and "backchannel" in kinds, kinds
+            assert "playback_paused" not in kinds and "barge_in" not in kinds, kinds
+            # At the listener: no silence longer than 150 ms, or than the answer's own
+            # (a pause between words heard where no one spoke over it).
+            loud = loud_blocks(user)
+            silence = longest_silence(loud, onset, onset + 1.5)
+            own = max(longest_silence(loud, first + 0.2, onset - 0.05),
+                      longest_silence(loud, onset + 2.0, onset + 4.0))
+            print(f"\nlongest silence from the backchannel on: {silence * 1000:.0f} ms "
+                  f"(the answer's own elsewhere: {own * 1000:.0f} ms)")
+            assert silence <= max(0.150, own), f"silent for {silence * 1000:.0f} ms"
             assert len(user.final_texts("user-1")) == 1  # "mm hmm" was no turn
             # It gave way: quieter while the sound was judged, then full volume again.
             before = level(user, onset - 0.5, onset)
@@ -153,7 +171,7 @@ async def test_an_interruption_stops_the_answer_and_is_answered(livekit_server: 
                                                                 tmp_path: Path) -> None:
     llm = ScriptedLLM([ANSWER, SECOND_ANSWER])
     async with scripted_agent(livekit_server, tmp_path / "worker.log", llm):
-        user, onset = await ask_then_say_over(livekit_server, "e2e-interruption",
+        user, _first, onset = await ask_then_say_over(livekit_server, "e2e-interruption",
                                                INTERRUPTION)
         try:
             loud = loud_blocks(user)
