@@ -17,6 +17,7 @@ from agent.ops.metrics import Metrics, MetricsRecorder
 from agent.voice.events import (
     AudioStart,
     BargeIn,
+    PlaybackDucked,
     PlaybackStopped,
     ReplyCancelled,
     ReplyStarted,
@@ -118,6 +119,15 @@ def test_json_logs_carry_one_turn_id_through_each_turn(caplog: pytest.LogCapture
     assert not any("text" in r or "heard_text" in r for r in records)
     assert "tts_chunk" not in {r["event"] for r in records}
     assert turns[0]["heard_text_chars"] == len("The capital")
+
+
+def test_an_onset_is_logged_on_the_wall_clock_of_t_ms(caplog: pytest.LogCaptureFixture) -> None:
+    rec = MetricsRecorder("room/user", metrics=Metrics(CollectorRegistry()), tracer=None)
+    with caplog.at_level(logging.INFO, logger="voxroom.turns"):
+        rec.on_event(event_json(PlaybackDucked(3.04, onset=3.0)))
+    [record] = [json.loads(r.getMessage()) for r in caplog.records if r.name == "voxroom.turns"]
+    assert record["event"] == "playback_ducked" and record["onset"] == 3.0
+    assert record["t_ms"] - record["onset_ms"] == pytest.approx(40, abs=1)
 
 
 def test_a_span_per_turn_with_its_stages() -> None:

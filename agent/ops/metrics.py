@@ -223,6 +223,9 @@ class MetricsRecorder:
                 continue
             if key == "t":
                 record["t_ms"] = self._wall_ns(value) // 1_000_000
+            elif key == "onset":  # on the same wall clock as t_ms: the two subtract exactly
+                record[key] = value
+                record["onset_ms"] = self._wall_ns(value) // 1_000_000
             elif key in _TEXT_FIELDS:
                 record[f"{key}_chars"] = len(value)
                 if log.isEnabledFor(logging.DEBUG):
