@@ -206,7 +206,8 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
-        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR))
+        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR,
+                                                    recordings=not args.no_recordings))
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "tools":
         module.check_kinds(args.kinds)
