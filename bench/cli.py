@@ -223,6 +223,11 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
     print(format_table(runs))
     print(format_kinds(runs))
+    if lost := format_words_lost(runs):
+        print(lost)
+    for run in runs:
+        for note in run.notes:
+            print(f"{run.name}: {note}")
     if any(r.summary()["wer"] for r in runs):
         print(format_wer(runs))
     if len(runs) > 1:
@@ -362,7 +367,12 @@ _KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
      ("question", "paused", "filler", *TOOL_KINDS)),
     ("answer itself p50 / p95 (n)", "answer", TOOL_KINDS),
     ("fillers heard (items)", "fillers_heard", TOOL_KINDS),
-    ("barge-in stop p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
+    ("barge-in stop (listener) p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
+    ("yield (listener) p50 / p95 (n)", "yield", INTERRUPTION_KINDS),
+    ("stop at agent p50 / p95 (n)", "agent_stop", INTERRUPTION_KINDS),
+    ("yield at agent p50 / p95 (n)", "agent_yield", INTERRUPTION_KINDS),
+    ("longest silence caused p50 / p95 (n)", "backchannel_silence", ("backchannel",)),
+    ("words lost + misheard of said (items)", "words_lost", None),
 )
 
 
@@ -390,9 +400,25 @@ def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
     if summary is None:
         return "-"
     value = summary[key]
+    if key == "words_lost":
+        return "-" if value is None else (
+            f"{value} + {summary['words_misheard']} of {summary['words_said']} "
+            f"({summary['items_losing_words']})")
     if isinstance(value, dict):
         return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
     return "-" if value is None else f"{value} of {summary['items']}"
+
+
+def format_words_lost(runs: list[RunResult]) -> str:
+    """Every item whose answer was asked for with said words missing: what was lost, and
+    what the LLM was asked."""
+    lines = ["", "words lost per item (said words missing from what the LLM was asked)"]
+    for run in runs:
+        for i in run.items:
+            if i.words_lost:
+                lines.append(f"  {run.name}: {i.item}: {i.words_lost} of {i.words_said} lost, "
+                             f"{i.words_misheard} misheard; asked {i.asked!r}")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def format_wer(runs: list[RunResult]) -> str:

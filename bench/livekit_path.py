@@ -7,6 +7,11 @@ counted), then every corpus item in turn, each once the agent has gone quiet. Th
 figures come from the audio that arrived at the client; the stage latencies from the worker
 (voxroom: the turns it stores; AgentSession: its metrics events), matched to the item during
 which they were recorded. CPU and memory are those of the worker and its job processes.
+
+What the LLM was asked for each answer comes from the scripted LLM's requests (`RequestLog`,
+both systems talk to the same double); the agent's own stop and yield for an interruption
+from the worker's record: voxroom's event log lines (playback_ducked, playback_paused, in
+the worker's log) and AgentSession's user and agent state changes (its metrics file).
 """
 
 from __future__ import annotations
@@ -31,16 +36,20 @@ from agent.ops.processes import stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
     INTERRUPTION_KINDS,
+    MISSED_STOP_MS,
     OVERLAY_KINDS,
     HeardAudio,
     ItemClock,
     ItemResult,
     ProcessUsage,
     RunResult,
+    answer_pauses,
+    asked_text,
     cut_off,
     measure_answer,
     measure_overlay,
     ms,
+    score_words,
     wait_until,
 )
 from bench.wer import final_transcript
@@ -55,6 +64,25 @@ DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
 WARMUP_TEXT = "Hello, can you hear me?"
 WARMUP_ANSWER = "Yes, I can hear you."
+# Said after the warm-up when backchannels are in the run: the long answer heard with nobody
+# speaking over it, whose own pauses a backchannel's silence is measured against.
+REFERENCE_TEXT = "Please tell me everything you know."
+AGENT_ONSET_SLACK_S = 0.2  # the agent's VAD onset may read this much before the user's own
+
+
+class RequestLog(list[tuple[float, dict[str, Any]]]):
+    """The scripted LLM server's `requests` list, each request body with the time (monotonic)
+    it came in: what the LLM was asked, and when."""
+
+    def append(self, body: Any) -> None:  # type: ignore[override]
+        super().append((time.monotonic(), body))
+
+    def asked_before(self, t: float | None, since_index: int, after: float = 0.0) -> str:
+        """`asked_text` of the last request in from `after` to `t` (None: no limit) among
+        those from `since_index` on; "" when there is none (nothing reached the LLM)."""
+        found = [body for at, body in self[since_index:]
+                 if at >= after and (t is None or at <= t)]
+        return asked_text(found[-1].get("messages") or []) if found else ""
 
 
 class LiveKitBench:
@@ -71,6 +99,10 @@ class LiveKitBench:
         # filler from the answer (bench.measure.measure_answer).
         self.tools_config: Path | None = None
         self.fillers: FillerEar | None = None
+        self.requests = RequestLog()  # every request the scripted LLM got
+        self.sees_requests = False  # the LLM is the scripted double, which fills `requests`
+        self._pauses: list[tuple[float, float]] | None = None  # the reference answer's own
+        self._overlays: list[tuple[float, float] | None] = []  # per item: onset, end (wall)
 
     async def __aenter__(self) -> LiveKitBench:
         from agent.ops.livekit_server import LiveKitServer
@@ -101,21 +133,34 @@ class LiveKitBench:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
+    def _reference_wanted(self) -> bool:
+        """Backchannels are in the run, and the LLM is the scripted one (which answers the
+        reference question with the long answer)."""
+        from agent.providers import parse_llm_spec
+
+        kind, arg = parse_llm_spec(self.args.llm) if self.args.llm else ("script", "")
+        return (kind == "script" and not arg
+                and any(getattr(i, "kind", "") == "backchannel" for i in self.items))
+
     async def _start_llm(self) -> None:
         from agent.providers import parse_llm_spec
         from agent.testing.scripted_llm import ScriptedLLM
         from agent.testing.scripted_llm_server import scripted_llm_server
-        from bench.corpus import scripted_answers, scripted_replies
+        from bench.corpus import LONG_ANSWER, scripted_answers, scripted_replies
 
         a = self.args
         script = dict(ttft_ms=a.script_ttft_ms, words_per_s=a.script_words_per_s)
         kind, arg = parse_llm_spec(a.llm) if a.llm else ("script", "")
         if kind == "script":
-            by_text = {WARMUP_TEXT: WARMUP_ANSWER, **scripted_answers(self.items)}
+            by_text = {WARMUP_TEXT: WARMUP_ANSWER, REFERENCE_TEXT: LONG_ANSWER,
+                       **scripted_answers(self.items)}
+            replies = [WARMUP_ANSWER, *([LONG_ANSWER] if self._reference_wanted() else []),
+                       *scripted_replies(self.items)]
             llm = (ScriptedLLM.from_file(arg, **script) if arg else
-                   ScriptedLLM([WARMUP_ANSWER, *scripted_replies(self.items)], by_text=by_text,
-                               **script))
-            self.llm_url = await self._stack.enter_async_context(scripted_llm_server(llm))
+                   ScriptedLLM(replies, by_text=by_text, **script))
+            self.llm_url = await self._stack.enter_async_context(
+                scripted_llm_server(llm, requests=self.requests))
+            self.sees_requests = True
             self.llm_model = "scripted"
         elif kind == "local":
             from agent.llm.llama_server import DEFAULT_MODEL_NAME, LocalLLMServer
@@ -186,8 +231,10 @@ class LiveKitBench:
                 await user.close()
         if agentsession is None:
             _attach_voxroom_stages(run.items, windows, store)
+            _attach_voxroom_yields(run.items, self._overlays, worker_log)
         else:
             _attach_agentsession_stages(run.items, windows, metrics)
+            _attach_agentsession_yields(run.items, self._overlays, metrics)
 
     async def _converse(self, user: Any, mic: OpenMic, usage: ProcessUsage, run: RunResult,
                         on_item: Callable[[ItemResult], None]) -> list[tuple[float, float]]:
@@ -196,6 +243,11 @@ class LiveKitBench:
         warmup = await spoken(WARMUP_TEXT, "piper-joe")
         await mic.say(warmup)
         await self._wait_done(user, time.monotonic())
+        self._pauses, self._overlays = None, []
+        if self._reference_wanted():
+            self._pauses = await self._reference_pauses(user, mic)
+            run.notes.append("the long answer's own pauses, nobody speaking over it (ms): "
+                             + ", ".join(f"{n * 1000:.0f}" for _, n in self._pauses))
         windows = []
         for item in self.items:
             began = time.time()
@@ -205,11 +257,23 @@ class LiveKitBench:
             on_item(result)
         return windows
 
+    async def _reference_pauses(self, user: Any, mic: OpenMic) -> list[tuple[float, float]]:
+        """The reference question said, its long answer heard through with nobody speaking
+        over it: the answer's own pauses (bench.measure.answer_pauses)."""
+        from bench.corpus import spoken, voiced_span
+
+        pcm = await spoken(REFERENCE_TEXT, "piper-joe")
+        ears, _, _, answered = await ask(user, mic, pcm, *voiced_span(pcm),
+                                         timeout_s=ANSWER_TIMEOUT_S)
+        await self._wait_done(user, time.monotonic())
+        return [] if answered is None else answer_pauses(ears.heard(), answered)
+
     async def _say(self, user: Any, mic: OpenMic, item: Any, usage: ProcessUsage) -> ItemResult:
         barge_in = hasattr(item, "interruption")
         q = item.question if barge_in else item
         clock = ItemClock(usage)
         heard_from = len(user.transcripts)
+        asked_from = len(self.requests)
         ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
                                                 timeout_s=ANSWER_TIMEOUT_S)
         over: list[float | None] = []
@@ -232,14 +296,40 @@ class LiveKitBench:
             said="" if barge_in else q.text,
             transcript=final_transcript(user_finals(user, user.transcripts[heard_from:])),
         )
+        overlay = None
         if over and over[0] is not None and over[1] is not None:
-            measure_overlay(result, heard, over[0], over[1])
+            measure_overlay(result, heard, over[0], over[1], answered=answered,
+                            pauses=self._pauses)
+            wall = time.time() - time.monotonic()
+            overlay = (over[0] + wall, over[1] + wall)
+        self._overlays.append(overlay)
+        self._score_words(result, item, heard, answered, over, asked_from)
         if (ear := self.fillers) is not None:
             stretches = await ear.transcribe_stretches(user, heard, answered)
             measure_answer(result, heard, said, answered,
                            lambda a, b: ear.is_filler(stretches.get((a, b), "")))
         clock.finish(result)
         return result
+
+    def _score_words(self, result: ItemResult, item: Any, heard: HeardAudio,
+                     answered: float | None, over: list[float | None], asked_from: int) -> None:
+        """Words lost between what was said and what the LLM was asked for its answer: an
+        interruption's words in the request behind the answer to it (the last one after its
+        onset, before the agent's first sound after its end), a question's in the last
+        request before its answer was first heard (a backchannel's: its question's)."""
+        if not self.sees_requests:
+            return  # the LLM is not the bench's scripted double: its requests are not seen
+        if item.kind in INTERRUPTION_KINDS:
+            if not over or over[0] is None or over[1] is None:
+                return
+            reply = heard.first_audible_after(max(heard.silenced_after(over[0]), over[1]))
+            said = item.interruption.text
+            asked = self.requests.asked_before(reply, asked_from, after=over[0])
+        else:
+            said = (item.question if hasattr(item, "interruption") else item).text
+            asked = self.requests.asked_before(answered, asked_from)
+        if said:
+            score_words(result, said, asked)
 
     async def _wait_done(self, user: Any, since: float) -> None:
         await wait_quiet(user, Ears(user, max(0, len(user.audio) - 200)), since,
@@ -467,6 +557,83 @@ def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, f
     for item, turn in _turn_of_each_item(items, windows, read_turns(store_path), "created_at"):
         item.stages = dict(turn["latency_ms"])
         item.heard_user = turn["user_text"]
+
+
+def _event_lines(log_path: Path, marker: str = "voxroom.turns: ") -> list[dict[str, Any]]:
+    """The turn engine's events as the worker logged them (agent.ops.metrics: one JSON object
+    a line after `marker`, `t_ms` the wall-clock time)."""
+    if not log_path.exists():
+        return []
+    out = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        _, found, rest = line.partition(marker)
+        if found:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(rest))
+    return out
+
+
+def _first_at_onset(events: list[dict[str, Any]], kind: str, overlay: tuple[float, float],
+                    wall: float) -> dict[str, Any] | None:
+    """The first `kind` event whose onset (the engine's monotonic clock, `wall` seconds
+    behind the wall clock) falls in `overlay` (the user's sound, wall clock), give or take
+    AGENT_ONSET_SLACK_S."""
+    onset, end = overlay
+    for e in events:
+        if e.get("event") == kind and "onset" in e:
+            at = float(e["onset"]) + wall
+            if onset - AGENT_ONSET_SLACK_S <= at <= end:
+                return e
+    return None
+
+
+def _attach_voxroom_yields(items: list[ItemResult], overlays: list[tuple[float, float] | None],
+                           worker_log: Path) -> None:
+    """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
+    onset (PlaybackPaused.onset) to the pause (the event's time), and to the duck
+    (PlaybackDucked) when it ducked first. The log gives the events' times on the wall clock
+    and their onsets on the engine's (CLOCK_MONOTONIC, which the bench shares on the same
+    machine): the bench's own difference of the two clocks maps one onto the other."""
+    events = _event_lines(worker_log)
+    wall = time.time() - time.monotonic()
+    for item, overlay in zip(items, overlays, strict=True):
+        if item.kind not in INTERRUPTION_KINDS or overlay is None:
+            continue
+        paused = _first_at_onset(events, "playback_paused", overlay, wall)
+        if paused is None:
+            continue
+        onset = float(paused["onset"]) + wall
+        item.agent_stop_ms = ms(onset, paused["t_ms"] / 1000)
+        ducked = next((e for e in events if e.get("event") == "playback_ducked"
+                       and e.get("onset") == paused["onset"]), None)
+        first = paused if ducked is None else ducked
+        item.agent_yield_ms = ms(onset, min(first["t_ms"], paused["t_ms"]) / 1000)
+
+
+def _attach_agentsession_yields(items: list[ItemResult],
+                                overlays: list[tuple[float, float] | None],
+                                metrics_path: Path) -> None:
+    """Each interruption's stop at the agent from AgentSession's own events (written by
+    bench/agentsession.py): the user's state turning "speaking" (its VAD's start of speech)
+    to the agent's state leaving "speaking" (it paused or stopped its audio). AgentSession
+    has no duck: its yield is its stop."""
+    if not metrics_path.exists():
+        return
+    states = [m for m in map(json.loads, metrics_path.read_text().splitlines())
+              if m.get("type") in ("user_state_changed", "agent_state_changed")]
+    for item, overlay in zip(items, overlays, strict=True):
+        if item.kind not in INTERRUPTION_KINDS or overlay is None:
+            continue
+        onset, end = overlay
+        spoke = next((m["collected_at"] for m in states if m["type"] == "user_state_changed"
+                      and m["new_state"] == "speaking"
+                      and onset - AGENT_ONSET_SLACK_S <= m["collected_at"] <= end), None)
+        if spoke is None:
+            continue
+        stopped = next((m["collected_at"] for m in states if m["type"] == "agent_state_changed"
+                        and m["old_state"] == "speaking" and m["collected_at"] >= spoke), None)
+        if stopped is not None and stopped - spoke <= MISSED_STOP_MS / 1000:
+            item.agent_stop_ms = item.agent_yield_ms = ms(spoke, stopped)
 
 
 def agentsession_ms(seconds: float) -> float | None:
