@@ -42,8 +42,8 @@ from bench.measure import (
     ItemClock,
     ItemResult,
     ProcessUsage,
+    ReferenceAnswer,
     RunResult,
-    answer_pauses,
     asked_text,
     cut_off,
     measure_answer,
@@ -64,8 +64,9 @@ DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
 WARMUP_TEXT = "Hello, can you hear me?"
 WARMUP_ANSWER = "Yes, I can hear you."
-# Said after the warm-up when backchannels are in the run: the long answer heard with nobody
-# speaking over it, whose own pauses a backchannel's silence is measured against.
+# Said after the warm-up when backchannels or interruptions are in the run: the long answer
+# heard with nobody speaking over it, whose own pauses and level a backchannel's silence and
+# an interruption's duck are measured against (bench.measure.ReferenceAnswer).
 REFERENCE_TEXT = "Please tell me everything you know."
 AGENT_ONSET_SLACK_S = 0.2  # the agent's VAD onset may read this much before the user's own
 
@@ -101,7 +102,7 @@ class LiveKitBench:
         self.fillers: FillerEar | None = None
         self.requests = RequestLog()  # every request the scripted LLM got
         self.sees_requests = False  # the LLM is the scripted double, which fills `requests`
-        self._pauses: list[tuple[float, float]] | None = None  # the reference answer's own
+        self._reference: ReferenceAnswer | None = None  # the long answer, nobody over it
         self._overlays: list[tuple[float, float] | None] = []  # per item: onset, end (wall)
 
     async def __aenter__(self) -> LiveKitBench:
@@ -134,13 +135,13 @@ class LiveKitBench:
         await self._stack.aclose()
 
     def _reference_wanted(self) -> bool:
-        """Backchannels are in the run, and the LLM is the scripted one (which answers the
-        reference question with the long answer)."""
+        """Items that speak over the long answer are in the run, and the LLM is the scripted
+        one (which answers the reference question with the long answer)."""
         from agent.providers import parse_llm_spec
 
         kind, arg = parse_llm_spec(self.args.llm) if self.args.llm else ("script", "")
         return (kind == "script" and not arg
-                and any(getattr(i, "kind", "") == "backchannel" for i in self.items))
+                and any(getattr(i, "kind", "") in OVERLAY_KINDS for i in self.items))
 
     async def _start_llm(self) -> None:
         from agent.providers import parse_llm_spec
@@ -243,11 +244,13 @@ class LiveKitBench:
         warmup = await spoken(WARMUP_TEXT, "piper-joe")
         await mic.say(warmup)
         await self._wait_done(user, time.monotonic())
-        self._pauses, self._overlays = None, []
+        self._reference, self._overlays = None, []
         if self._reference_wanted():
-            self._pauses = await self._reference_pauses(user, mic)
-            run.notes.append("the long answer's own pauses, nobody speaking over it (ms): "
-                             + ", ".join(f"{n * 1000:.0f}" for _, n in self._pauses))
+            self._reference = await self._reference_answer(user, mic)
+            pauses = [] if self._reference is None else self._reference.pauses()
+            run.notes.append("the long answer's own pauses over 50 ms, nobody speaking over "
+                             "it (start s: ms): " + ", ".join(
+                                 f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses if n > 0.05))
         windows = []
         for item in self.items:
             began = time.time()
@@ -257,16 +260,16 @@ class LiveKitBench:
             on_item(result)
         return windows
 
-    async def _reference_pauses(self, user: Any, mic: OpenMic) -> list[tuple[float, float]]:
+    async def _reference_answer(self, user: Any, mic: OpenMic) -> ReferenceAnswer | None:
         """The reference question said, its long answer heard through with nobody speaking
-        over it: the answer's own pauses (bench.measure.answer_pauses)."""
+        over it (None: no answer came)."""
         from bench.corpus import spoken, voiced_span
 
         pcm = await spoken(REFERENCE_TEXT, "piper-joe")
         ears, _, _, answered = await ask(user, mic, pcm, *voiced_span(pcm),
                                          timeout_s=ANSWER_TIMEOUT_S)
         await self._wait_done(user, time.monotonic())
-        return [] if answered is None else answer_pauses(ears.heard(), answered)
+        return None if answered is None else ReferenceAnswer(ears.heard(), answered)
 
     async def _say(self, user: Any, mic: OpenMic, item: Any, usage: ProcessUsage) -> ItemResult:
         barge_in = hasattr(item, "interruption")
@@ -299,7 +302,7 @@ class LiveKitBench:
         overlay = None
         if over and over[0] is not None and over[1] is not None:
             measure_overlay(result, heard, over[0], over[1], answered=answered,
-                            pauses=self._pauses)
+                            reference=self._reference)
             wall = time.time() - time.monotonic()
             overlay = (over[0] + wall, over[1] + wall)
         self._overlays.append(overlay)

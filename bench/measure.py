@@ -39,9 +39,10 @@ SILENT_GAP_S = 0.5  # the agent has stopped once it stays quiet this long (longe
 TALKING_S = 0.2  # audible this shortly before the user cut in: the agent was talking
 RESUME_WITHIN_S = 2.5  # after a backchannel, the answer must be audible again within this
 MISSED_STOP_MS = 1000.0  # an interruption the agent talks on through for longer is missed
-YIELD_DROP_DB = 6.0  # the agent yields when its level drops this much below its level ...
-LEVEL_BEFORE_S = 0.3  # ... over this long before the onset (the loudest 10 ms block of it)
-YIELD_HOLD_S = 0.2  # and stays down this long (a duck held, not a syllable's dip)
+YIELD_DROP_DB = 6.0  # the agent yields when its level drops this much below the reference's
+YIELD_HOLD_S = 0.2  # ... and stays down this long (a duck held, not a syllable's dip)
+LEVEL_S = 0.04  # the item's level at t: its loudest block in [t, t + LEVEL_S)
+REFERENCE_LEVEL_S = 0.05  # the reference's: its loudest within this either side (jitter)
 GAP_MATCH_S = 0.08  # a silence this close to the reference's is the answer's own pause
 
 # Items whose user speaks over the agent's answer (bench.corpus.BargeIn), by kind: the
@@ -131,21 +132,30 @@ class HeardAudio:
         i, j = np.searchsorted(self._t, [a, b])
         return int(self._peak[i:j].max()) if j > i else 0
 
-    def yielded_after(self, onset: float, until: float) -> float | None:
-        """When the agent gave way to a sound that began at `onset`: the first block from
-        `onset` on after which its peak stays YIELD_DROP_DB below its peak over the
-        LEVEL_BEFORE_S before `onset` for YIELD_HOLD_S (a duck, or a stop), searched up to
-        `until`. None when it was not talking before the onset, or never gave way."""
-        before = self.peak(onset - LEVEL_BEFORE_S, onset)
-        if before <= AUDIBLE:
-            return None
-        limit = before * 10 ** (-YIELD_DROP_DB / 20)
-        i, j = np.searchsorted(self._t, [onset, until])
-        for k in range(int(i), int(j)):
-            t = float(self._t[k])
-            if self.peak(t, t + YIELD_HOLD_S) <= limit:
-                return t
-        return None
+    def blocks(self, a: float, b: float) -> np.ndarray:
+        """The times of the 10 ms blocks heard from `a` to `b`."""
+        i, j = np.searchsorted(self._t, [a, b])
+        return self._t[i:j]
+
+
+@dataclass(frozen=True)
+class ReferenceAnswer:
+    """An answer heard through with nobody speaking over it (`heard`, first audible at
+    `first`): where its own pauses are and how loud it is at each place, for the same answer
+    with a backchannel or an interruption over it."""
+
+    heard: HeardAudio
+    first: float
+
+    def pauses(self) -> list[tuple[float, float]]:
+        """Its silences: (start after its first sound, length) each."""
+        return answer_pauses(self.heard, self.first)
+
+    def level(self, at: float) -> int:
+        """Its loudest block within REFERENCE_LEVEL_S of `at` seconds after its first
+        sound."""
+        t = self.first + at
+        return self.heard.peak(t - REFERENCE_LEVEL_S, t + REFERENCE_LEVEL_S + BLOCK_S)
 
 
 @dataclass
@@ -241,24 +251,44 @@ def cut_off(heard: HeardAudio, spoke: float, said: float) -> bool:
 
 def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: float, *,
                     answered: float | None = None,
-                    pauses: Sequence[tuple[float, float]] | None = None) -> None:
+                    reference: ReferenceAnswer | None = None) -> None:
     """The listener's figures of an item whose user speaks over the answer from `onset` to
     `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume and,
-    given the answer's first audio `answered` and its own `pauses` (`answer_pauses` of a
-    reference rendering), the longest silence it caused; an interruption's barge-in stop,
-    yield and whether it got an answer."""
+    given the answer's first audio `answered` and the same answer heard with nobody over it
+    (`reference`), the longest silence it caused; an interruption's barge-in stop, whether
+    it got an answer, and (with `answered` and `reference`) its yield."""
     if result.kind == "backchannel":
         result.heard_after_backchannel = heard.audible_between(end, end + RESUME_WITHIN_S)
-        if answered is not None and pauses is not None:
-            result.backchannel_silence_ms = backchannel_silence(heard, answered, onset, end,
-                                                                pauses)
+        if answered is not None and reference is not None:
+            result.backchannel_silence_ms = backchannel_silence(
+                heard, answered, onset, end, reference.pauses())
         return
     stopped = heard.silenced_after(onset)
     if heard.audible_between(onset - TALKING_S, onset):  # it was talking when cut off
         result.barge_in_stop_ms = ms(onset, stopped)
-        ducked = heard.yielded_after(onset, stopped)
-        result.yield_ms = ms(onset, stopped if ducked is None else min(ducked, stopped))
+        if answered is not None and reference is not None:
+            ducked = yielded_after(heard, onset, stopped, answered, reference)
+            result.yield_ms = ms(onset, stopped if ducked is None else min(ducked, stopped))
     result.answered_interruption = heard.first_audible_after(max(stopped, end)) is not None
+
+
+def yielded_after(heard: HeardAudio, onset: float, until: float, answered: float,
+                  reference: ReferenceAnswer) -> float | None:
+    """When an answer first heard at `answered` gave way to a sound from `onset` by lowering
+    its voice: the first block from `onset` to `until` from which, for YIELD_HOLD_S, it is
+    YIELD_DROP_DB or more below the same answer heard with nobody over it (`reference`) at
+    the same place, wherever the reference is audible (at least half the blocks). Speech's
+    own level changes from word to word, so only the reference tells a duck from a quiet
+    word. None: it did not duck (a stop is `silenced_after`'s)."""
+    limit = 10 ** (-YIELD_DROP_DB / 20)
+    for t in heard.blocks(onset, until):
+        window = heard.blocks(float(t), float(t) + YIELD_HOLD_S)
+        levels = [(heard.peak(b, b + LEVEL_S), reference.level(b - answered)) for b in window]
+        counted = [(x, r) for x, r in levels if r > AUDIBLE]
+        if counted and 2 * len(counted) >= len(window) and all(
+                x <= r * limit for x, r in counted):
+            return float(t)
+    return None
 
 
 def answer_pauses(heard: HeardAudio, first: float) -> list[tuple[float, float]]:

@@ -14,12 +14,13 @@ import pytest
 from bench.measure import (
     HeardAudio,
     ItemResult,
+    ReferenceAnswer,
     RunResult,
-    answer_pauses,
     asked_text,
     backchannel_silence,
     measure_overlay,
     score_words,
+    yielded_after,
 )
 from tests.test_bench import RATE, quiet, tone
 
@@ -32,12 +33,14 @@ def heard(*parts: tuple[str, float], amp: int = 3000) -> HeardAudio:
 
 
 # The long answer with nobody over it: talk, its own 0.2 s pause at 2.5 s, talk to 6 s.
-REFERENCE = heard(("talk", 2.5), ("quiet", 0.2), ("talk", 3.3))
+REFERENCE = ReferenceAnswer(heard(("talk", 2.5), ("quiet", 0.2), ("talk", 3.3)), 0.0)
 
 
-def test_the_answers_own_pauses_are_found_on_the_reference() -> None:
-    [(at, length)] = answer_pauses(REFERENCE, 0.0)
+def test_the_answers_own_pauses_and_level_are_read_off_the_reference() -> None:
+    [(at, length)] = REFERENCE.pauses()
     assert (at, length) == (pytest.approx(2.5, abs=0.011), pytest.approx(0.2, abs=0.011))
+    assert REFERENCE.level(1.0) == pytest.approx(3000, abs=5)
+    assert REFERENCE.level(2.6) == 0
 
 
 @pytest.mark.parametrize(("answer", "caused_ms"), [
@@ -53,11 +56,10 @@ def test_the_answers_own_pauses_are_found_on_the_reference() -> None:
 def test_a_backchannel_is_charged_the_silence_beyond_the_answers_own_pauses(
     answer: list[tuple[str, float]], caused_ms: float
 ) -> None:
-    pauses = answer_pauses(REFERENCE, 0.0)
-    got = backchannel_silence(heard(*answer), 0.0, 1.5, 1.8, pauses)
+    got = backchannel_silence(heard(*answer), 0.0, 1.5, 1.8, REFERENCE.pauses())
     assert got == pytest.approx(caused_ms, abs=21)
     result = ItemResult("b", "v", "backchannel", {})
-    measure_overlay(result, heard(*answer), 1.5, 1.8, answered=0.0, pauses=pauses)
+    measure_overlay(result, heard(*answer), 1.5, 1.8, answered=0.0, reference=REFERENCE)
     assert result.backchannel_silence_ms == got
     unreferenced = ItemResult("b", "v", "backchannel", {})
     measure_overlay(unreferenced, heard(*answer), 1.5, 1.8)
@@ -74,15 +76,27 @@ def test_an_interruption_yields_at_its_duck_or_its_stop(
     answer: list[tuple[str, float]], yield_ms: float, stop_ms: float
 ) -> None:
     result = ItemResult("i", "v", "interruption", {})
-    measure_overlay(result, heard(*answer), 3.0, 3.6)
+    measure_overlay(result, heard(*answer), 3.0, 3.6, answered=0.0, reference=REFERENCE)
     assert result.yield_ms == pytest.approx(yield_ms, abs=11)
     assert result.barge_in_stop_ms == pytest.approx(stop_ms, abs=11)
+    unreferenced = ItemResult("i", "v", "interruption", {})
+    measure_overlay(unreferenced, heard(*answer), 3.0, 3.6)
+    assert unreferenced.yield_ms is None  # no reference: a duck cannot be told
+    assert unreferenced.barge_in_stop_ms == result.barge_in_stop_ms
 
 
-def test_a_dip_of_less_than_6_db_or_a_short_one_is_no_yield() -> None:
-    dip = HeardAudio(RATE, [(0.0, np.concatenate(
-        [tone(3.1), tone(0.5, 2000), tone(0.5), tone(0.1, 500), tone(1.0)]))])
-    assert dip.yielded_after(3.0, 5.0) is None
+def test_a_quiet_word_the_answer_has_anyway_a_small_dip_or_a_short_one_is_no_yield() -> None:
+    # the answer has a quiet word at 3.2-3.5 s of its own: the same there is no duck
+    quiet_word = ReferenceAnswer(heard(("talk", 3.2), ("soft", 0.3), ("talk", 2.5)), 0.0)
+    same = heard(("talk", 3.2), ("soft", 0.3), ("talk", 2.5))
+    assert yielded_after(same, 3.0, 5.0, 0.0, quiet_word) is None
+    # 3.5 dB down for 0.5 s, then 16 dB down for only 0.1 s
+    dips = HeardAudio(RATE, [(0.0, np.concatenate(
+        [tone(3.1), tone(0.5, 2000), tone(0.5), tone(0.1, 500), tone(1.8)]))])
+    assert yielded_after(dips, 3.0, 5.0, 0.0, REFERENCE) is None
+    # the same duck heard 30 ms late (jitter) is found 30 ms late
+    late = heard(("quiet", 0.03), ("talk", 3.1), ("soft", 0.3), ("talk", 2.0))
+    assert yielded_after(late, 3.0, 5.0, 0.03, REFERENCE) == pytest.approx(3.13, abs=0.011)
 
 
 @pytest.mark.parametrize(("said", "asked", "lost", "misheard"), [
