@@ -307,7 +307,8 @@ def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: f
     (`answer_pauses`). Each silent stretch from the onset to RESUME_WITHIN_S after its end
     (or to the answer's last sound, if sooner) is compared with the answer's own pause at
     the same place of the answer (within GAP_MATCH_S): what it lasts beyond that pause was
-    caused (all of it where the answer has no pause). A silence caused delays the rest of
+    caused (all of it where the answer has no pause; the nearest pause where several are
+    that close). A silence caused delays the rest of
     the answer, so the place is counted on with it."""
     last = heard.last_audible()
     until = end + RESUME_WITHIN_S
@@ -316,7 +317,8 @@ def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: f
     shift, longest = 0.0, 0.0
     for a, b in heard.silences(onset, until):
         at = a - answered - shift
-        own = next((n for p, n in pauses if abs(p - at) <= GAP_MATCH_S), 0.0)
+        own = min(((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S),
+                  default=(0.0, 0.0))[1]  # the nearest: speech has many short gaps
         caused = max(0.0, b - a - own)
         shift += caused
         longest = max(longest, caused)
