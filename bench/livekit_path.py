@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,6 +71,16 @@ REFERENCE_TEXT = "Please tell me everything you know."
 AGENT_ONSET_SLACK_S = 0.2  # the agent's VAD onset may read this much before the user's own
 
 
+class Overlay(NamedTuple):
+    """The user's sound over an answer: its first and last voiced sample as sent (monotonic
+    seconds), and the wall clock's lead on the monotonic one just after (`wall`: the two
+    drift apart on some machines, so it is taken where it is used)."""
+
+    onset: float
+    end: float
+    wall: float
+
+
 class RequestLog(list[tuple[float, dict[str, Any]]]):
     """The scripted LLM server's `requests` list, each request body with the time (monotonic)
     it came in: what the LLM was asked, and when."""
@@ -103,7 +113,8 @@ class LiveKitBench:
         self.requests = RequestLog()  # every request the scripted LLM got
         self.sees_requests = False  # the LLM is the scripted double, which fills `requests`
         self._reference: ReferenceAnswer | None = None  # the long answer, nobody over it
-        self._overlays: list[tuple[float, float] | None] = []  # per item: onset, end (wall)
+        self._overlays: list[Overlay | None] = []  # per item
+        self._session_wall = 0.0  # the wall clock's lead on the monotonic one as it started
 
     async def __aenter__(self) -> LiveKitBench:
         from agent.ops.livekit_server import LiveKitServer
@@ -222,6 +233,7 @@ class LiveKitBench:
             mic = OpenMic(user)
             try:
                 await user.wait_for_state("listening", after=0, timeout_s=READY_TIMEOUT_S)
+                self._session_wall = time.time() - time.monotonic()
                 windows = await self._converse(user, mic, usage, run, on_item)
                 run.notes.append(f"microphone underruns: {user.underruns}")
                 if user.underruns:
@@ -232,7 +244,7 @@ class LiveKitBench:
                 await user.close()
         if agentsession is None:
             _attach_voxroom_stages(run.items, windows, store)
-            _attach_voxroom_yields(run.items, self._overlays, worker_log)
+            _attach_voxroom_yields(run.items, self._overlays, worker_log, self._session_wall)
         else:
             _attach_agentsession_stages(run.items, windows, metrics)
             _attach_agentsession_yields(run.items, self._overlays, metrics)
@@ -284,6 +296,7 @@ class LiveKitBench:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
             o = item.interruption
             over = await mic.say(o.pcm, marks=[o.speech_start, o.speech_end])
+            wall = time.time() - time.monotonic()
             if item.kind in INTERRUPTION_KINDS and over[1] is not None:
                 # Its answer first: an agent that waits out an unfinished-sounding
                 # interruption is quiet and listening for longer than DONE_QUIET_S, and the
@@ -303,8 +316,7 @@ class LiveKitBench:
         if over and over[0] is not None and over[1] is not None:
             measure_overlay(result, heard, over[0], over[1], answered=answered,
                             reference=self._reference)
-            wall = time.time() - time.monotonic()
-            overlay = (over[0] + wall, over[1] + wall)
+            overlay = Overlay(over[0], over[1], wall)
         self._overlays.append(overlay)
         self._score_words(result, item, heard, answered, over, asked_from)
         if (ear := self.fillers) is not None:
@@ -576,50 +588,55 @@ def _event_lines(log_path: Path, marker: str = "voxroom.turns: ") -> list[dict[s
     return out
 
 
-def _first_at_onset(events: list[dict[str, Any]], kind: str, overlay: tuple[float, float],
-                    wall: float) -> dict[str, Any] | None:
-    """The first `kind` event whose onset (the engine's monotonic clock, `wall` seconds
-    behind the wall clock) falls in `overlay` (the user's sound, wall clock), give or take
-    AGENT_ONSET_SLACK_S."""
-    onset, end = overlay
+def _first_at_onset(events: list[dict[str, Any]], kind: str,
+                    overlay: Overlay) -> dict[str, Any] | None:
+    """The first `kind` event whose onset (the engine's clock: monotonic, as the bench's)
+    falls in the user's sound `overlay`, give or take AGENT_ONSET_SLACK_S."""
     for e in events:
-        if e.get("event") == kind and "onset" in e:
-            at = float(e["onset"]) + wall
-            if onset - AGENT_ONSET_SLACK_S <= at <= end:
-                return e
+        if (e.get("event") == kind and "onset" in e
+                and overlay.onset - AGENT_ONSET_SLACK_S <= float(e["onset"]) <= overlay.end):
+            return e
     return None
 
 
-def _attach_voxroom_yields(items: list[ItemResult], overlays: list[tuple[float, float] | None],
-                           worker_log: Path) -> None:
+def _since_onset_ms(event: dict[str, Any], onset: dict[str, Any], session_wall: float) -> float:
+    """From `onset`'s onset to `event`'s time, both logged by the worker. The worker logs an
+    event's time on the wall clock (`t_ms`) through the wall clock's lead on the monotonic
+    one as its session started, and an onset on the monotonic clock: `session_wall` is the
+    bench's reading of that lead as the session started. Exact when the worker also logs the
+    onset on its wall clock (`onset_ms`)."""
+    if "onset_ms" in onset:
+        return round(event["t_ms"] - onset["onset_ms"], 1)
+    return round(event["t_ms"] - (float(onset["onset"]) + session_wall) * 1000, 1)
+
+
+def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | None],
+                           worker_log: Path, session_wall: float) -> None:
     """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
     onset (PlaybackPaused.onset) to the pause (the event's time), and to the duck
-    (PlaybackDucked) when it ducked first. The log gives the events' times on the wall clock
-    and their onsets on the engine's (CLOCK_MONOTONIC, which the bench shares on the same
-    machine): the bench's own difference of the two clocks maps one onto the other."""
+    (PlaybackDucked) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
+    that jumped between the session's start and the event (`_since_onset_ms`): left out."""
     events = _event_lines(worker_log)
-    wall = time.time() - time.monotonic()
     for item, overlay in zip(items, overlays, strict=True):
         if item.kind not in INTERRUPTION_KINDS or overlay is None:
             continue
-        paused = _first_at_onset(events, "playback_paused", overlay, wall)
+        paused = _first_at_onset(events, "playback_paused", overlay)
         if paused is None:
             continue
-        onset = float(paused["onset"]) + wall
-        item.agent_stop_ms = ms(onset, paused["t_ms"] / 1000)
         ducked = next((e for e in events if e.get("event") == "playback_ducked"
-                       and e.get("onset") == paused["onset"]), None)
-        first = paused if ducked is None else ducked
-        item.agent_yield_ms = ms(onset, min(first["t_ms"], paused["t_ms"]) / 1000)
+                       and e.get("onset") == paused["onset"]), paused)
+        stop = _since_onset_ms(paused, paused, session_wall)
+        yielded = min(stop, _since_onset_ms(ducked, paused, session_wall))
+        if 0 <= yielded <= stop <= MISSED_STOP_MS:
+            item.agent_stop_ms, item.agent_yield_ms = stop, yielded
 
 
-def _attach_agentsession_yields(items: list[ItemResult],
-                                overlays: list[tuple[float, float] | None],
+def _attach_agentsession_yields(items: list[ItemResult], overlays: list[Overlay | None],
                                 metrics_path: Path) -> None:
     """Each interruption's stop at the agent from AgentSession's own events (written by
-    bench/agentsession.py): the user's state turning "speaking" (its VAD's start of speech)
-    to the agent's state leaving "speaking" (it paused or stopped its audio). AgentSession
-    has no duck: its yield is its stop."""
+    bench/agentsession.py, on the wall clock): the user's state turning "speaking" (its
+    VAD's start of speech) to the agent's state leaving "speaking" (it paused or stopped its
+    audio). AgentSession has no duck: its yield is its stop."""
     if not metrics_path.exists():
         return
     states = [m for m in map(json.loads, metrics_path.read_text().splitlines())
@@ -627,7 +644,7 @@ def _attach_agentsession_yields(items: list[ItemResult],
     for item, overlay in zip(items, overlays, strict=True):
         if item.kind not in INTERRUPTION_KINDS or overlay is None:
             continue
-        onset, end = overlay
+        onset, end = overlay.onset + overlay.wall, overlay.end + overlay.wall
         spoke = next((m["collected_at"] for m in states if m["type"] == "user_state_changed"
                       and m["new_state"] == "speaking"
                       and onset - AGENT_ONSET_SLACK_S <= m["collected_at"] <= end), None)

@@ -5,7 +5,6 @@ interruption's yield at the listener and at the agent, words lost against words 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -146,21 +145,20 @@ def test_the_request_behind_an_answer_is_the_last_one_before_it() -> None:
     assert log.asked_before(t0, 1) == ""  # none since the item began
 
 
-def _monotonic_to_wall() -> float:
-    return time.time() - time.monotonic()
-
-
+@pytest.mark.parametrize("onset_ms_logged", [False, True])
 def test_voxroom_stop_and_yield_at_the_agent_come_from_its_logged_events(
-    tmp_path: Path,
+    tmp_path: Path, onset_ms_logged: bool
 ) -> None:
-    from bench.livekit_path import _attach_voxroom_yields
+    from bench.livekit_path import Overlay, _attach_voxroom_yields
 
-    onset = time.monotonic() - 100.0  # an interruption the worker's VAD heard 100 s ago
-    wall = _monotonic_to_wall()
+    session_wall = 1_700_000_000.0  # the wall clock's lead on the monotonic one
+    onset = 5000.0  # the worker's VAD heard the interruption start (monotonic)
 
     def line(event: str, after_s: float, at: float = onset) -> str:
         record = {"session": "s", "turn_id": 3, "event": event,
-                  "t_ms": round((at + wall + after_s) * 1000), "onset": at}
+                  "t_ms": round((at + after_s + session_wall) * 1000), "onset": at}
+        if onset_ms_logged:
+            record["onset_ms"] = round((at + session_wall) * 1000)
         return f"2026-01-01 00:00:00,000 INFO voxroom.turns: {json.dumps(record)}"
 
     log = tmp_path / "worker.log"
@@ -171,15 +169,24 @@ def test_voxroom_stop_and_yield_at_the_agent_come_from_its_logged_events(
     ]) + "\n")
     items = [ItemResult("q", "v", "question", {}), ItemResult("i", "v", "interruption", {}),
              ItemResult("j", "v", "interruption", {})]
-    user = (onset + wall - 0.03, onset + wall + 1.0)  # the user's sound, as the bench sent it
-    _attach_voxroom_yields(items, [None, user, (user[0] + 50, user[1] + 50)], log)
-    assert items[1].agent_yield_ms == pytest.approx(40, abs=2)
-    assert items[1].agent_stop_ms == pytest.approx(130, abs=2)
+    user = Overlay(onset - 0.03, onset + 1.0, 0.0)  # the user's sound, as the bench sent it
+    _attach_voxroom_yields(items, [None, user, user._replace(onset=onset + 50, end=onset + 51)],
+                           log, session_wall)
+    assert items[1].agent_yield_ms == pytest.approx(40, abs=1)
+    assert items[1].agent_stop_ms == pytest.approx(130, abs=1)
     assert items[2].agent_stop_ms is None  # no pause of the agent's during that sound
+    # the bench's reading of the session's clocks 30 s off (a clock that jumped): left out,
+    # unless the worker logged the onset on its own wall clock too
+    jumped = ItemResult("k", "v", "interruption", {})
+    _attach_voxroom_yields([jumped], [user], log, session_wall + 30)
+    if onset_ms_logged:
+        assert jumped.agent_stop_ms == pytest.approx(130, abs=1)
+    else:
+        assert jumped.agent_stop_ms is None
 
 
 def test_agentsession_stop_at_the_agent_comes_from_its_state_changes(tmp_path: Path) -> None:
-    from bench.livekit_path import _attach_agentsession_yields
+    from bench.livekit_path import Overlay, _attach_agentsession_yields
 
     rows = [
         {"collected_at": 100.0, "type": "agent_state_changed", "old_state": "thinking",
@@ -193,7 +200,7 @@ def test_agentsession_stop_at_the_agent_comes_from_its_state_changes(tmp_path: P
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     item = ItemResult("i", "v", "interruption", {})
-    _attach_agentsession_yields([item], [(101.0, 102.0)], path)
+    _attach_agentsession_yields([item], [Overlay(1.0, 2.0, 100.0)], path)
     assert item.agent_stop_ms == pytest.approx(240, abs=1)
     assert item.agent_yield_ms == item.agent_stop_ms
 
