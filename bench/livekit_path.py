@@ -613,8 +613,8 @@ def _since_onset_ms(event: dict[str, Any], onset: dict[str, Any], session_wall: 
 def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | None],
                            worker_log: Path, session_wall: float) -> None:
     """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
-    onset (PlaybackPaused.onset) to the pause (the event's time), and to the duck
-    (PlaybackDucked) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
+    onset (PlaybackPaused.onset) to the pause (the event's time), and its onset to its duck
+    (PlaybackDucked's) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
     that jumped between the session's start and the event (`_since_onset_ms`): left out."""
     events = _event_lines(worker_log)
     for item, overlay in zip(items, overlays, strict=True):
@@ -623,10 +623,9 @@ def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | Non
         paused = _first_at_onset(events, "playback_paused", overlay)
         if paused is None:
             continue
-        ducked = next((e for e in events if e.get("event") == "playback_ducked"
-                       and e.get("onset") == paused["onset"]), paused)
+        ducked = _first_at_onset(events, "playback_ducked", overlay) or paused
         stop = _since_onset_ms(paused, paused, session_wall)
-        yielded = min(stop, _since_onset_ms(ducked, paused, session_wall))
+        yielded = min(stop, _since_onset_ms(ducked, ducked, session_wall))
         if 0 <= yielded <= stop <= MISSED_STOP_MS:
             item.agent_stop_ms, item.agent_yield_ms = stop, yielded
 
