@@ -15,9 +15,11 @@ or `held-out`), `tools` (bench/tool_corpus.py: requests answered with a quick to
 one that gets voxroom's filler, or none; the answer's own first word beside voice-to-voice,
 AgentSession given the same tools as `@function_tool`s). All get the per-kind section:
 cut-offs, false barge-ins, missed interruptions, voice-to-voice and barge-in stop per kind
-of item; and, where items say what was said, the word error rate of the agent's final user
-transcripts per kind (the listen corpus's kinds are its conditions) and overall
-(bench/wer.py).
+of item, and for the turn corpus an interruption's yield at the listener and stop and yield
+at the agent, the longest silence a backchannel caused, and the words lost on the way to the
+LLM (bench/measure.py); and, where items say what was said, the word error rate of the
+agent's final user transcripts per kind (the listen corpus's kinds are its conditions) and
+overall (bench/wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
