@@ -9,12 +9,14 @@ Two configurations:
   (adaptive interruption calls LiveKit Cloud).
 - `tuned`: voxroom's turn-taking numbers: endpoint after voxroom's cued silence (min_delay)
   and never later than its plain silence (max_delay), VAD turn detection, interruption after
-  voxroom's barge-in length, false-interruption resume after voxroom's timeout.
+  voxroom's barge-in length, false-interruption resume after voxroom's timeout; and
+  preemptive generation on (the LLM started before the end of turn is confirmed).
 
 Run by the bench as `python -m bench.agentsession CONFIG`; environment:
 LIVEKIT_URL/LIVEKIT_API_KEY/LIVEKIT_API_SECRET, VOXROOM_BENCH_LLM_BASE_URL,
 VOXROOM_BENCH_LLM_MODEL, VOXROOM_BENCH_METRICS (a JSON-lines file that gets every
-AgentSession metrics event, with the wall-clock time it was collected), and
+AgentSession metrics event, with the wall-clock time it was collected, and its user and
+agent state changes), and
 VOXROOM_BENCH_TOOLS (comma-separated tool doubles of bench/tool_doubles.py the agent gets).
 """
 
@@ -47,6 +49,9 @@ def turn_handling(config: str) -> dict[str, Any]:
     if config == "tuned":
         o = TurnOptions()
         return {
+            # Its fastest: the LLM started on the interim transcript before the end of turn
+            # is confirmed (livekit-agents 1.8.9 has it on by default; named so it stays on).
+            "preemptive_generation": {"enabled": True},
             "turn_detection": "vad",
             "endpointing": {"mode": "fixed", "min_delay": o.endpoint.silence_cued_s,
                             "max_delay": o.endpoint.silence_s},
@@ -68,7 +73,13 @@ def prewarm(proc: Any) -> None:
 
 
 async def entrypoint(ctx: Any) -> None:
-    from livekit.agents import Agent, AgentSession, MetricsCollectedEvent
+    from livekit.agents import (
+        Agent,
+        AgentSession,
+        AgentStateChangedEvent,
+        MetricsCollectedEvent,
+        UserStateChangedEvent,
+    )
     from livekit.plugins import openai as lk_openai
 
     from agent.config import load_settings
@@ -91,11 +102,25 @@ async def entrypoint(ctx: Any) -> None:
     if metrics_path:
         out = await asyncio.to_thread(open, metrics_path, "a", encoding="utf-8")
 
-        @session.on("metrics_collected")
-        def _collected(ev: MetricsCollectedEvent) -> None:
-            row = {"collected_at": time.time(), **ev.metrics.model_dump(mode="json")}
+        def write(row: dict[str, Any]) -> None:
             out.write(json.dumps(row) + "\n")
             out.flush()
+
+        @session.on("metrics_collected")
+        def _collected(ev: MetricsCollectedEvent) -> None:
+            write({"collected_at": time.time(), **ev.metrics.model_dump(mode="json")})
+
+        # When its VAD heard the user start and when the agent stopped talking (an
+        # interruption's stop at the agent, bench/livekit_path.py).
+        @session.on("user_state_changed")
+        def _user_state(ev: UserStateChangedEvent) -> None:
+            write({"collected_at": ev.created_at, "type": ev.type, "old_state": ev.old_state,
+                   "new_state": ev.new_state})
+
+        @session.on("agent_state_changed")
+        def _agent_state(ev: AgentStateChangedEvent) -> None:
+            write({"collected_at": ev.created_at, "type": ev.type, "old_state": ev.old_state,
+                   "new_state": ev.new_state})
 
         ctx.add_shutdown_callback(lambda: asyncio.to_thread(out.close))
     await ctx.connect()

@@ -15,9 +15,11 @@ or `held-out`), `tools` (bench/tool_corpus.py: requests answered with a quick to
 one that gets voxroom's filler, or none; the answer's own first word beside voice-to-voice,
 AgentSession given the same tools as `@function_tool`s). All get the per-kind section:
 cut-offs, false barge-ins, missed interruptions, voice-to-voice and barge-in stop per kind
-of item; and, where items say what was said, the word error rate of the agent's final user
-transcripts per kind (the listen corpus's kinds are its conditions) and overall
-(bench/wer.py).
+of item, and for the turn corpus an interruption's yield at the listener and stop and yield
+at the agent, the longest silence a backchannel caused, and the words lost on the way to the
+LLM (bench/measure.py); and, where items say what was said, the word error rate of the
+agent's final user transcripts per kind (the listen corpus's kinds are its conditions) and
+overall (bench/wer.py).
 
 The default LLM is the scripted one (a test double with a fixed time to first token), so the
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
@@ -206,7 +208,8 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
-        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR))
+        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR,
+                                                    recordings=not args.no_recordings))
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "tools":
         module.check_kinds(args.kinds)
@@ -222,6 +225,11 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
     print(format_table(runs))
     print(format_kinds(runs))
+    if lost := format_words_lost(runs):
+        print(lost)
+    for run in runs:
+        for note in run.notes:
+            print(f"{run.name}: {note}")
     if any(r.summary()["wer"] for r in runs):
         print(format_wer(runs))
     if len(runs) > 1:
@@ -361,7 +369,12 @@ _KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
      ("question", "paused", "filler", *TOOL_KINDS)),
     ("answer itself p50 / p95 (n)", "answer", TOOL_KINDS),
     ("fillers heard (items)", "fillers_heard", TOOL_KINDS),
-    ("barge-in stop p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
+    ("barge-in stop (listener) p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
+    ("yield (listener) p50 / p95 (n)", "yield", INTERRUPTION_KINDS),
+    ("stop at agent p50 / p95 (n)", "agent_stop", INTERRUPTION_KINDS),
+    ("yield at agent p50 / p95 (n)", "agent_yield", INTERRUPTION_KINDS),
+    ("longest silence caused p50 / p95 (n)", "backchannel_silence", ("backchannel",)),
+    ("words lost + misheard of said (items)", "words_lost", None),
 )
 
 
@@ -389,9 +402,25 @@ def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
     if summary is None:
         return "-"
     value = summary[key]
+    if key == "words_lost":
+        return "-" if value is None else (
+            f"{value} + {summary['words_misheard']} of {summary['words_said']} "
+            f"({summary['items_losing_words']})")
     if isinstance(value, dict):
         return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
     return "-" if value is None else f"{value} of {summary['items']}"
+
+
+def format_words_lost(runs: list[RunResult]) -> str:
+    """Every item whose answer was asked for with said words missing: what was lost, and
+    what the LLM was asked."""
+    lines = ["", "words lost per item (said words missing from what the LLM was asked)"]
+    for run in runs:
+        for i in run.items:
+            if i.words_lost:
+                lines.append(f"  {run.name}: {i.item}: {i.words_lost} of {i.words_said} lost, "
+                             f"{i.words_misheard} misheard; asked {i.asked!r}")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def format_wer(runs: list[RunResult]) -> str:

@@ -7,6 +7,11 @@ counted), then every corpus item in turn, each once the agent has gone quiet. Th
 figures come from the audio that arrived at the client; the stage latencies from the worker
 (voxroom: the turns it stores; AgentSession: its metrics events), matched to the item during
 which they were recorded. CPU and memory are those of the worker and its job processes.
+
+What the LLM was asked for each answer comes from the scripted LLM's requests (`RequestLog`,
+both systems talk to the same double); the agent's own stop and yield for an interruption
+from the worker's record: voxroom's event log lines (playback_ducked, playback_paused, in
+the worker's log) and AgentSession's user and agent state changes (its metrics file).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,16 +36,20 @@ from agent.ops.processes import stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
     INTERRUPTION_KINDS,
+    MISSED_STOP_MS,
     OVERLAY_KINDS,
     HeardAudio,
     ItemClock,
     ItemResult,
     ProcessUsage,
+    ReferenceAnswer,
     RunResult,
+    asked_text,
     cut_off,
     measure_answer,
     measure_overlay,
     ms,
+    score_words,
     wait_until,
 )
 from bench.wer import final_transcript
@@ -55,6 +64,36 @@ DONE_QUIET_S = 1.0  # the agent is done when listening and quiet this long
 READY_TIMEOUT_S = 240.0  # worker registration, job process start and model loading
 WARMUP_TEXT = "Hello, can you hear me?"
 WARMUP_ANSWER = "Yes, I can hear you."
+# Said after the warm-up when backchannels or interruptions are in the run: the long answer
+# heard with nobody speaking over it, whose own pauses and level a backchannel's silence and
+# an interruption's duck are measured against (bench.measure.ReferenceAnswer).
+REFERENCE_TEXT = "Please tell me everything you know."
+AGENT_ONSET_SLACK_S = 0.2  # the agent's VAD onset may read this much before the user's own
+
+
+class Overlay(NamedTuple):
+    """The user's sound over an answer: its first and last voiced sample as sent (monotonic
+    seconds), and the wall clock's lead on the monotonic one just after (`wall`: the two
+    drift apart on some machines, so it is taken where it is used)."""
+
+    onset: float
+    end: float
+    wall: float
+
+
+class RequestLog(list[tuple[float, dict[str, Any]]]):
+    """The scripted LLM server's `requests` list, each request body with the time (monotonic)
+    it came in: what the LLM was asked, and when."""
+
+    def append(self, body: Any) -> None:  # type: ignore[override]
+        super().append((time.monotonic(), body))
+
+    def asked_before(self, t: float | None, since_index: int, after: float = 0.0) -> str:
+        """`asked_text` of the last request in from `after` to `t` (None: no limit) among
+        those from `since_index` on; "" when there is none (nothing reached the LLM)."""
+        found = [body for at, body in self[since_index:]
+                 if at >= after and (t is None or at <= t)]
+        return asked_text(found[-1].get("messages") or []) if found else ""
 
 
 class LiveKitBench:
@@ -71,6 +110,11 @@ class LiveKitBench:
         # filler from the answer (bench.measure.measure_answer).
         self.tools_config: Path | None = None
         self.fillers: FillerEar | None = None
+        self.requests = RequestLog()  # every request the scripted LLM got
+        self.sees_requests = False  # the LLM is the scripted double, which fills `requests`
+        self._reference: ReferenceAnswer | None = None  # the long answer, nobody over it
+        self._overlays: list[Overlay | None] = []  # per item
+        self._session_wall = 0.0  # the wall clock's lead on the monotonic one as it started
 
     async def __aenter__(self) -> LiveKitBench:
         from agent.ops.livekit_server import LiveKitServer
@@ -101,21 +145,34 @@ class LiveKitBench:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
+    def _reference_wanted(self) -> bool:
+        """Items that speak over the long answer are in the run, and the LLM is the scripted
+        one (which answers the reference question with the long answer)."""
+        from agent.providers import parse_llm_spec
+
+        kind, arg = parse_llm_spec(self.args.llm) if self.args.llm else ("script", "")
+        return (kind == "script" and not arg
+                and any(getattr(i, "kind", "") in OVERLAY_KINDS for i in self.items))
+
     async def _start_llm(self) -> None:
         from agent.providers import parse_llm_spec
         from agent.testing.scripted_llm import ScriptedLLM
         from agent.testing.scripted_llm_server import scripted_llm_server
-        from bench.corpus import scripted_answers, scripted_replies
+        from bench.corpus import LONG_ANSWER, scripted_answers, scripted_replies
 
         a = self.args
         script = dict(ttft_ms=a.script_ttft_ms, words_per_s=a.script_words_per_s)
         kind, arg = parse_llm_spec(a.llm) if a.llm else ("script", "")
         if kind == "script":
-            by_text = {WARMUP_TEXT: WARMUP_ANSWER, **scripted_answers(self.items)}
+            by_text = {WARMUP_TEXT: WARMUP_ANSWER, REFERENCE_TEXT: LONG_ANSWER,
+                       **scripted_answers(self.items)}
+            replies = [WARMUP_ANSWER, *([LONG_ANSWER] if self._reference_wanted() else []),
+                       *scripted_replies(self.items)]
             llm = (ScriptedLLM.from_file(arg, **script) if arg else
-                   ScriptedLLM([WARMUP_ANSWER, *scripted_replies(self.items)], by_text=by_text,
-                               **script))
-            self.llm_url = await self._stack.enter_async_context(scripted_llm_server(llm))
+                   ScriptedLLM(replies, by_text=by_text, **script))
+            self.llm_url = await self._stack.enter_async_context(
+                scripted_llm_server(llm, requests=self.requests))
+            self.sees_requests = True
             self.llm_model = "scripted"
         elif kind == "local":
             from agent.llm.llama_server import DEFAULT_MODEL_NAME, LocalLLMServer
@@ -176,6 +233,7 @@ class LiveKitBench:
             mic = OpenMic(user)
             try:
                 await user.wait_for_state("listening", after=0, timeout_s=READY_TIMEOUT_S)
+                self._session_wall = time.time() - time.monotonic()
                 windows = await self._converse(user, mic, usage, run, on_item)
                 run.notes.append(f"microphone underruns: {user.underruns}")
                 if user.underruns:
@@ -186,8 +244,10 @@ class LiveKitBench:
                 await user.close()
         if agentsession is None:
             _attach_voxroom_stages(run.items, windows, store)
+            _attach_voxroom_yields(run.items, self._overlays, worker_log, self._session_wall)
         else:
             _attach_agentsession_stages(run.items, windows, metrics)
+            _attach_agentsession_yields(run.items, self._overlays, metrics)
 
     async def _converse(self, user: Any, mic: OpenMic, usage: ProcessUsage, run: RunResult,
                         on_item: Callable[[ItemResult], None]) -> list[tuple[float, float]]:
@@ -196,6 +256,13 @@ class LiveKitBench:
         warmup = await spoken(WARMUP_TEXT, "piper-joe")
         await mic.say(warmup)
         await self._wait_done(user, time.monotonic())
+        self._reference, self._overlays = None, []
+        if self._reference_wanted():
+            self._reference = await self._reference_answer(user, mic)
+            pauses = [] if self._reference is None else self._reference.pauses()
+            run.notes.append("the long answer's own pauses over 50 ms, nobody speaking over "
+                             "it (start s: ms): " + ", ".join(
+                                 f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses if n > 0.05))
         windows = []
         for item in self.items:
             began = time.time()
@@ -205,11 +272,23 @@ class LiveKitBench:
             on_item(result)
         return windows
 
+    async def _reference_answer(self, user: Any, mic: OpenMic) -> ReferenceAnswer | None:
+        """The reference question said, its long answer heard through with nobody speaking
+        over it (None: no answer came)."""
+        from bench.corpus import spoken, voiced_span
+
+        pcm = await spoken(REFERENCE_TEXT, "piper-joe")
+        ears, _, _, answered = await ask(user, mic, pcm, *voiced_span(pcm),
+                                         timeout_s=ANSWER_TIMEOUT_S)
+        await self._wait_done(user, time.monotonic())
+        return None if answered is None else ReferenceAnswer(ears.heard(), answered)
+
     async def _say(self, user: Any, mic: OpenMic, item: Any, usage: ProcessUsage) -> ItemResult:
         barge_in = hasattr(item, "interruption")
         q = item.question if barge_in else item
         clock = ItemClock(usage)
         heard_from = len(user.transcripts)
+        asked_from = len(self.requests)
         ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
                                                 timeout_s=ANSWER_TIMEOUT_S)
         over: list[float | None] = []
@@ -217,6 +296,7 @@ class LiveKitBench:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
             o = item.interruption
             over = await mic.say(o.pcm, marks=[o.speech_start, o.speech_end])
+            wall = time.time() - time.monotonic()
             if item.kind in INTERRUPTION_KINDS and over[1] is not None:
                 # Its answer first: an agent that waits out an unfinished-sounding
                 # interruption is quiet and listening for longer than DONE_QUIET_S, and the
@@ -232,14 +312,39 @@ class LiveKitBench:
             said="" if barge_in else q.text,
             transcript=final_transcript(user_finals(user, user.transcripts[heard_from:])),
         )
+        overlay = None
         if over and over[0] is not None and over[1] is not None:
-            measure_overlay(result, heard, over[0], over[1])
+            measure_overlay(result, heard, over[0], over[1], answered=answered,
+                            reference=self._reference)
+            overlay = Overlay(over[0], over[1], wall)
+        self._overlays.append(overlay)
+        self._score_words(result, item, heard, answered, over, asked_from)
         if (ear := self.fillers) is not None:
             stretches = await ear.transcribe_stretches(user, heard, answered)
             measure_answer(result, heard, said, answered,
                            lambda a, b: ear.is_filler(stretches.get((a, b), "")))
         clock.finish(result)
         return result
+
+    def _score_words(self, result: ItemResult, item: Any, heard: HeardAudio,
+                     answered: float | None, over: list[float | None], asked_from: int) -> None:
+        """Words lost between what was said and what the LLM was asked for its answer: an
+        interruption's words in the request behind the answer to it (the last one after its
+        onset, before the agent's first sound after its end), a question's in the last
+        request before its answer was first heard (a backchannel's: its question's)."""
+        if not self.sees_requests:
+            return  # the LLM is not the bench's scripted double: its requests are not seen
+        if item.kind in INTERRUPTION_KINDS:
+            if not over or over[0] is None or over[1] is None:
+                return
+            reply = heard.first_audible_after(max(heard.silenced_after(over[0]), over[1]))
+            said = item.interruption.text
+            asked = self.requests.asked_before(reply, asked_from, after=over[0])
+        else:
+            said = (item.question if hasattr(item, "interruption") else item).text
+            asked = self.requests.asked_before(answered, asked_from)
+        if said:
+            score_words(result, said, asked)
 
     async def _wait_done(self, user: Any, since: float) -> None:
         await wait_quiet(user, Ears(user, max(0, len(user.audio) - 200)), since,
@@ -467,6 +572,87 @@ def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, f
     for item, turn in _turn_of_each_item(items, windows, read_turns(store_path), "created_at"):
         item.stages = dict(turn["latency_ms"])
         item.heard_user = turn["user_text"]
+
+
+def _event_lines(log_path: Path, marker: str = "voxroom.turns: ") -> list[dict[str, Any]]:
+    """The turn engine's events as the worker logged them (agent.ops.metrics: one JSON object
+    a line after `marker`, `t_ms` the wall-clock time)."""
+    if not log_path.exists():
+        return []
+    out = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        _, found, rest = line.partition(marker)
+        if found:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(rest))
+    return out
+
+
+def _first_at_onset(events: list[dict[str, Any]], kind: str,
+                    overlay: Overlay) -> dict[str, Any] | None:
+    """The first `kind` event whose onset (the engine's clock: monotonic, as the bench's)
+    falls in the user's sound `overlay`, give or take AGENT_ONSET_SLACK_S."""
+    for e in events:
+        if (e.get("event") == kind and "onset" in e
+                and overlay.onset - AGENT_ONSET_SLACK_S <= float(e["onset"]) <= overlay.end):
+            return e
+    return None
+
+
+def _since_onset_ms(event: dict[str, Any], onset: dict[str, Any], session_wall: float) -> float:
+    """From `onset`'s onset to `event`'s time, both logged by the worker. The worker logs an
+    event's time on the wall clock (`t_ms`) through the wall clock's lead on the monotonic
+    one as its session started, and an onset on the monotonic clock: `session_wall` is the
+    bench's reading of that lead as the session started. Exact when the worker also logs the
+    onset on its wall clock (`onset_ms`)."""
+    if "onset_ms" in onset:
+        return round(event["t_ms"] - onset["onset_ms"], 1)
+    return round(event["t_ms"] - (float(onset["onset"]) + session_wall) * 1000, 1)
+
+
+def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | None],
+                           worker_log: Path, session_wall: float) -> None:
+    """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
+    onset (PlaybackPaused.onset) to the pause (the event's time), and its onset to its duck
+    (PlaybackDucked's) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
+    that jumped between the session's start and the event (`_since_onset_ms`): left out."""
+    events = _event_lines(worker_log)
+    for item, overlay in zip(items, overlays, strict=True):
+        if item.kind not in INTERRUPTION_KINDS or overlay is None:
+            continue
+        paused = _first_at_onset(events, "playback_paused", overlay)
+        if paused is None:
+            continue
+        ducked = _first_at_onset(events, "playback_ducked", overlay) or paused
+        stop = _since_onset_ms(paused, paused, session_wall)
+        yielded = min(stop, _since_onset_ms(ducked, ducked, session_wall))
+        if 0 <= yielded <= stop <= MISSED_STOP_MS:
+            item.agent_stop_ms, item.agent_yield_ms = stop, yielded
+
+
+def _attach_agentsession_yields(items: list[ItemResult], overlays: list[Overlay | None],
+                                metrics_path: Path) -> None:
+    """Each interruption's stop at the agent from AgentSession's own events (written by
+    bench/agentsession.py, on the wall clock): the user's state turning "speaking" (its
+    VAD's start of speech) to the agent's state leaving "speaking" (it paused or stopped its
+    audio). AgentSession has no duck: its yield is its stop."""
+    if not metrics_path.exists():
+        return
+    states = [m for m in map(json.loads, metrics_path.read_text().splitlines())
+              if m.get("type") in ("user_state_changed", "agent_state_changed")]
+    for item, overlay in zip(items, overlays, strict=True):
+        if item.kind not in INTERRUPTION_KINDS or overlay is None:
+            continue
+        onset, end = overlay.onset + overlay.wall, overlay.end + overlay.wall
+        spoke = next((m["collected_at"] for m in states if m["type"] == "user_state_changed"
+                      and m["new_state"] == "speaking"
+                      and onset - AGENT_ONSET_SLACK_S <= m["collected_at"] <= end), None)
+        if spoke is None:
+            continue
+        stopped = next((m["collected_at"] for m in states if m["type"] == "agent_state_changed"
+                        and m["old_state"] == "speaking" and m["collected_at"] >= spoke), None)
+        if stopped is not None and stopped - spoke <= MISSED_STOP_MS / 1000:
+            item.agent_stop_ms = item.agent_yield_ms = ms(spoke, stopped)
 
 
 def agentsession_ms(seconds: float) -> float | None:

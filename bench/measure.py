@@ -4,6 +4,19 @@ cost, and the percentile summaries.
 Voice-to-voice and barge-in stop are read off the audio the listener received (the rendered
 timeline in the simulate path, the frames that arrived over WebRTC in the LiveKit path), not
 off the agent's own clocks, so they include capture, queues and the network.
+
+The turn corpus's figures beside them (docs/benchmarks.md, "The turn-taking corpus"):
+- words lost: what was said (the corpus text) against what the LLM was asked for the answer
+  (`asked_text`: the user messages of the request since the agent's last answer), aligned as
+  bench/wer.py aligns a transcript: a said word with nothing in its place is lost, one with
+  another word in its place is misheard (Whisper's error, counted apart);
+- the silence a backchannel causes (`backchannel_silence`): each silent stretch of the answer
+  from the backchannel's onset on, less the silence at the same place of the same answer
+  heard with nobody speaking over it (a reference rendering), the longest of them;
+- an interruption's yield at the listener (`yielded_after`): the first moment the agent's
+  level drops 6 dB below its level just before the onset and stays down, or it stops;
+- stop and yield at the agent: read off the agent's own record (bench/livekit_path.py), the
+  onset as its VAD saw it to its pause (and to its duck, when it ducks first).
 """
 
 from __future__ import annotations
@@ -18,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from agent.voice.turn_metrics import percentiles
-from bench.wer import wer_by_kind
+from bench.wer import wer_by_kind, word_errors
 
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
 BLOCK_S = 0.010
@@ -26,6 +39,11 @@ SILENT_GAP_S = 0.5  # the agent has stopped once it stays quiet this long (longe
 TALKING_S = 0.2  # audible this shortly before the user cut in: the agent was talking
 RESUME_WITHIN_S = 2.5  # after a backchannel, the answer must be audible again within this
 MISSED_STOP_MS = 1000.0  # an interruption the agent talks on through for longer is missed
+YIELD_DROP_DB = 6.0  # the agent yields when its level drops this much below the reference's
+YIELD_HOLD_S = 0.2  # ... and stays down this long (a duck held, not a syllable's dip)
+LEVEL_S = 0.04  # the item's level at t: its loudest block in [t, t + LEVEL_S)
+REFERENCE_LEVEL_S = 0.05  # the reference's: its loudest within this either side (jitter)
+GAP_MATCH_S = 0.08  # a silence this close to the reference's is the answer's own pause
 
 # Items whose user speaks over the agent's answer (bench.corpus.BargeIn), by kind: the
 # questions corpus's barge-ins, the turn corpus's interruptions and backchannels.
@@ -49,23 +67,32 @@ STAGE_LABELS = {
 
 class HeardAudio:
     """The agent's audio at the listener: pieces of int16 samples at `rate`, each with the
-    time (seconds, any clock) its first sample was heard."""
+    time (seconds, any clock) its first sample was heard; kept as the peak of each 10 ms
+    block."""
 
     def __init__(self, rate: int, pieces: Iterable[tuple[float, np.ndarray]]) -> None:
         block = max(1, round(rate * BLOCK_S))
-        loud: list[np.ndarray] = []
+        times: list[np.ndarray] = []
+        peaks: list[np.ndarray] = []
         for t, pcm in pieces:
             n = len(pcm) // block
             if n == 0:
                 continue
-            peaks = np.abs(pcm[: n * block].astype(np.int32)).reshape(n, block).max(axis=1)
-            loud.append(t + np.flatnonzero(peaks > AUDIBLE) * block / rate)
-        self._loud = np.sort(np.concatenate(loud)) if loud else np.zeros(0)
+            times.append(t + np.arange(n) * block / rate)
+            peaks.append(np.abs(pcm[: n * block].astype(np.int32)).reshape(n, block).max(axis=1))
+        self._t = np.concatenate(times) if times else np.zeros(0)
+        self._peak = np.concatenate(peaks) if peaks else np.zeros(0, np.int32)
+        order = np.argsort(self._t, kind="stable")
+        self._t, self._peak = self._t[order], self._peak[order]
+        self._loud = self._t[self._peak > AUDIBLE]
         self._block_s = block / rate
 
     def first_audible_after(self, t: float) -> float | None:
         i = int(np.searchsorted(self._loud, t))
         return float(self._loud[i]) if i < len(self._loud) else None
+
+    def last_audible(self) -> float | None:
+        return float(self._loud[-1]) + self._block_s if len(self._loud) else None
 
     def audible_between(self, a: float, b: float) -> bool:
         i = int(np.searchsorted(self._loud, a - self._block_s))
@@ -80,6 +107,55 @@ class HeardAudio:
                 break
             s = max(s, float(x) + self._block_s)
         return s
+
+    def silences(self, a: float, b: float) -> list[tuple[float, float]]:
+        """The silent stretches (no audible 10 ms block) that end after `a` and begin before
+        `b`, each from the end of an audible block to the next audible one; one still
+        silent at `b` ends there. A stretch that began before `a` keeps its start."""
+        loud, bs = self._loud, self._block_s
+        j = int(np.searchsorted(loud, a))
+        start = float(loud[j - 1]) + bs if j > 0 else a
+        out: list[tuple[float, float]] = []
+        for x in loud[j:]:
+            if start >= b:
+                break
+            if x > start + 1e-6:
+                out.append((start, min(float(x), b)))
+            start = max(start, float(x) + bs)
+        else:
+            if start < b:
+                out.append((start, b))
+        return [(s, e) for s, e in out if e > a]
+
+    def peak(self, a: float, b: float) -> int:
+        """The loudest 10 ms block heard from `a` to `b` (0: none)."""
+        i, j = np.searchsorted(self._t, [a, b])
+        return int(self._peak[i:j].max()) if j > i else 0
+
+    def blocks(self, a: float, b: float) -> np.ndarray:
+        """The times of the 10 ms blocks heard from `a` to `b`."""
+        i, j = np.searchsorted(self._t, [a, b])
+        return self._t[i:j]
+
+
+@dataclass(frozen=True)
+class ReferenceAnswer:
+    """An answer heard through with nobody speaking over it (`heard`, first audible at
+    `first`): where its own pauses are and how loud it is at each place, for the same answer
+    with a backchannel or an interruption over it."""
+
+    heard: HeardAudio
+    first: float
+
+    def pauses(self) -> list[tuple[float, float]]:
+        """Its silences: (start after its first sound, length) each."""
+        return answer_pauses(self.heard, self.first)
+
+    def level(self, at: float) -> int:
+        """Its loudest block within REFERENCE_LEVEL_S of `at` seconds after its first
+        sound."""
+        t = self.first + at
+        return self.heard.peak(t - REFERENCE_LEVEL_S, t + REFERENCE_LEVEL_S + BLOCK_S)
 
 
 @dataclass
@@ -107,6 +183,15 @@ class ItemResult:
     # of the answer itself, a filler before it not counted; and whether a filler was heard.
     answer_ms: float | None = None
     filler_heard: bool | None = None
+    # The turn corpus (docs/benchmarks.md, "The turn-taking corpus"):
+    asked: str | None = None  # what the LLM was asked for the answer (`asked_text`)
+    words_said: int | None = None  # words of what was said (bench.wer.normalize)
+    words_lost: int | None = None  # said words with nothing in their place in `asked`
+    words_misheard: int | None = None  # said words with another word in their place
+    backchannel_silence_ms: float | None = None  # the longest silence it caused
+    yield_ms: float | None = None  # interruption onset -> the agent ducked or stopped
+    agent_stop_ms: float | None = None  # the agent's own onset -> its pause
+    agent_yield_ms: float | None = None  # the agent's own onset -> its duck (or pause)
 
 
 @dataclass
@@ -164,17 +249,104 @@ def cut_off(heard: HeardAudio, spoke: float, said: float) -> bool:
     return heard.audible_between(spoke, said)
 
 
-def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: float) -> None:
+def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: float, *,
+                    answered: float | None = None,
+                    reference: ReferenceAnswer | None = None) -> None:
     """The listener's figures of an item whose user speaks over the answer from `onset` to
-    `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume, an
-    interruption's barge-in stop and whether it got an answer."""
+    `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume and,
+    given the answer's first audio `answered` and the same answer heard with nobody over it
+    (`reference`), the longest silence it caused; an interruption's barge-in stop, whether
+    it got an answer, and (with `answered` and `reference`) its yield."""
     if result.kind == "backchannel":
         result.heard_after_backchannel = heard.audible_between(end, end + RESUME_WITHIN_S)
+        if answered is not None and reference is not None:
+            result.backchannel_silence_ms = backchannel_silence(
+                heard, answered, onset, end, reference.pauses())
         return
     stopped = heard.silenced_after(onset)
     if heard.audible_between(onset - TALKING_S, onset):  # it was talking when cut off
         result.barge_in_stop_ms = ms(onset, stopped)
+        if answered is not None and reference is not None:
+            ducked = yielded_after(heard, onset, stopped, answered, reference)
+            result.yield_ms = ms(onset, stopped if ducked is None else min(ducked, stopped))
     result.answered_interruption = heard.first_audible_after(max(stopped, end)) is not None
+
+
+def yielded_after(heard: HeardAudio, onset: float, until: float, answered: float,
+                  reference: ReferenceAnswer) -> float | None:
+    """When an answer first heard at `answered` gave way to a sound from `onset` by lowering
+    its voice: the first block from `onset` to `until` from which, for YIELD_HOLD_S, it is
+    YIELD_DROP_DB or more below the same answer heard with nobody over it (`reference`) at
+    the same place, wherever the reference is audible (at least half the blocks). Speech's
+    own level changes from word to word, so only the reference tells a duck from a quiet
+    word. None: it did not duck (a stop is `silenced_after`'s)."""
+    limit = 10 ** (-YIELD_DROP_DB / 20)
+    for t in heard.blocks(onset, until):
+        window = heard.blocks(float(t), float(t) + YIELD_HOLD_S)
+        levels = [(heard.peak(b, b + LEVEL_S), reference.level(b - answered)) for b in window]
+        counted = [(x, r) for x, r in levels if r > AUDIBLE]
+        if counted and 2 * len(counted) >= len(window) and all(
+                x <= r * limit for x, r in counted):
+            return float(t)
+    return None
+
+
+def answer_pauses(heard: HeardAudio, first: float) -> list[tuple[float, float]]:
+    """The silences inside an answer heard from `first` (its first audible block) to its
+    last audible one, with nobody speaking over it: (start after `first`, length) each."""
+    last = heard.last_audible()
+    if last is None:
+        return []
+    return [(a - first, b - a) for a, b in heard.silences(first, last) if a >= first]
+
+
+def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: float,
+                        pauses: Sequence[tuple[float, float]]) -> float:
+    """The longest silence (ms) a backchannel from `onset` to `end` caused in an answer first
+    heard at `answered`, whose own silences with nobody speaking over it are `pauses`
+    (`answer_pauses`). Each silent stretch from the onset to RESUME_WITHIN_S after its end
+    (or to the answer's last sound, if sooner) is compared with the answer's own pause at
+    the same place of the answer (within GAP_MATCH_S): what it lasts beyond that pause was
+    caused (all of it where the answer has no pause; the nearest pause where several are
+    that close). A silence caused delays the rest of
+    the answer, so the place is counted on with it."""
+    last = heard.last_audible()
+    until = end + RESUME_WITHIN_S
+    if last is not None and last > end:
+        until = min(until, last)
+    shift, longest = 0.0, 0.0
+    for a, b in heard.silences(onset, until):
+        at = a - answered - shift
+        own = min(((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S),
+                  default=(0.0, 0.0))[1]  # the nearest: speech has many short gaps
+        caused = max(0.0, b - a - own)
+        shift += caused
+        longest = max(longest, caused)
+    return round(longest * 1000, 1)
+
+
+def asked_text(messages: Sequence[Any]) -> str:
+    """What an LLM request asked the model to answer: its user messages since its last
+    assistant answer (the agent's previous answer, as far as it was heard), joined."""
+    from agent.testing.scripted_llm import message_text
+
+    said: list[str] = []
+    for m in reversed(messages):
+        if m.get("role") == "assistant" and message_text(m).strip():
+            break
+        if m.get("role") == "user":
+            said.insert(0, message_text(m))
+    return " ".join(said)
+
+
+def score_words(result: ItemResult, said: str, asked: str) -> None:
+    """Words lost and misheard between what was `said` and what the LLM was `asked`, aligned
+    as bench/wer.py aligns a transcript: a deleted said word is lost, a substituted one
+    misheard; words the LLM got that were not said are not counted."""
+    e = word_errors(said, asked)
+    result.asked = asked
+    result.words_said, result.words_lost = e["words"], e["deletions"]
+    result.words_misheard = e["substitutions"]
 
 
 # Stretches of the agent's speech parted by this much silence are told apart (a filler, then
@@ -229,16 +401,35 @@ def _count(flags: Iterable[bool | None]) -> int | None:
     return sum(known) if known else None
 
 
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
     """The turn-taking figures of the items of one kind (None: not a figure of the kind)."""
-    stops = [i.barge_in_stop_ms for i in items if i.kind in INTERRUPTION_KINDS]
+    interruptions = [i for i in items if i.kind in INTERRUPTION_KINDS]
+    backchannels = [i for i in items if i.kind == "backchannel"]
+    scored = [i for i in items if i.words_lost is not None]
     return {
         "items": len(items),
         "cut_offs": sum(i.premature for i in items),
         "false_barge_ins": _count(false_barge_in(i) for i in items),
         "missed_interruptions": _count(missed_interruption(i) for i in items),
         "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
-        "barge_in_stop": percentiles(stops) if stops else None,
+        "barge_in_stop": (percentiles(i.barge_in_stop_ms for i in interruptions)
+                          if interruptions else None),
+        "yield": percentiles(i.yield_ms for i in interruptions) if interruptions else None,
+        "agent_stop": (percentiles(i.agent_stop_ms for i in interruptions)
+                       if interruptions else None),
+        "agent_yield": (percentiles(i.agent_yield_ms for i in interruptions)
+                        if interruptions else None),
+        "backchannel_silence": (percentiles(i.backchannel_silence_ms for i in backchannels)
+                                if backchannels else None),
+        "words_said": _total(i.words_said for i in scored),
+        "words_lost": _total(i.words_lost for i in scored),
+        "words_misheard": _total(i.words_misheard for i in scored),
+        "items_losing_words": sum(bool(i.words_lost) for i in scored) if scored else None,
         "answer": percentiles(i.answer_ms for i in items if not i.premature),
         "fillers_heard": _count(i.filler_heard for i in items),
     }

@@ -3,17 +3,27 @@ finish, and does it keep talking through a backchannel?
 
 Kinds of item (KINDS):
 - question: a question said in one breath;
-- paused: a question with a 0.3-0.8 s thinking pause at a natural break ("Could you tell me
+- paused: a question with a 0.3-1.2 s thinking pause at a natural break ("Could you tell me
   ... which bus goes to the airport?");
-- filler: a start, a trailing filler ("so, um") and a pause before the user goes on;
-- backchannel: a question with a long answer, and 1-2 s into the answer "mm hmm", "okay", a
-  cough or a laugh over it, which must not end the answer;
-- interruption: a question with a long answer, and a real interruption (bench/corpus.py's
-  barge-ins).
+- filler: a start, a filler ("so, um", or a lone "uh", "um", "so") right before a pause of
+  0.6-1.2 s, and the rest of the question;
+- backchannel: a question with a long answer, and 1-2 s into the answer a backchannel over it,
+  which must not end the answer: one word ("mm hmm", "okay", "sure"), two or three ("uh huh",
+  "I see", "oh okay", "that makes sense"), a cough or a laugh;
+- interruption: a question with a long answer, and a real interruption: bench/corpus.py's
+  barge-ins (cue words: "wait", "stop", "sorry"), then ones with no cue word ("Tell me about
+  Lisbon instead.") and ones that begin with a backchannel word ("okay but what about the
+  price?").
 
-Five voices in turn: the bundled Piper voice, espeak-ng's American and British English, and
-espeak-ng's female American (en-us+f3) and Scottish (en-gb-scotland; espeak-ng takes "en-sc"
-as an unknown name and falls back to its default English voice).
+Each kind's first items (as many as the corpus had before it grew: ORIGINAL) keep their text
+and voice, so that figures of older runs stay comparable; later items are appended. Those
+first items cycle through five voices: the bundled Piper voice, espeak-ng's American and
+British English, and espeak-ng's female American (en-us+f3) and Scottish (en-gb-scotland;
+espeak-ng takes "en-sc" as an unknown name and falls back to its default English voice). The
+appended items cycle through MORE_VOICES, which starts with voices the first items do not
+have (espeak-ng's Caribbean, received pronunciation, female British and New York voices).
+The question kind ends with the bundled real recording's cuts whose words are known
+(bench/listen_corpus.py's BECKETT), when it is installed.
 
 A pause must sound like a person thinking, not like two sentences: the words before it keep
 the unfinished intonation of the whole sentence. So each paused utterance is synthesized
@@ -53,6 +63,8 @@ from bench.corpus import (
 
 KINDS = ("question", "paused", "filler", "backchannel", "interruption")
 TURN_VOICES = (*VOICES, "espeak-en-us+f3", "espeak-en-gb-scotland")
+MORE_VOICES = ("espeak-en-029", "espeak-en-gb-x-rp", "espeak-en-gb+f4", "espeak-en-us-nyc",
+               *TURN_VOICES)
 MIN_PAUSE_S = 0.15  # quiet between voiced samples that counts as a pause (not a stop closure)
 
 # (words before the pause, pause in seconds, words after it, the scripted answer)
@@ -73,6 +85,14 @@ PAUSED: tuple[tuple[str, float, str, str], ...] = (
      "The train through the tunnel takes about two and a half hours."),
     ("I would like to know", 0.65, "how tall the Eiffel Tower is.",
      "The Eiffel Tower is about three hundred and thirty metres tall."),
+    ("Could you check", 1.0, "whether my train is on time?",
+     "I cannot see train times, so please check the departure board."),
+    ("What do you think about", 1.2, "learning the piano at forty?",
+     "It is never too late, and many adults learn to play well."),
+    ("Is there a pharmacy", 0.9, "open near the old town tonight?",
+     "I cannot see opening hours, but a pharmacy sign lists the one on duty."),
+    ("Why does", 1.1, "bread go stale so quickly?",
+     "Bread dries out as its starch turns back into crystals."),
 )
 FILLERS: tuple[tuple[str, float, str, str], ...] = (
     ("I need a recipe for dinner, so, um", 0.7, "something with chicken?",
@@ -83,8 +103,16 @@ FILLERS: tuple[tuple[str, float, str, str], ...] = (
      "Japan in spring is lovely when the cherry trees bloom."),
     ("I am looking for a present for my sister, and, uh", 0.6, "she really likes books.",
      "A new novel by her favourite author would be a lovely gift."),
+    ("Can you tell me, um", 1.0, "how to get to the stadium?",
+     "Take the green line to the last stop, and the stadium is right there."),
+    ("What is the weather like in, uh", 1.2, "Barcelona in October?",
+     "Barcelona is mild in October, around twenty degrees."),
+    ("I have a bad headache, so", 0.9, "what can I take for it?",
+     "Rest, drink water, and a common painkiller usually helps."),
+    ("My flight leaves at, um", 1.1, "six in the morning, when should I get up?",
+     "Get up around three thirty to be at the airport two hours early."),
 )
-COUGH = "(cough)"
+COUGH = "(cough)"  # not said: the item's sound is `cough()`
 LAUGH = "ha ha"
 # (question, what the user says over the answer, seconds after the agent's first audio)
 BACKCHANNELS: tuple[tuple[str, str, float], ...] = (
@@ -94,36 +122,80 @@ BACKCHANNELS: tuple[tuple[str, str, float], ...] = (
     ("How do I start running?", "yeah", 1.8),
     ("What should I know about adopting a dog?", COUGH, 1.3),
     ("How do airplanes stay in the air?", LAUGH, 2.0),
+    ("What is the best way to save money?", "uh huh", 1.4),
+    ("How do vaccines work?", "I see", 1.6),
+    ("Why do leaves change colour in autumn?", "that makes sense", 1.2),
+    ("How does a fridge keep food cold?", "oh okay", 1.5),
+    ("What makes a good cup of coffee?", "sure", 1.1),
+    ("How do bees make honey?", COUGH, 1.7),
+    ("Why do we dream at night?", "ha ha ha", 1.3),
+    ("How are mountains formed?", "right, right", 1.9),
+)
+# Interruptions of the turn corpus's own, after bench/corpus.py's first N_INTERRUPTIONS
+# barge-ins: no cue word at all, or a backchannel word first ("okay but ...").
+INTERRUPTIONS: tuple[tuple[str, str, float], ...] = (
+    ("Where should I stay in Portugal?", "Tell me about Lisbon instead.", 1.3),
+    ("What car should I buy?", "Okay, but what about the price?", 1.6),
+    ("Which phone should I get?", "Yeah, no, I meant the other one.", 1.1),
+    ("How do I train for a marathon?", "What about a half marathon?", 1.4),
+    ("What is there to see in Vienna?", "Right, and what about the food there?", 1.7),
+    ("How do I look after a cactus?", "I have three of them actually.", 1.2),
 )
 # The scripted reply to a backchannel the agent (wrongly) took as a turn.
 BACKCHANNEL_ANSWER = "Sorry, shall I go on?"
-N_QUESTIONS = 10
+N_QUESTIONS = 14
 N_INTERRUPTIONS = 4
+# Items per kind before the corpus grew: these keep their voice (TURN_VOICES, i % 5).
+ORIGINAL = {"question": 10, "paused": 8, "filler": 4, "backchannel": 6, "interruption": 4}
 
 
-async def load_turn_corpus(cache_dir: Path = CACHE_DIR) -> list[Utterance | BargeIn]:
-    """Every item, kind by kind (KINDS order), voice i % 5 for the i-th item of a kind."""
-    def voice(i: int) -> str:
-        return TURN_VOICES[i % len(TURN_VOICES)]
+def voice_of(kind: str, i: int) -> str:
+    """The voice of a kind's i-th item: the first ORIGINAL[kind] cycle through TURN_VOICES
+    as they always did, the appended ones through MORE_VOICES."""
+    n = ORIGINAL[kind]
+    return TURN_VOICES[i % len(TURN_VOICES)] if i < n else MORE_VOICES[(i - n) % len(MORE_VOICES)]
 
+
+async def load_turn_corpus(
+    cache_dir: Path = CACHE_DIR, *, recordings: bool = True
+) -> list[Utterance | BargeIn]:
+    """Every item, kind by kind (KINDS order), each in its `voice_of`; the real recording's
+    cuts last among the questions (`recordings`, when installed)."""
     items: list[Utterance | BargeIn] = []
     for i, (text, answer) in enumerate(QUESTIONS[:N_QUESTIONS]):
-        items.append(Utterance(f"question-{i:02d}-{voice(i)}", voice(i), text, answer,
-                               await spoken(text, voice(i), cache_dir)))
+        v = voice_of("question", i)
+        items.append(Utterance(f"question-{i:02d}-{v}", v, text, answer,
+                               await spoken(text, v, cache_dir)))
+    if recordings:
+        items += recorded_questions()
     for kind, specs in (("paused", PAUSED), ("filler", FILLERS)):
         for i, (before, pause_s, after, answer) in enumerate(specs):
-            pcm = await spoken_with_pause(before, pause_s, after, voice(i), cache_dir)
-            items.append(Utterance(f"{kind}-{i:02d}-{voice(i)}", voice(i),
-                                   f"{before} {after}", answer, pcm, kind=kind))
+            v = voice_of(kind, i)
+            pcm = await spoken_with_pause(before, pause_s, after, v, cache_dir)
+            items.append(Utterance(f"{kind}-{i:02d}-{v}", v, f"{before} {after}", answer, pcm,
+                                   kind=kind))
     for i, (text, over, after_s) in enumerate(BACKCHANNELS):
         items.append(await over_long_answer(
-            f"backchannel-{i:02d}", voice(i), text, over, BACKCHANNEL_ANSWER, after_s, cache_dir,
-            kind="backchannel", over_pcm=cough() if over == COUGH else None))
-    for i, (text, interruption, after_s) in enumerate(BARGE_INS[:N_INTERRUPTIONS]):
+            f"backchannel-{i:02d}", voice_of("backchannel", i), text, over, BACKCHANNEL_ANSWER,
+            after_s, cache_dir, kind="backchannel",
+            over_pcm=cough(seed=0 if i < ORIGINAL["backchannel"] else i) if over == COUGH
+            else None))
+    interruptions = (*BARGE_INS[:N_INTERRUPTIONS], *INTERRUPTIONS)
+    for i, (text, interruption, after_s) in enumerate(interruptions):
         items.append(await over_long_answer(
-            f"interruption-{i:02d}", voice(i), text, interruption, INTERRUPTION_ANSWER, after_s,
-            cache_dir, kind="interruption"))
+            f"interruption-{i:02d}", voice_of("interruption", i), text, interruption,
+            INTERRUPTION_ANSWER, after_s, cache_dir, kind="interruption"))
     return items
+
+
+def recorded_questions() -> list[Utterance]:
+    """The bundled real recording's cuts whose words are known, as question items (a real
+    voice, with its own pauses between sentences); none when it is not installed."""
+    from bench.corpus import RECORDING_ANSWER, recording_cuts
+    from bench.listen_corpus import BECKETT
+
+    return [Utterance(f"question-{cut.id}", "recording", BECKETT[cut.id][1], RECORDING_ANSWER,
+                      cut.pcm) for cut in recording_cuts() if cut.id in BECKETT]
 
 
 def select(
