@@ -152,14 +152,22 @@ async def run_simulate(
     llm_for: Callable[[Any], LanguageModel],
     system_prompt: str,
     on_item: Callable[[ItemResult], None],
+    caller: str = "browser",
 ) -> list[ItemResult]:
-    """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
+    """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation. A "sip"
+    `caller` says each item over a phone line (bench/sip_caller.py), and the engine hears it
+    as the agent hears a phone caller (agent/stt/phone_band.py)."""
     from agent.config import load_settings
     from agent.providers import load_speech_engines
+    from agent.stt.phone_band import for_phone_line
     from agent.voice.turn_detector import load_detector
+    from bench.sip_caller import over_phone_line
 
     settings = load_settings()
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt)
+    if caller == "sip":
+        stt = for_phone_line(stt)
+        items = [over_phone_line(item) for item in items]
     detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     usage = ProcessUsage()
     results = []

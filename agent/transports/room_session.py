@@ -295,13 +295,15 @@ async def run_room_session(
     (agent/store/conversation_log.py). `toolbox`: the tools the agent may call; `greeting`:
     what it says first in a new conversation (not to a room whose history it took over).
     `phone`: the participant's call when it is a phone caller: its number is kept with the
-    turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"), and
-    ending the conversation hangs it up."""
+    turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"),
+    ending the conversation hangs it up, and its narrowband speech is heard by the STT's
+    phone-line tuning (agent/stt/phone_band.py)."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
     from agent.ops.metrics import MetricsRecorder
     from agent.store.conversation_log import ConversationLog
+    from agent.stt.phone_band import for_phone_line
     from agent.tools.base import ToolContext
     from agent.transports.keypad import KeypadInput
     from agent.voice.engine import TurnEngine
@@ -337,7 +339,7 @@ async def run_room_session(
         turns.on_event(as_json)
 
     engine = TurnEngine(
-        stt=stt,
+        stt=for_phone_line(stt) if phone is not None else stt,
         llm=llm,
         tts=tts,
         sink=LiveKitAudioSink(source),
