@@ -58,6 +58,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "stt-ceiling": ("bench.stt_ceiling",
                     "what a Whisper model hears of the listening corpus, decoded whole after "
                     "Opus: best and n-best oracle WER per condition"),
+    "phone-band": ("bench.phone_band",
+                   "where a phone line costs words, offline: the listening corpus over lines "
+                   "of increasing damage, through the VAD's front end and Whisper"),
     "tts-roundtrip": ("bench.tts_roundtrip",
                       "Piper whole and in chunks, transcribed back by Whisper: WER, first audio"),
     "turn-detectors": ("bench.turn_detectors",
