@@ -84,3 +84,29 @@ def test_the_simulated_caller_says_every_utterance_over_the_line() -> None:
     over = over_phone_line(item)
     assert np.array_equal(over.question.pcm, line) and np.array_equal(over.interruption.pcm, line)
     assert over.after_s == 1.0 and over.question.text == "Hello there."
+
+
+def test_the_phone_vad_hears_a_quiet_caller_the_wideband_gate_misses() -> None:
+    from agent.audio.vad import VoiceActivityDetector
+    from agent.stt.phone_band import phone_line_vad
+    from bench.corpus import voiced_span
+    from bench.phone_band import front_end
+    from state_machine.options import TurnOptions
+
+    # A caller 20 dB under the corpus's level (~ -40 dBFS active speech) over the line.
+    said = trim(espeak("Could you remind me to call my mother tomorrow?", voice="en-029"))
+    quiet = phone_line(np.round(said * 0.1).astype(np.int16))
+    audio = np.concatenate([np.zeros(INPUT_RATE // 2, np.int16), quiet,
+                            np.zeros(INPUT_RATE // 2, np.int16)])
+    first_word = 0.5 + voiced_span(said)[0] / INPUT_RATE
+    pre_roll = TurnOptions().pre_roll_s
+    wide, wide_onset = front_end(audio, VoiceActivityDetector())
+    phone, phone_onset = front_end(audio, phone_line_vad())
+    # The wideband gate opens the utterance too late for the pre-roll to hold the first word.
+    assert wide_onset is None or wide_onset - pre_roll > first_word
+    assert phone_onset is not None and phone_onset - pre_roll < first_word
+    assert sum(phone) > sum(wide)
+    silence = np.zeros(INPUT_RATE, np.int16)
+    noise = pink_noise(5 * INPUT_RATE, np.random.default_rng(0)) * 100  # -50 dBFS on the line
+    assert front_end(np.concatenate([silence, phone_line(noise.astype(np.int16))]),
+                     phone_line_vad())[1] is None

@@ -303,7 +303,6 @@ async def run_room_session(
     from agent.llm.history import ChatHistory
     from agent.ops.metrics import MetricsRecorder
     from agent.store.conversation_log import ConversationLog
-    from agent.stt.phone_band import for_phone_line
     from agent.tools.base import ToolContext
     from agent.transports.keypad import KeypadInput
     from agent.voice.engine import TurnEngine
@@ -339,7 +338,7 @@ async def run_room_session(
         turns.on_event(as_json)
 
     engine = TurnEngine(
-        stt=for_phone_line(stt) if phone is not None else stt,
+        stt=stt,
         llm=llm,
         tts=tts,
         sink=LiveKitAudioSink(source),
@@ -351,6 +350,7 @@ async def run_room_session(
         toolbox=toolbox,
         tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),
                                  end_conversation, phone),
+        phone_line=phone is not None,
     )
     await engine.start()
     recorder.start()
