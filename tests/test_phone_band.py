@@ -110,3 +110,10 @@ def test_the_phone_vad_hears_a_quiet_caller_the_wideband_gate_misses() -> None:
     noise = pink_noise(5 * INPUT_RATE, np.random.default_rng(0)) * 100  # -50 dBFS on the line
     assert front_end(np.concatenate([silence, phone_line(noise.astype(np.int16))]),
                      phone_line_vad())[1] is None
+
+
+def test_a_vad_gate_must_be_positive() -> None:
+    from agent.audio.vad import VoiceActivityDetector
+
+    with pytest.raises(ValueError, match="min_speech_rms"):
+        VoiceActivityDetector(min_speech_rms=0)
