@@ -60,6 +60,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "stt-ceiling": ("bench.stt_ceiling",
                     "what a Whisper model hears of the listening corpus, decoded whole after "
                     "Opus: best and n-best oracle WER per condition"),
+    "phone-band": ("bench.phone_band",
+                   "where a phone line costs words, offline: the listening corpus over lines "
+                   "of increasing damage, through the VAD's front end and Whisper"),
     "tts-roundtrip": ("bench.tts_roundtrip",
                       "Piper whole and in chunks, transcribed back by Whisper: WER, first audio"),
     "turn-detectors": ("bench.turn_detectors",
@@ -106,9 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-kind", type=int, default=None,
                    help="--corpus turns or listen: only the first N items of each kind")
     p.add_argument("--caller", choices=("browser", "sip", "both"), default="browser",
-                   help="--path livekit: who says the corpus: a browser-like user, a phone "
-                        "caller joined as livekit-sip joins one (its speech over a phone line), "
-                        "or both, one run each")
+                   help="who says the corpus: a browser-like user, a phone caller (through "
+                        "LiveKit: joined as livekit-sip joins one; its speech over a phone "
+                        "line), or both, one run each")
     p.add_argument("--compare-agentsession", action="store_true",
                    help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
                         "--path livekit")
@@ -154,8 +157,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"voxroom bench: {e}", file=sys.stderr)
         return 2
-    if args.compare_agentsession or args.caller != "browser" or args.corpus == "tools":
-        args.path = "livekit"  # a phone caller, and the worker's tools: LiveKit path only
+    if args.compare_agentsession or args.corpus == "tools":
+        args.path = "livekit"  # the worker's tools: LiveKit path only
     load_before = load_average()
     if not items:
         print("voxroom bench: the corpus is empty", file=sys.stderr)
@@ -243,17 +246,20 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
 
     settings = load_settings(getattr(args, "config", None))
     llm_name = args.llm or f"script (corpus answers, TTFT {args.script_ttft_ms:.0f} ms)"
+    callers = ("browser", "sip") if args.caller == "both" else (args.caller,)
+    names = {"browser": "voxroom", "sip": "voxroom, SIP caller"}
     if args.path == "simulate":
-        run = RunResult("voxroom", "simulate", llm_name)
-        with _Progress(len(items), run.name) as on_item:
-            run.items = await _simulate(items, args, settings, lambda r: on_item(r))
-        return [run]
+        runs = []
+        for caller in callers:
+            run = RunResult(names[caller], "simulate", llm_name)
+            with _Progress(len(items), run.name) as on_item:
+                run.items = await _simulate(items, args, settings, on_item, caller)
+            runs.append(run)
+        return runs
     from bench.livekit_path import AGENTSESSION_CONFIGS, LiveKitBench
 
-    callers = ("browser", "sip") if args.caller == "both" else (args.caller,)
     plan: list[tuple[RunResult, str | None, str]] = [
-        (RunResult("voxroom" if c == "browser" else "voxroom, SIP caller", "livekit", llm_name),
-         None, c) for c in callers]
+        (RunResult(names[c], "livekit", llm_name), None, c) for c in callers]
     if args.compare_agentsession:
         plan += [(RunResult(f"AgentSession {c}", "livekit", llm_name), c, "browser")
                  for c in AGENTSESSION_CONFIGS]
@@ -265,7 +271,7 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
 
 
 async def _simulate(
-    items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any
+    items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any, caller: str
 ) -> list[ItemResult]:
     from agent.providers import open_llm
     from agent.testing.scripted_llm import ScriptedLLM
@@ -277,12 +283,13 @@ async def _simulate(
         return await run_simulate(
             items, llm_for=lambda item: ScriptedLLM(
                 scripted_replies([item]), by_text=scripted_answers([item]), **script),
-            system_prompt=settings.llm.system_prompt, on_item=on_item)
+            system_prompt=settings.llm.system_prompt, on_item=on_item, caller=caller)
     async with open_llm(settings.llm, args.llm, base_url=args.llm_base_url,
                         script_ttft_ms=args.script_ttft_ms,
                         script_words_per_s=args.script_words_per_s) as llm:
         return await run_simulate(items, llm_for=lambda _item: llm,
-                                  system_prompt=settings.llm.system_prompt, on_item=on_item)
+                                  system_prompt=settings.llm.system_prompt, on_item=on_item,
+                                  caller=caller)
 
 
 class _Progress:

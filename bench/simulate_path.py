@@ -43,9 +43,10 @@ async def run_item(
     usage: ProcessUsage,
     partials: str = "listening",
     turn_detector: Any = None,
+    phone_line: bool = False,
 ) -> ItemResult:
     """Say one corpus item (bench.corpus.Utterance or BargeIn, of any kind) to a fresh turn
-    engine."""
+    engine (`phone_line`: one that hears it as it hears a phone caller)."""
     from agent.audio.sinks import TimelineSink
     from agent.llm.history import ChatHistory
     from agent.voice.engine import TurnEngine
@@ -68,7 +69,7 @@ async def run_item(
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
     engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
                         history=ChatHistory(system_prompt), partials=partials,
-                        turn_detector=turn_detector)
+                        turn_detector=turn_detector, phone_line=phone_line)
     spent = ItemClock(usage)
     await engine.start()
     speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
@@ -152,21 +153,28 @@ async def run_simulate(
     llm_for: Callable[[Any], LanguageModel],
     system_prompt: str,
     on_item: Callable[[ItemResult], None],
+    caller: str = "browser",
 ) -> list[ItemResult]:
-    """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation."""
+    """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation. A "sip"
+    `caller` says each item over a phone line (bench/sip_caller.py), and the engine hears it
+    as the agent hears a phone caller (TurnEngine's `phone_line`)."""
     from agent.config import load_settings
     from agent.providers import load_speech_engines
     from agent.voice.turn_detector import load_detector
+    from bench.sip_caller import over_phone_line
 
     settings = load_settings()
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt)
+    if caller == "sip":
+        items = [over_phone_line(item) for item in items]
     detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     usage = ProcessUsage()
     results = []
     for item in items:
         result = await run_item(item, stt=stt, tts=tts, llm=llm_for(item),
                                 system_prompt=system_prompt, usage=usage,
-                                partials=settings.stt.partials, turn_detector=detector)
+                                partials=settings.stt.partials, turn_detector=detector,
+                                phone_line=caller == "sip")
         on_item(result)
         results.append(result)
     return results

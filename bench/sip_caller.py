@@ -8,9 +8,11 @@ livekit-server."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import secrets
+from typing import Any
 
 from livekit import api, rtc
 
@@ -61,6 +63,15 @@ def sip_caller(url: str, settings: LiveKitSettings, room: str, *,
         token.with_room_config(room_config)
     return RoomUser(url, token.to_jwt(), track_name=identity,
                     track_source=rtc.TrackSource.SOURCE_UNKNOWN, line=phone_line)
+
+
+def over_phone_line(item: Any) -> Any:
+    """A corpus item (bench.corpus.Utterance or BargeIn) as a phone caller says it: every
+    utterance of it over the phone line (for the simulate path, which has no room)."""
+    if hasattr(item, "interruption"):
+        return dataclasses.replace(item, question=over_phone_line(item.question),
+                                   interruption=over_phone_line(item.interruption))
+    return dataclasses.replace(item, pcm=phone_line(item.pcm))
 
 
 async def press(caller: RoomUser, digits: str) -> None:

@@ -174,6 +174,20 @@ def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.slow
+def test_simulate_path_hears_a_phone_caller(tmp_path: Path) -> None:
+    from bench.cli import run
+
+    assert run(bench_args(tmp_path, "--caller", "sip", "--barge-ins", "0")) == 0
+    [caller] = json.loads((tmp_path / "bench.json").read_text())["runs"]
+    assert caller["name"] == "voxroom, SIP caller" and caller["path"] == "simulate"
+    [item] = caller["items"]
+    # Over the phone line Whisper tiny.en hears Piper's question less well than clean.
+    heard = item["heard_user"]
+    assert text_similarity(heard, "What is the capital of Australia?") >= 0.6, heard
+    assert item["voice_to_voice_ms"] is not None and not item["premature"]
+
+
+@pytest.mark.slow
 @pytest.mark.integration
 def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
     from bench.cli import run

@@ -375,3 +375,23 @@ def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) ->
     assert not second["interrupted"]
     assert [m["content"] for m in history.turns] == [
         QUESTION, first["heard_text"], TYPED, answer]
+
+
+def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() -> None:
+    # A caller 20 dB under the corpus's level, over the phone line: the browser's energy gate
+    # starts the speech too late for the pre-roll to hold the first word; the phone line's
+    # does not (agent/stt/phone_band.py).
+    from bench.listen_corpus import phone_line
+
+    question = espeak("Could you remind me to call my mother tomorrow?", voice="en-029")
+    said = phone_line(np.round(question * 0.1).astype(np.int16))
+    lead = INPUT_RATE // 2
+    pcm = np.concatenate([np.zeros(lead, np.int16), said, np.zeros(INPUT_RATE * 4, np.int16)])
+    first_word = (lead + np.flatnonzero(np.abs(said.astype(np.int32)) > 50)[0]) / INPUT_RATE
+    pre_roll = TurnOptions().pre_roll_s
+
+    def onset(**engine_args: Any) -> float:
+        return of(converse(pcm, FakeSTT(), **engine_args), "speech_start")[0]["t"]
+
+    assert onset() - pre_roll > first_word
+    assert onset(phone_line=True) - pre_roll < first_word

@@ -295,8 +295,9 @@ async def run_room_session(
     (agent/store/conversation_log.py). `toolbox`: the tools the agent may call; `greeting`:
     what it says first in a new conversation (not to a room whose history it took over).
     `phone`: the participant's call when it is a phone caller: its number is kept with the
-    turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"), and
-    ending the conversation hangs it up."""
+    turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"),
+    ending the conversation hangs it up, and its narrowband speech is heard by the STT's
+    phone-line tuning (agent/stt/phone_band.py)."""
     from livekit import rtc
 
     from agent.llm.history import ChatHistory
@@ -349,6 +350,7 @@ async def run_room_session(
         toolbox=toolbox,
         tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),
                                  end_conversation, phone),
+        phone_line=phone is not None,
     )
     await engine.start()
     recorder.start()

@@ -31,6 +31,7 @@ from agent.engines import (
 )
 from agent.llm.history import ChatHistory
 from agent.ops.memory_trim import PROCESS_TRIMMER
+from agent.stt.phone_band import for_phone_line, phone_line_vad
 from agent.tools.base import ToolContext
 from agent.tools.toolbox import Toolbox
 from agent.voice.events import (
@@ -87,13 +88,17 @@ class TurnEngine:
         options: TurnOptions | None = None,
         on_event: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
-        vad_aggressiveness: int = 2,
+        phone_line: bool = False,
         chunker_kind: str = "lookahead",
         partials: str = "listening",
         turn_detector: TurnDetector | None = None,
         toolbox: Toolbox | None = None,
         tool_context: ToolContext | None = None,
     ) -> None:
+        if phone_line:  # a phone caller (agent/stt/phone_band.py)
+            stt, vad = for_phone_line(stt), phone_line_vad()
+        else:
+            vad = VoiceActivityDetector()
         options = options or TurnOptions()
         if turn_detector is not None:
             options = options.scored()
@@ -107,7 +112,7 @@ class TurnEngine:
         self._stt, self._llm, self._tts = stt, llm, tts
         self._clock = clock
         self._listener = Listener(
-            vad=VoiceActivityDetector(vad_aggressiveness),
+            vad=vad,
             keep_frames=self.options.kept_frames(), clock=clock,
             scorer=scorer)
         self._chunker_kind = chunker_kind
