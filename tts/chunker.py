@@ -316,7 +316,7 @@ class LookaheadChunker(_Chunker):
     def _cap(self) -> int:
         """Words the next chunk may hold (`ChunkerOptions.chunk_growth`)."""
         o = self.options
-        grown = o.min_first_words * o.chunk_growth ** min(self._chunks_out, 16)
+        grown: int = o.min_first_words * o.chunk_growth ** min(self._chunks_out, 16)
         # The lookahead's words on top: a sentence that ends a word or two later is one chunk.
         return min(o.max_chunk_words, grown + o.lookahead_words)
 
