@@ -34,6 +34,11 @@ from agent.voice.turn_metrics import percentiles
 from bench.wer import wer_by_kind, word_errors
 
 AUDIBLE = 300  # int16 peak of a 10 ms block that the listener hears as the agent talking
+SILENT = 100
+"""int16 peak of a 10 ms block under which the agent makes no sound (-50 dBFS): a silence
+caused is measured against it, not AUDIBLE, since the soft sounds of a voice played quieter
+(ducked) fall under AUDIBLE without being silence. The codec's idle noise through LiveKit
+peaks under 50."""
 BLOCK_S = 0.010
 SILENT_GAP_S = 0.5  # the agent has stopped once it stays quiet this long (longer than a pause)
 TALKING_S = 0.2  # audible this shortly before the user cut in: the agent was talking
@@ -108,11 +113,12 @@ class HeardAudio:
             s = max(s, float(x) + self._block_s)
         return s
 
-    def silences(self, a: float, b: float) -> list[tuple[float, float]]:
-        """The silent stretches (no audible 10 ms block) that end after `a` and begin before
-        `b`, each from the end of an audible block to the next audible one; one still
+    def silences(self, a: float, b: float, floor: int = AUDIBLE) -> list[tuple[float, float]]:
+        """The silent stretches (no 10 ms block louder than `floor`) that end after `a` and
+        begin before `b`, each from the end of a louder block to the next one; one still
         silent at `b` ends there. A stretch that began before `a` keeps its start."""
-        loud, bs = self._loud, self._block_s
+        loud = self._loud if floor == AUDIBLE else self._t[self._peak > floor]
+        bs = self._block_s
         j = int(np.searchsorted(loud, a))
         start = float(loud[j - 1]) + bs if j > 0 else a
         out: list[tuple[float, float]] = []
@@ -297,7 +303,7 @@ def answer_pauses(heard: HeardAudio, first: float) -> list[tuple[float, float]]:
     last = heard.last_audible()
     if last is None:
         return []
-    return [(a - first, b - a) for a, b in heard.silences(first, last) if a >= first]
+    return [(a - first, b - a) for a, b in heard.silences(first, last, SILENT) if a >= first]
 
 
 def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: float,
@@ -315,7 +321,7 @@ def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: f
     if last is not None and last > end:
         until = min(until, last)
     shift, longest = 0.0, 0.0
-    for a, b in heard.silences(onset, until):
+    for a, b in heard.silences(onset, until, SILENT):
         at = a - answered - shift
         own = min(((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S),
                   default=(0.0, 0.0))[1]  # the nearest: speech has many short gaps

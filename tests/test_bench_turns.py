@@ -42,6 +42,13 @@ def test_the_answers_own_pauses_and_level_are_read_off_the_reference() -> None:
     assert REFERENCE.level(2.6) == 0
 
 
+def test_a_ducked_voice_under_the_talking_threshold_is_still_no_silence() -> None:
+    # Its soft sounds at 200 (under AUDIBLE, 300) are sound: silence is under SILENT (100).
+    answer = heard(("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3),
+                   amp=600)
+    assert backchannel_silence(answer, 0.0, 1.5, 1.8, REFERENCE.pauses()) == 0
+
+
 @pytest.mark.parametrize(("answer", "caused_ms"), [
     # paused 1.6-1.9 s for a backchannel said 1.5-1.8 s, then on (its own pause now at 2.8 s)
     ([("talk", 1.6), ("quiet", 0.3), ("talk", 0.9), ("quiet", 0.2), ("talk", 3.3)], 300),
