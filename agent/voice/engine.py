@@ -287,7 +287,11 @@ class TurnEngine:
         self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
 
     def _on_partial(self, text: str) -> None:
-        self._emit(Transcript(self._clock(), text, final=False))
+        now = self._clock()
+        self._emit(Transcript(now, text, final=False))
+        uid = self._listener.utterance_id
+        if uid is not None:  # one that reads complete starts the answer, unheard
+            self._apply(self.machine.on_partial(uid, text, now))
 
     # ---- replies --------------------------------------------------------------------------
 
