@@ -376,8 +376,7 @@ class ConversationStateMachine:
             r.from_partial = r.from_partial and from_partial
         elif self._reply is None:
             self.counters.speculative_started += 1
-            self._start_reply(text, speculative=True, out=out)
-            self._reply.from_partial = from_partial  # type: ignore[union-attr]
+            self._start_reply(text, speculative=True, out=out, from_partial=from_partial)
 
     def _drop_stale_speculation(self, text: str, out: list[Action]) -> _Reply | None:
         """Cancel the speculative reply unless it was started on words nearly `text`; returns
@@ -558,9 +557,11 @@ class ConversationStateMachine:
 
     # ---- replies --------------------------------------------------------------------------
 
-    def _start_reply(self, user_text: str, *, speculative: bool, out: list[Action]) -> None:
+    def _start_reply(
+        self, user_text: str, *, speculative: bool, out: list[Action], from_partial: bool = False
+    ) -> None:
         self._next_id += 1
-        self._reply = _Reply(self._next_id, user_text, speculative)
+        self._reply = _Reply(self._next_id, user_text, speculative, from_partial=from_partial)
         out.append(StartReply(self._next_id, user_text, speculative))
 
     def _cancel_reply(self, reason: str, out: list[Action]) -> None:

@@ -155,7 +155,7 @@ def test_the_first_chunk_waits_for_a_word_that_may_bind(
     deltas: list[str], first_at: int
 ) -> None:
     out = pushes(LookaheadChunker(), deltas)
-    assert [i for i, o in enumerate(out) if o][0] == first_at
+    assert next(i for i, o in enumerate(out) if o) == first_at
 
 
 def test_first_chunk_prefers_a_clause_boundary_when_words_arrive_together() -> None:
