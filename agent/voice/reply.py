@@ -29,12 +29,16 @@ from agent.voice.tool_round import (
     ToolSession,
 )
 from tts.chunker import TextChunker
+from tts.silence import trim_leading_silence
 
 log = logging.getLogger(__name__)
 
 # A tool's result said as the answer (when the LLM would not answer from it) only when it is
 # this short: a sentence, not a document read aloud.
 MAX_SAID_RESULT_CHARS = 300
+# Silence kept before the answer's first sound: the TTS keeps some at each chunk's edges (the
+# pause between chunks), which before the first one only delays it.
+FIRST_LEAD_MS = 5.0
 
 
 @dataclass
@@ -275,6 +279,8 @@ class ReplyPipeline:
             pcm = None if previous else await self._first_audio(chunk)
             if pcm is None:
                 pcm = await self._tts.synthesize(chunk, left_context=previous)
+            if not previous:  # the answer's first sound starts at once, not after a pause
+                pcm = trim_leading_silence(pcm, self._tts.sample_rate, keep_ms=FIRST_LEAD_MS)
             if self.timings.tts_first_audio is None:
                 self.timings.tts_first_audio = self._clock()
             self._on_event(TtsChunk(self._clock(), chunk, self.reply_id))
