@@ -194,14 +194,18 @@ class ConversationStateMachine:
             return out
         return out + self.tick(now)
 
-    def on_partial(self, utterance_id: int, text: str, now: float) -> list[Action]:
-        """A partial transcript of utterance `utterance_id`, decoded while the user speaks.
+    def on_partial(
+        self, utterance_id: int, text: str, score: float | None, now: float
+    ) -> list[Action]:
+        """A partial transcript of utterance `utterance_id`, decoded while the user speaks,
+        and the end-of-turn model's P(complete) for its words (None: not scored).
 
-        One that reads complete starts the reply early, unheard like any speculative start,
-        so that its first audio is ready when the endpoint confirms the turn; the endpoint
-        keeps it only when the final text is nearly the same (`similarity_keep`). A partial
-        that differs from the words a speculative reply was started on cancels it: they are
-        no longer what the user is saying."""
+        One that reads complete (end punctuation, and with a model a score of at least
+        `complete_score`) starts the reply early, unheard like any speculative start, so that
+        its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
+        only when the final text is nearly the same (`similarity_keep`). A partial that
+        differs from the words a speculative reply was started on cancels it: they are no
+        longer what the user is saying."""
         utt = self._utt
         o = self.options
         if (utt is None or utt.id != utterance_id or self.state is not AgentState.LISTENING
@@ -209,7 +213,9 @@ class ConversationStateMachine:
                 or not (o.speculative_start and o.speculate_on_partials)):
             return []
         out: list[Action] = []
-        if looks_complete(text) and spoken_words(text):
+        e = o.endpoint
+        sure = not e.scored or (score is not None and score >= e.complete_score)
+        if sure and looks_complete(text) and spoken_words(text):
             self._speculate(text, out, from_partial=True)
         else:
             self._drop_stale_speculation(self._merged(text), out)

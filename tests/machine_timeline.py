@@ -50,11 +50,12 @@ class Timeline:
         """The user sends the typed message `text` at `t` (before that time's frame)."""
         self._at(t, lambda now, text=text: self.machine.on_text(text, now))
 
-    def partial_at(self, t: float, text: str) -> None:
-        """The STT publishes the partial transcript `text` of the open utterance at `t`."""
+    def partial_at(self, t: float, text: str, score: float | None = None) -> None:
+        """The partial transcript `text` of the open utterance, read at `t` (with `score`, the
+        end-of-turn model's P(complete) for it)."""
         def deliver(now: float) -> list[A.Action]:
             utt = self.machine._utt
-            return [] if utt is None else self.machine.on_partial(utt.id, text, now)
+            return [] if utt is None else self.machine.on_partial(utt.id, text, score, now)
 
         self._at(t, deliver)
 

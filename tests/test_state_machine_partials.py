@@ -103,3 +103,19 @@ def test_partials_are_ignored_while_the_agent_speaks() -> None:
     tl.partial_at(3.0, "what time is it?")  # the agent speaks from 2.66
     tl.run(speech((0.5, 2.0)), until_s=7.0)
     assert len(tl.of(A.StartReply)) == 1
+
+
+def test_with_a_model_only_a_partial_it_scores_complete_starts_the_reply() -> None:
+    scored = TurnOptions().scored()  # complete_score 0.03
+    tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.5, "what time is it?", score=0.001)  # reads unfinished to the model
+    tl.partial_at(1.7, "what time is it?", score=None)  # not read: no start either
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)  # the candidate's
+
+    tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.9, "what time is it?", score=0.2)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, start)] = tl.of(A.StartReply)
+    assert t_start == approx(1.9) and start.speculative

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ class FakeSTTStream(STTStreamDouble):
         self.samples += len(pcm)
         frames = self.samples // FRAME_SAMPLES
         if not self.paused and frames % self.owner.partial_every == 0:
-            self.queue.put_nowait(Transcript(f"partial at {frames} frames", final=False))
+            self.queue.put_nowait(Transcript(self.owner.partial_text(frames), final=False))
 
     async def flush(self) -> str:
         self.owner.flushes += 1
@@ -73,8 +74,10 @@ class FakeSTTStream(STTStreamDouble):
 
 
 class FakeSTT:
-    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25) -> None:
+    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25,
+                 partial_text: Any = lambda frames: f"partial at {frames} frames") -> None:
         self.flush_s, self.partial_every = flush_s, partial_every
+        self.partial_text = partial_text  # frames pushed -> the partial then
         self.flushes = self.discards = 0
         self.paused_log: list[bool] = []
         self.push_error: Exception | None = None
@@ -123,12 +126,18 @@ class ScriptedTurnDetector:
         self.value, self.delay_s, self.error = score, delay_s, error
         self.asked: list[tuple[str, int]] = []  # (text, samples of audio)
         self.warmed: list[str] = []  # partials read ahead
+        self.reads_ahead: float | None = None  # the score of a partial read ahead, if any
 
     def load(self) -> None:
         pass
 
-    def warm(self, text: str) -> None:
+    def warm(self, text: str) -> Future[float] | None:
         self.warmed.append(text)
+        if self.reads_ahead is None:
+            return None
+        read: Future[float] = Future()
+        read.set_result(self.reads_ahead)
+        return read
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
         self.asked.append((text, pcm.size))
@@ -376,3 +385,35 @@ def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) ->
     assert not second["interrupted"]
     assert [m["content"] for m in history.turns] == [
         QUESTION, first["heard_text"], TYPED, answer]
+
+
+def test_a_partial_the_model_reads_as_complete_starts_the_answer_before_the_speech_ends(
+    question_pcm,
+) -> None:
+    pcm, speech_end = question_pcm
+    # The whole question is in the partials from the first second of audio on (its last word
+    # is still being said), and the end-of-turn model reads it as complete.
+    stt = FakeSTT(partial_every=10,
+                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+    detector = ScriptedTurnDetector(0.9)
+    detector.reads_ahead = 0.9
+    events = converse(pcm, stt, detector=detector)
+    [started] = of(events, "reply_started")
+    assert started["speculative"] and started["t"] < speech_end
+    thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
+    [audio] = of(events, "audio_start")
+    # Its first chunk was ready before the endpoint: heard the moment the turn is confirmed.
+    assert audio["t"] == pytest.approx(thinking, abs=FRAME_S + 0.001)
+    [turn] = of(events, "turn")
+    assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
+
+
+def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) -> None:
+    pcm, speech_end = question_pcm
+    stt = FakeSTT(partial_every=10,
+                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+    detector = ScriptedTurnDetector(0.9)
+    detector.reads_ahead = 0.001
+    events = converse(pcm, stt, detector=detector)
+    [started] = of(events, "reply_started")
+    assert started["t"] > speech_end  # on the pause's candidate
