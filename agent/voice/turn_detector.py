@@ -229,6 +229,20 @@ class TextTurnDetector(_ThreadedDetector):
     # The partials' words stay in llama.cpp's prompt cache (one slot, cache_prompt): the
     # candidate at the pause shares them, so its score reads only the last few tokens.
     reads_ahead = True
+    KNOWN = 8  # the last words read, with their P(end): a candidate often is the last partial
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._known: dict[str, float] = {}
+
+    def known(self, text: str) -> float | None:
+        """P(end) of these words if they were read already (a partial read ahead): the model
+        reads words alone, so it would answer the same."""
+        return self._known.get(normalized_words(text))
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        known = self.known(text)
+        return known if known is not None else await super().score(text, pcm)
 
     def _load(self) -> None:
         from agent.models import passive_openmp
@@ -261,7 +275,9 @@ class TextTurnDetector(_ThreadedDetector):
         if "error" in reply:
             raise RuntimeError(f"the turn detector's model failed: {reply['error']}")
         top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        return float(sum(math.exp(t["logprob"]) for t in top if _ends(t["token"])))
+        p = float(sum(math.exp(t["logprob"]) for t in top if _ends(t["token"])))
+        self._known = {**dict(list(self._known.items())[1 - self.KNOWN:]), words: p}
+        return p
 
 
 def _ends(token: str) -> bool:
@@ -311,8 +327,10 @@ class TextWithHesitationDetector:
         return self.text.warm(text)  # the words alone: Smart Turn hears the end, not a partial
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
-        if self.audio is None:
-            return await self.text.score(text, pcm)
+        known = self.text.known(text)
+        if self.audio is None or (known is not None and known >= HESITATION_TEXT_MAX):
+            # Words read ahead as surely ending are not overruled: Smart Turn is not waited for.
+            return known if known is not None else await self.text.score(text, pcm)
         by_text, by_voice = await asyncio.gather(self.text.score(text, pcm),
                                                  self.audio.score(text, pcm))
         return combined(by_text, by_voice)
