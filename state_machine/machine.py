@@ -204,20 +204,23 @@ class ConversationStateMachine:
         `complete_score`) starts the reply early, unheard like any speculative start, so that
         its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
         only when the final text is nearly the same (`similarity_keep`). A partial that
-        differs from the words a speculative reply was started on cancels it: they are no
-        longer what the user is saying."""
+        differs from the words a reply was started on by a partial cancels it: they are no
+        longer what the user is saying. A reply started on a candidate is judged by the
+        candidates alone, and a partial that comes once a candidate covers all the speech is
+        older than it and ignored."""
         utt = self._utt
         o = self.options
         if (utt is None or utt.id != utterance_id or self.state is not AgentState.LISTENING
-                or self._paused_at is not None or utt.endpoint_reached
+                or self._paused_at is not None or utt.endpoint_reached or utt.fresh()
                 or not (o.speculative_start and o.speculate_on_partials)):
-            return []
+            return []  # a candidate covers all the speech: it is newer than any partial
         out: list[Action] = []
         e = o.endpoint
         sure = not e.scored or (score is not None and score >= e.complete_score)
+        r = self._reply
         if sure and looks_complete(text) and spoken_words(text):
             self._speculate(text, out, from_partial=True)
-        else:
+        elif r is not None and r.from_partial:
             self._drop_stale_speculation(self._merged(text), out)
         return out
 

@@ -119,3 +119,14 @@ def test_with_a_model_only_a_partial_it_scores_complete_starts_the_reply() -> No
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(t_start, start)] = tl.of(A.StartReply)
     assert t_start == approx(1.9) and start.speculative
+
+
+def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3))
+    # Decoded from the audio before the last word, published after the candidate (2.26).
+    tl.partial_at(2.28, "what time is")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    assert not tl.of(A.CancelReply)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)
+
