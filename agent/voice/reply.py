@@ -276,6 +276,10 @@ class ReplyPipeline:
     async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
         previous = ""
         while (chunk := await chunks.get()) is not None:
+            if previous:
+                # An unconfirmed (speculative) reply has its first chunk ready for the endpoint
+                # and synthesizes no more: most are cancelled, and TTS shares the STT's cores.
+                await self._confirmed.wait()
             pcm = None if previous else await self._first_audio(chunk)
             if pcm is None:
                 pcm = await self._tts.synthesize(chunk, left_context=previous)
