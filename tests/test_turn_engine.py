@@ -419,7 +419,7 @@ def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) ->
     assert started["t"] > speech_end  # on the pause's candidate
 
 
-def test_an_unconfirmed_reply_synthesizes_its_first_chunk_and_waits() -> None:
+def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> None:
     from agent.voice.playout import Playout
     from agent.voice.reply import ReplyPipeline
     from tts.chunker import make_chunker
@@ -442,5 +442,6 @@ def test_an_unconfirmed_reply_synthesizes_its_first_chunk_and_waits() -> None:
         return unconfirmed, tts.texts
 
     unconfirmed, confirmed = run_virtual(main())
-    assert unconfirmed == ["The capital"]  # ready for the endpoint, and no more
+    # Ready for the endpoint, with what follows the first chunk, and no more.
+    assert unconfirmed == ["The capital", "of France is Paris,"]
     assert confirmed == ["The capital", "of France is Paris,", "on the river Seine."]

@@ -39,6 +39,9 @@ MAX_SAID_RESULT_CHARS = 300
 # Silence kept before the answer's first sound: the TTS keeps some at each chunk's edges (the
 # pause between chunks), which before the first one only delays it.
 FIRST_LEAD_MS = 5.0
+# Chunks synthesized before the turn is confirmed: the first, heard at the endpoint, and the
+# one after it, which must be ready before the first (two words, ~0.6 s) has played.
+UNCONFIRMED_CHUNKS = 2
 
 
 @dataclass
@@ -275,11 +278,13 @@ class ReplyPipeline:
 
     async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
         previous = ""
+        made = 0
         while (chunk := await chunks.get()) is not None:
-            if previous:
-                # An unconfirmed (speculative) reply has its first chunk ready for the endpoint
+            if made >= UNCONFIRMED_CHUNKS:
+                # An unconfirmed (speculative) reply has its first chunks ready for the endpoint
                 # and synthesizes no more: most are cancelled, and TTS shares the STT's cores.
                 await self._confirmed.wait()
+            made += 1
             pcm = None if previous else await self._first_audio(chunk)
             if pcm is None:
                 pcm = await self._tts.synthesize(chunk, left_context=previous)
