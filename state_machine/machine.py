@@ -85,6 +85,9 @@ class _Reply:
     user_text: str
     speculative: bool
     confirmed: bool = False
+    # Started on a partial transcript while the user spoke: the words that follow are judged
+    # by the next transcript (partial or candidate), not cancelled at each voiced onset.
+    from_partial: bool = False
     audio_started: bool = False
     last_progress: float = 0.0
 
@@ -198,6 +201,36 @@ class ConversationStateMachine:
             self._barge_in_candidate(utt, now, out)
             return out
         return out + self.tick(now)
+
+    def on_partial(
+        self, utterance_id: int, text: str, score: float | None, now: float
+    ) -> list[Action]:
+        """A partial transcript of utterance `utterance_id`, decoded while the user speaks,
+        and the end-of-turn model's P(complete) for its words (None: not scored).
+
+        One that reads complete (end punctuation, and with a model a score of at least
+        `complete_score`) starts the reply early, unheard like any speculative start, so that
+        its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
+        only when the final text is nearly the same (`similarity_keep`). A partial that
+        differs from the words a reply was started on by a partial cancels it: they are no
+        longer what the user is saying. A reply started on a candidate is judged by the
+        candidates alone, and a partial that comes once a candidate covers all the speech is
+        older than it and ignored."""
+        utt = self._utt
+        o = self.options
+        if (utt is None or utt.id != utterance_id or self.state is not AgentState.LISTENING
+                or self._yielding() or utt.endpoint_reached or utt.fresh()
+                or not (o.speculative_start and o.speculate_on_partials)):
+            return []  # a candidate covers all the speech: it is newer than any partial
+        out: list[Action] = []
+        e = o.endpoint
+        sure = not e.scored or (score is not None and score >= e.complete_score)
+        r = self._reply
+        if sure and looks_complete(text) and spoken_words(text):
+            self._speculate(text, out, from_partial=True)
+        elif r is not None and r.from_partial:
+            self._drop_stale_speculation(self._merged(text), out)
+        return out
 
     def on_turn_score(
         self, utterance_id: int, text: str, score: float | None, now: float
@@ -318,7 +351,7 @@ class ConversationStateMachine:
         if onset:
             utt.endpoint_reached = False  # speech again after the endpoint, before the final
             r = self._reply
-            if r is not None and r.speculative and not r.confirmed:
+            if r is not None and r.speculative and not r.confirmed and not r.from_partial:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("user resumed speaking", out)
 
@@ -349,22 +382,36 @@ class ConversationStateMachine:
             self._end_user_turn(utt, now, out)
 
     def _maybe_speculate(self, utt: Utterance, out: list[Action]) -> None:
-        o = self.options
         cand = utt.candidate
-        if not o.speculative_start or cand is None or not spoken_words(cand.text):
+        if not self.options.speculative_start or cand is None or not spoken_words(cand.text):
             return
-        if utt.id == self._overlap_id and is_backchannel(cand.text):
+        self._speculate(cand.text, out, from_partial=False)
+
+    def _speculate(self, transcript: str, out: list[Action], *, from_partial: bool) -> None:
+        """Start answering `transcript` unheard, unless the speculative reply running already
+        answers nearly the same words."""
+        utt = self._utt
+        if utt is not None and utt.id == self._overlap_id and is_backchannel(transcript):
             return  # "mm hmm" over the end of the answer: not a turn (`_end_user_turn`)
-        text = self._merged(cand.text)
-        r = self._reply
-        if r is not None and r.speculative and not r.confirmed:
-            if text_similarity(r.user_text, text) >= o.similarity_keep:
-                return
-            self.counters.speculative_wasted += 1
-            self._cancel_reply("candidate changed", out)
-        if self._reply is None:
+        text = self._merged(transcript)
+        r = self._drop_stale_speculation(text, out)
+        if r is not None:
+            r.from_partial = r.from_partial and from_partial
+        elif self._reply is None:
             self.counters.speculative_started += 1
-            self._start_reply(text, speculative=True, out=out)
+            self._start_reply(text, speculative=True, out=out, from_partial=from_partial)
+
+    def _drop_stale_speculation(self, text: str, out: list[Action]) -> _Reply | None:
+        """Cancel the speculative reply unless it was started on words nearly `text`; returns
+        it when it is kept."""
+        r = self._reply
+        if r is None or not r.speculative or r.confirmed:
+            return None
+        if text_similarity(r.user_text, text) >= self.options.similarity_keep:
+            return r
+        self.counters.speculative_wasted += 1
+        self._cancel_reply("transcript changed", out)
+        return None
 
     def _end_user_turn(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
@@ -558,9 +605,11 @@ class ConversationStateMachine:
 
     # ---- replies --------------------------------------------------------------------------
 
-    def _start_reply(self, user_text: str, *, speculative: bool, out: list[Action]) -> None:
+    def _start_reply(
+        self, user_text: str, *, speculative: bool, out: list[Action], from_partial: bool = False
+    ) -> None:
         self._next_id += 1
-        self._reply = _Reply(self._next_id, user_text, speculative)
+        self._reply = _Reply(self._next_id, user_text, speculative, from_partial=from_partial)
         out.append(StartReply(self._next_id, user_text, speculative))
 
     def _cancel_reply(self, reason: str, out: list[Action]) -> None:

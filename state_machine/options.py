@@ -50,6 +50,11 @@ class TurnOptions(ListenOptions):
     speculative_start: bool = True
     """Start the LLM on a stable candidate before the endpoint is confirmed."""
 
+    speculate_on_partials: bool = True
+    """A partial transcript that reads complete, decoded while the user is still speaking,
+    starts the reply (unheard) before the pause's candidate: the LLM's first words and their
+    audio are then ready sooner after the endpoint."""
+
     similarity_keep: float = 0.92
     """A speculative reply is kept when its input is at least this similar to the final text."""
 

@@ -52,6 +52,15 @@ class Timeline:
         """The user sends the typed message `text` at `t` (before that time's frame)."""
         self._at(t, lambda now, text=text: self.machine.on_text(text, now))
 
+    def partial_at(self, t: float, text: str, score: float | None = None) -> None:
+        """The partial transcript `text` of the open utterance, read at `t` (with `score`, the
+        end-of-turn model's P(complete) for it)."""
+        def deliver(now: float) -> list[A.Action]:
+            utt = self.machine._utt
+            return [] if utt is None else self.machine.on_partial(utt.id, text, score, now)
+
+        self._at(t, deliver)
+
     def _at(self, t: float, fn: Callable[[float], list[A.Action]]) -> None:
         self._seq += 1
         heapq.heappush(self._queue, (round(t, 6), self._seq, fn))

@@ -82,7 +82,9 @@ async def test_scores_run_off_the_event_loop_one_at_a_time(
 
     counter = loop.create_task(count())
     silence = np.zeros(1600, np.int16)
-    scores = await asyncio.gather(*(text_detector.score(q, silence) for _, q in PAIRS))
+    # Words no other test read: a score of words read already is not asked of the model.
+    fresh = [f"{q} Thanks." for _, q in PAIRS]
+    scores = await asyncio.gather(*(text_detector.score(q, silence) for q in fresh))
     counter.cancel()
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert ticks >= 3  # the loop kept running while the model did
@@ -138,3 +140,52 @@ def test_off_is_no_detector_and_an_unknown_name_is_an_error() -> None:
     assert make_detector("off") is None and load_detector("off") is None
     with pytest.raises(ValueError, match="unknown turn detector 'vad'"):
         make_detector("vad")
+
+
+class CompletionsDouble:
+    """TEST DOUBLE of xllamacpp.Server: P(end) `p` for any words, counting the requests."""
+
+    def __init__(self, p: float) -> None:
+        self.p, self.prompts = p, []  # type: ignore[var-annotated]
+
+    def handle_completions(self, request: dict) -> dict:  # type: ignore[type-arg]
+        self.prompts.append(request["prompt"])
+        top = [{"token": "?", "logprob": float(np.log(self.p))},
+               {"token": " the", "logprob": float(np.log(1 - self.p))}]
+        return {"choices": [{"logprobs": {"content": [{"top_logprobs": top}]}}]}
+
+
+class VoiceDouble:
+    """TEST DOUBLE of SmartTurnDetector: a fixed P, recording whether it was asked."""
+
+    def __init__(self, p: float) -> None:
+        self.p, self.asked = p, 0
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        self.asked += 1
+        return self.p
+
+
+async def _read_ahead(detector: TextTurnDetector, text: str) -> float:
+    read = detector.warm(text)
+    assert read is not None
+    return await asyncio.wrap_future(read)
+
+
+@pytest.mark.parametrize(("p", "voice_asked"), [(0.6, 0), (0.2, 1)])
+async def test_words_read_ahead_are_scored_without_the_model_again(
+    p: float, voice_asked: int
+) -> None:
+    detector = TextWithHesitationDetector()
+    server = CompletionsDouble(p)
+    detector.text._server, detector.text._loaded = server, True
+    voice = VoiceDouble(0.9)
+    detector.audio = voice  # type: ignore[assignment]
+    assert await _read_ahead(detector.text, "What time is it?") == pytest.approx(p)
+    # The candidate at the pause has the same words: the text model is not asked again, and
+    # a score sure to end (>= HESITATION_TEXT_MAX) does not wait for Smart Turn either.
+    score = await detector.score("what time is it", np.zeros(1600, np.int16))
+    assert score == pytest.approx(p) and len(server.prompts) == 1
+    assert voice.asked == voice_asked
+    await detector.score("What time is it in Oslo?", np.zeros(1600, np.int16))
+    assert len(server.prompts) == 2  # other words are read

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ class FakeSTTStream(STTStreamDouble):
         self.samples += len(pcm)
         frames = self.samples // FRAME_SAMPLES
         if not self.paused and frames % self.owner.partial_every == 0:
-            self.queue.put_nowait(Transcript(f"partial at {frames} frames", final=False))
+            self.queue.put_nowait(Transcript(self.owner.partial_text(frames), final=False))
 
     async def flush(self) -> str:
         self.owner.flushes += 1
@@ -73,8 +74,10 @@ class FakeSTTStream(STTStreamDouble):
 
 
 class FakeSTT:
-    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25) -> None:
+    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25,
+                 partial_text: Any = lambda frames: f"partial at {frames} frames") -> None:
         self.flush_s, self.partial_every = flush_s, partial_every
+        self.partial_text = partial_text  # frames pushed -> the partial then
         self.flushes = self.discards = 0
         self.paused_log: list[bool] = []
         self.push_error: Exception | None = None
@@ -123,12 +126,18 @@ class ScriptedTurnDetector:
         self.value, self.delay_s, self.error = score, delay_s, error
         self.asked: list[tuple[str, int]] = []  # (text, samples of audio)
         self.warmed: list[str] = []  # partials read ahead
+        self.reads_ahead: float | None = None  # the score of a partial read ahead, if any
 
     def load(self) -> None:
         pass
 
-    def warm(self, text: str) -> None:
+    def warm(self, text: str) -> Future[float] | None:
         self.warmed.append(text)
+        if self.reads_ahead is None:
+            return None
+        read: Future[float] = Future()
+        read.set_result(self.reads_ahead)
+        return read
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
         self.asked.append((text, pcm.size))
@@ -191,11 +200,12 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     [final] = [e for e in of(events, "transcript") if e["final"]]
     assert final["text"] == QUESTION
     # The candidate: asked at 60 ms of silence, ready flush_s later; the question is complete,
-    # so the reply starts at once; then 150 ms to the first word and three more words at 15/s.
+    # so the reply starts at once; then 150 ms to the first word and two more words at 15/s
+    # (the first chunk, two words, goes out as the third begins).
     [started] = of(events, "reply_started")
     assert started["t"] == pytest.approx(speech_end + 0.06 + 0.1, abs=FRAME_S + 0.001)
     [audio] = of(events, "audio_start")
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15, abs=FRAME_S + 0.001)
     [turn] = of(events, "turn")
     assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
     # Partial decoding is paused while the agent thinks and speaks, and resumed after.
@@ -275,9 +285,9 @@ def test_the_first_chunk_is_synthesized_while_its_lookahead_arrives(question_pcm
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
     # Words at 150 ms and then every 1/15 s. The guess "The capital" is made as "capital"
-    # arrives (217 ms), so its 100 ms of synthesis is done when the chunk goes out at the 4th
-    # word (350 ms): the audio starts then, not 100 ms later (450 ms).
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
+    # arrives (217 ms); the chunk goes out as "of" begins (283 ms) and its audio is the
+    # guess's, ready at 317 ms, not a synthesis started then (383 ms).
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 1 / 15 + 0.1, abs=FRAME_S + 0.001)
     # [0] the filler, [1] the apology (made at start); "The capital" made once, not twice.
     assert tts.texts[2:4] == ["The capital", "of France is Paris,"]
 
@@ -305,10 +315,10 @@ def test_a_guess_is_replaced_when_its_last_word_grows(question_pcm) -> None:
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
     # "The cap" (217 ms) was cancelled when "ital" came (283 ms); "The capital", synthesized
-    # from then on, is ready at 383 ms, and is used when the chunk goes out at " France"
-    # (417 ms), not synthesized again (which would start the audio at 517 ms).
+    # from then on, is ready at 383 ms, and is used when the chunk goes out at " of"
+    # (350 ms), not synthesized again (which would start the audio at 450 ms).
     assert tts.texts[2:4] == ["The capital", "of France is Paris."]
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 4 / 15, abs=FRAME_S + 0.001)
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15 + 0.1, abs=FRAME_S + 0.001)
 
 
 def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:
@@ -395,3 +405,63 @@ def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() ->
 
     assert onset() - pre_roll > first_word
     assert onset(phone_line=True) - pre_roll < first_word
+
+
+def test_a_partial_the_model_reads_as_complete_starts_the_answer_before_the_speech_ends(
+    question_pcm,
+) -> None:
+    pcm, speech_end = question_pcm
+    # The whole question is in the partials from the first second of audio on (its last word
+    # is still being said), and the end-of-turn model reads it as complete.
+    stt = FakeSTT(partial_every=10,
+                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+    detector = ScriptedTurnDetector(0.9)
+    detector.reads_ahead = 0.9
+    events = converse(pcm, stt, detector=detector)
+    [started] = of(events, "reply_started")
+    assert started["speculative"] and started["t"] < speech_end
+    thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
+    [audio] = of(events, "audio_start")
+    # Its first chunk was ready before the endpoint: heard the moment the turn is confirmed.
+    assert audio["t"] == pytest.approx(thinking, abs=FRAME_S + 0.001)
+    [turn] = of(events, "turn")
+    assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
+
+
+def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) -> None:
+    pcm, speech_end = question_pcm
+    stt = FakeSTT(partial_every=10,
+                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+    detector = ScriptedTurnDetector(0.9)
+    detector.reads_ahead = 0.001
+    events = converse(pcm, stt, detector=detector)
+    [started] = of(events, "reply_started")
+    assert started["t"] > speech_end  # on the pause's candidate
+
+
+def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> None:
+    from agent.voice.playout import Playout
+    from agent.voice.reply import ReplyPipeline
+    from tts.chunker import make_chunker
+
+    async def main() -> tuple[list[str], list[str]]:
+        loop = asyncio.get_running_loop()
+        tts = ToneTTS()
+        playout = Playout(TimelineSink(OUT_RATE, 0.0, clock=loop.time), clock=loop.time)
+        reply = ReplyPipeline(
+            7, [{"role": "user", "content": QUESTION}],
+            llm=ScriptedLLM([REPLY], sleep=asyncio.sleep), tts=tts, playout=playout,
+            chunker=make_chunker(), on_event=lambda _e: None,
+            on_failed=lambda _rid, _why: None, clock=loop.time)
+        reply.start()
+        await asyncio.sleep(3.0)  # the whole reply has been generated by now
+        unconfirmed = list(tts.texts)
+        reply.confirm()
+        await asyncio.sleep(1.0)
+        await reply.cancel()
+        return unconfirmed, tts.texts
+
+    unconfirmed, confirmed = run_virtual(main())
+    # Ready for the endpoint, with what follows the first chunk, and no more.
+    assert unconfirmed == ["The capital", "of France is Paris,"]
+    assert confirmed == ["The capital", "of France is Paris,", "on the river Seine."]

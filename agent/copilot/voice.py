@@ -89,7 +89,7 @@ class SpokenAnswerSink:
         text = AnswerText()
         pipeline = ReplyPipeline(
             answer_id, [], llm=text, tts=self._tts, playout=playout, chunker=make_chunker(),
-            on_event=self._on_chunk, on_failed=self._on_failed)
+            on_event=self._on_chunk, on_failed=self._on_failed, confirmed=True)
         pipeline.start()
         playout.confirm(answer_id)  # answers are opened only once their question is final
         self._texts[answer_id] = text

@@ -106,7 +106,8 @@ class TurnEngine:
         self.machine = ConversationStateMachine(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
         scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, self._emit, clock=clock)
+            turn_detector, self._on_turn_score, self._emit, clock=clock,
+            on_read_ahead=self._on_partial_read)
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
@@ -298,6 +299,14 @@ class TurnEngine:
 
     def _on_partial(self, text: str) -> None:
         self._emit(Transcript(self._clock(), text, final=False))
+        if self._listener.scorer is None:  # no end-of-turn model to read it: the text decides
+            self._on_partial_read(text, None)
+
+    def _on_partial_read(self, text: str, score: float | None) -> None:
+        """A partial and its P(complete): one that reads complete starts the answer, unheard."""
+        uid = self._listener.utterance_id
+        if uid is not None:
+            self._apply(self.machine.on_partial(uid, text, score, self._clock()))
 
     # ---- replies --------------------------------------------------------------------------
 

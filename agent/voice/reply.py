@@ -29,12 +29,19 @@ from agent.voice.tool_round import (
     ToolSession,
 )
 from tts.chunker import TextChunker
+from tts.silence import trim_leading_silence
 
 log = logging.getLogger(__name__)
 
 # A tool's result said as the answer (when the LLM would not answer from it) only when it is
 # this short: a sentence, not a document read aloud.
 MAX_SAID_RESULT_CHARS = 300
+# Silence kept before the answer's first sound: the TTS keeps some at each chunk's edges (the
+# pause between chunks), which before the first one only delays it.
+FIRST_LEAD_MS = 5.0
+# Chunks synthesized before the turn is confirmed: the first, heard at the endpoint, and the
+# one after it, which must be ready before the first (two words, ~0.6 s) has played.
+UNCONFIRMED_CHUNKS = 2
 
 
 @dataclass
@@ -271,10 +278,18 @@ class ReplyPipeline:
 
     async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
         previous = ""
+        made = 0
         while (chunk := await chunks.get()) is not None:
+            if made >= UNCONFIRMED_CHUNKS:
+                # An unconfirmed (speculative) reply has its first chunks ready for the endpoint
+                # and synthesizes no more: most are cancelled, and TTS shares the STT's cores.
+                await self._confirmed.wait()
+            made += 1
             pcm = None if previous else await self._first_audio(chunk)
             if pcm is None:
                 pcm = await self._tts.synthesize(chunk, left_context=previous)
+            if not previous:  # the answer's first sound starts at once, not after a pause
+                pcm = trim_leading_silence(pcm, self._tts.sample_rate, keep_ms=FIRST_LEAD_MS)
             if self.timings.tts_first_audio is None:
                 self.timings.tts_first_audio = self._clock()
             self._on_event(TtsChunk(self._clock(), chunk, self.reply_id))

@@ -68,9 +68,10 @@ class TurnDetector(Protocol):
         now (16 kHz int16, from its start; an audio model reads its own window of the end)."""
         ...
 
-    def warm(self, text: str) -> None:
+    def warm(self, text: str) -> Future[float] | None:
         """A partial transcript of the speech going on: a model that can, reads it ahead so
-        that scoring the candidate at the pause costs only its new words. Never blocks."""
+        that scoring the candidate at the pause costs only its new words. Never blocks.
+        Returns the reading's P(complete) for the words alone, to come (None: not read)."""
         ...
 
 
@@ -89,11 +90,13 @@ class _ThreadedDetector:
 
     reads_ahead = False  # warm() does something (a model with a prompt cache)
 
-    def warm(self, text: str) -> None:
+    def warm(self, text: str) -> Future[float] | None:
         if not self.reads_ahead or not self._loaded or self._scoring:
-            return
+            return None
         if self._warming is None or self._warming.done():
             self._warming = self._pool.submit(self._predict, text, np.zeros(0, np.int16))
+            return self._warming
+        return None
 
     def load(self) -> None:
         if not self._loaded:
@@ -226,6 +229,20 @@ class TextTurnDetector(_ThreadedDetector):
     # The partials' words stay in llama.cpp's prompt cache (one slot, cache_prompt): the
     # candidate at the pause shares them, so its score reads only the last few tokens.
     reads_ahead = True
+    KNOWN = 8  # the last words read, with their P(end): a candidate often is the last partial
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._known: dict[str, float] = {}
+
+    def known(self, text: str) -> float | None:
+        """P(end) of these words if they were read already (a partial read ahead): the model
+        reads words alone, so it would answer the same."""
+        return self._known.get(normalized_words(text))
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        known = self.known(text)
+        return known if known is not None else await super().score(text, pcm)
 
     def _load(self) -> None:
         from agent.models import passive_openmp
@@ -258,7 +275,9 @@ class TextTurnDetector(_ThreadedDetector):
         if "error" in reply:
             raise RuntimeError(f"the turn detector's model failed: {reply['error']}")
         top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        return float(sum(math.exp(t["logprob"]) for t in top if _ends(t["token"])))
+        p = float(sum(math.exp(t["logprob"]) for t in top if _ends(t["token"])))
+        self._known = {**dict(list(self._known.items())[1 - self.KNOWN:]), words: p}
+        return p
 
 
 def _ends(token: str) -> bool:
@@ -304,12 +323,14 @@ class TextWithHesitationDetector:
                         type(e).__name__, e)
             self.audio = None
 
-    def warm(self, text: str) -> None:
-        self.text.warm(text)
+    def warm(self, text: str) -> Future[float] | None:
+        return self.text.warm(text)  # the words alone: Smart Turn hears the end, not a partial
 
     async def score(self, text: str, pcm: np.ndarray) -> float:
-        if self.audio is None:
-            return await self.text.score(text, pcm)
+        known = self.text.known(text)
+        if self.audio is None or (known is not None and known >= HESITATION_TEXT_MAX):
+            # Words read ahead as surely ending are not overruled: Smart Turn is not waited for.
+            return known if known is not None else await self.text.score(text, pcm)
         by_text, by_voice = await asyncio.gather(self.text.score(text, pcm),
                                                  self.audio.score(text, pcm))
         return combined(by_text, by_voice)
@@ -341,9 +362,11 @@ class TurnScorer:
     as a task, and hands the result (None when the detector failed) to `on_score`."""
 
     def __init__(self, detector: TurnDetector, on_score: ScoreCallback,
-                 on_event: Callable[[TurnScore], None], *, clock: Callable[[], float]) -> None:
+                 on_event: Callable[[TurnScore], None], *, clock: Callable[[], float],
+                 on_read_ahead: Callable[[str, float], None] | None = None) -> None:
         self.detector = detector
         self._on_score = on_score
+        self._on_read_ahead = on_read_ahead  # a partial's P(complete), from its reading ahead
         self._emit = on_event
         self._clock = clock
         keep = round(TURN_AUDIO_S / FRAME_S) if getattr(detector, "window_s", 1.0) else 0
@@ -357,9 +380,19 @@ class TurnScorer:
         self._audio.append(pcm)
 
     def partial(self, text: str) -> None:
-        """A partial transcript of the open utterance (read ahead by the detector)."""
-        if text.strip():
-            self.detector.warm(text)
+        """A partial transcript of the open utterance (read ahead by the detector; what the
+        reading makes of the words goes to `on_read_ahead`)."""
+        if not text.strip():
+            return
+        read = self.detector.warm(text)
+        if read is not None and self._on_read_ahead is not None:
+            loop = asyncio.get_running_loop()
+            read.add_done_callback(
+                lambda f: loop.call_soon_threadsafe(self._read_ahead_done, text, f))
+
+    def _read_ahead_done(self, text: str, read: Future[float]) -> None:
+        if self._on_read_ahead is not None and not read.cancelled() and not read.exception():
+            self._on_read_ahead(text, read.result())
 
     def request(self, uid: int, text: str) -> None:
         pcm = np.concatenate(self._audio) if self._audio else np.zeros(0, np.int16)

@@ -1,0 +1,132 @@
+"""Speculative replies started on partial transcripts, decoded while the user still speaks
+(virtual time, tests/machine_timeline.py). Defaults: a candidate 60 ms into a pause, the
+endpoint after 300 ms of silence when the text looks complete."""
+
+from __future__ import annotations
+
+import pytest
+
+from state_machine import actions as A
+from state_machine.options import TurnOptions
+from tests.machine_timeline import FakeEngines, Timeline, speech
+
+
+def approx(x: float) -> object:
+    return pytest.approx(x, abs=1e-6)
+
+
+def test_a_complete_partial_starts_the_reply_and_it_is_heard_at_the_endpoint() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3))
+    tl.partial_at(1.9, "what time is it?")  # the last word is still being said
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, start)] = tl.of(A.StartReply)
+    assert start.speculative and t_start == approx(1.9)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(2.30)
+    assert tl.of(A.Speculative)[0][1].kept is True
+    # Ready at 2.20: heard at the endpoint, not 0.3 s after the candidate's start (2.26)
+    # as without the partial.
+    assert tl.audible[0][0] == approx(2.30)
+
+
+def test_without_partials_the_same_turn_is_heard_later() -> None:
+    tl = Timeline(options=TurnOptions(speculate_on_partials=False),
+                  engines=FakeEngines(reply_audio_after_s=0.3))
+    tl.partial_at(1.9, "what time is it?")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)  # the candidate's
+    assert tl.audible[0][0] == approx(2.56)
+
+
+def test_a_partial_start_is_never_heard_before_the_endpoint() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.05))
+    tl.partial_at(1.0, "what time is it?")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert tl.audible[0][0] == approx(t_commit) and t_commit == approx(2.30)
+
+
+def test_the_words_after_a_partial_start_do_not_cancel_it_when_they_are_its_words() -> None:
+    # "... is it?" said in two voiced runs: the partial that holds them came in the first.
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3))
+    tl.partial_at(1.7, "what time is it?")
+    tl.run(speech((0.5, 1.72), (1.8, 2.0)), until_s=5.0)
+    assert not tl.of(A.CancelReply)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(1.7)
+    assert tl.audible[0][0] == approx(2.30)
+
+
+def test_a_partial_start_that_the_user_talks_past_is_cancelled_and_never_heard() -> None:
+    def transcript(start: float, end: float) -> str:
+        return "what time is it in Tokyo?"
+
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.1, transcript=transcript))
+    tl.partial_at(1.5, "what time is it?")
+    tl.partial_at(2.3, "what time is it in")  # reads unfinished: the early reply is stale
+    tl.run(speech((0.5, 2.6)), until_s=6.0)
+    starts = [a for _, a in tl.of(A.StartReply)]
+    assert [a.user_text for a in starts] == ["what time is it?", "what time is it in Tokyo?"]
+    [(t_cancel, cancel)] = tl.of(A.CancelReply)
+    assert t_cancel == approx(2.3) and cancel.reply_id == starts[0].reply_id
+    [(_, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == "what time is it in Tokyo?"
+    [(_, confirm)] = tl.of(A.ConfirmReply)
+    assert confirm.reply_id == starts[1].reply_id
+    assert tl.machine.counters.speculative_wasted == 1
+
+
+def test_a_partial_whose_final_differs_is_replaced_at_the_candidate() -> None:
+    tl = Timeline(engines=FakeEngines(transcript=lambda s, e: "what is the capital of Peru?"))
+    tl.partial_at(1.9, "what is the capital of Spain?")  # the last word misheard
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    starts = [a for _, a in tl.of(A.StartReply)]
+    assert starts[0].user_text == "what is the capital of Spain?"
+    assert starts[-1].user_text == "what is the capital of Peru?"
+    [(_, confirm)] = tl.of(A.ConfirmReply)
+    assert confirm.reply_id == starts[-1].reply_id
+    assert not any(a.reply_id == starts[0].reply_id for _, a in tl.of(A.ConfirmReply))
+
+
+def test_an_unfinished_partial_starts_nothing() -> None:
+    tl = Timeline()
+    tl.partial_at(1.5, "what time is")
+    tl.partial_at(1.9, "what time is it")  # no end punctuation
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)  # the candidate's, as without partials
+
+
+def test_partials_are_ignored_while_the_agent_speaks() -> None:
+    tl = Timeline(engines=FakeEngines(reply_length_s=3.0))
+    tl.partial_at(3.0, "what time is it?")  # the agent speaks from 2.66
+    tl.run(speech((0.5, 2.0)), until_s=7.0)
+    assert len(tl.of(A.StartReply)) == 1
+
+
+def test_with_a_model_only_a_partial_it_scores_complete_starts_the_reply() -> None:
+    scored = TurnOptions().scored()  # complete_score 0.03
+    tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.5, "what time is it?", score=0.001)  # reads unfinished to the model
+    tl.partial_at(1.7, "what time is it?", score=None)  # not read: no start either
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)  # the candidate's
+
+    tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.9, "what time is it?", score=0.2)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, start)] = tl.of(A.StartReply)
+    assert t_start == approx(1.9) and start.speculative
+
+
+def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3))
+    # Decoded from the audio before the last word, published after the candidate (2.26).
+    tl.partial_at(2.28, "what time is")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    assert not tl.of(A.CancelReply)
+    [(t_start, _)] = tl.of(A.StartReply)
+    assert t_start == approx(2.26)
+
