@@ -200,12 +200,11 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     [final] = [e for e in of(events, "transcript") if e["final"]]
     assert final["text"] == QUESTION
     # The candidate: asked at 60 ms of silence, ready flush_s later; the question is complete,
-    # so the reply starts at once; then 150 ms to the first word and two more words at 15/s
-    # (the first chunk, two words, goes out as the third begins).
+    # so the reply starts at once; then 150 ms to the first word and three more words at 15/s.
     [started] = of(events, "reply_started")
     assert started["t"] == pytest.approx(speech_end + 0.06 + 0.1, abs=FRAME_S + 0.001)
     [audio] = of(events, "audio_start")
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15, abs=FRAME_S + 0.001)
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
     [turn] = of(events, "turn")
     assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
     # Partial decoding is paused while the agent thinks and speaks, and resumed after.
@@ -285,9 +284,9 @@ def test_the_first_chunk_is_synthesized_while_its_lookahead_arrives(question_pcm
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
     # Words at 150 ms and then every 1/15 s. The guess "The capital" is made as "capital"
-    # arrives (217 ms); the chunk goes out as "of" begins (283 ms) and its audio is the
-    # guess's, ready at 317 ms, not a synthesis started then (383 ms).
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 1 / 15 + 0.1, abs=FRAME_S + 0.001)
+    # arrives (217 ms), so its 100 ms of synthesis is done when the chunk goes out at the 4th
+    # word (350 ms): the audio starts then, not 100 ms later (450 ms).
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
     # [0] the filler, [1] the apology (made at start); "The capital" made once, not twice.
     assert tts.texts[2:4] == ["The capital", "of France is Paris,"]
 
@@ -315,10 +314,10 @@ def test_a_guess_is_replaced_when_its_last_word_grows(question_pcm) -> None:
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
     # "The cap" (217 ms) was cancelled when "ital" came (283 ms); "The capital", synthesized
-    # from then on, is ready at 383 ms, and is used when the chunk goes out at " of"
-    # (350 ms), not synthesized again (which would start the audio at 450 ms).
+    # from then on, is ready at 383 ms, and is used when the chunk goes out at " France"
+    # (417 ms), not synthesized again (which would start the audio at 517 ms).
     assert tts.texts[2:4] == ["The capital", "of France is Paris."]
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15 + 0.1, abs=FRAME_S + 0.001)
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 4 / 15, abs=FRAME_S + 0.001)
 
 
 def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:
