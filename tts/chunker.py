@@ -34,13 +34,9 @@ class ChunkerOptions:
     """Fewest words in the first chunk, and in every chunk but the last (never token by
     token)."""
 
-    lookahead_words: int = 1
-    """Words that must follow the first chunk before it is released, the last of which may
-    still be arriving, so that the cut is known to be safe ("Dr." vs. a sentence end). One:
-    the first chunk goes out as the word after it begins, a word's time (~67 ms at 15
-    words/s) sooner than with two, and its audio, synthesized on the chunker's guess before
-    the cut (`provisional_first`), has no right context either way. Two also let the first
-    chunk grow to a clause that ends on its third word."""
+    lookahead_words: int = 2
+    """Complete words that must follow the first chunk before it is released, so that the cut
+    is known to be safe ("Dr." vs. a sentence end) and TTS has right context."""
 
     max_first_words: int = 6
     """The first chunk ends at a clause or sentence boundary when one lies within this many
@@ -348,11 +344,9 @@ class LookaheadChunker(_Chunker):
             words.append(words[-1] + _is_word(t.text))
         cuts = [i for i in range(1, n) if not _binds(tokens[i - 1], tokens[i])]
         if not self._first_done:
-            # The word still arriving counts as lookahead: waiting for one more token costs a
-            # token's time (~50-70 ms).
+            # The word still arriving counts as lookahead: the cut only needs the word after
+            # it complete, and waiting for one more token costs a token's time (~50-70 ms).
             growing = int(self._open and _is_word(tokens[-1].text))
-            if growing and n and self._safe_before_growing(tokens[n - 1], tokens[n]):
-                cuts.append(n)
             ready = [
                 i
                 for i in cuts
@@ -375,13 +369,6 @@ class LookaheadChunker(_Chunker):
             at_clause = [i for i in fitting if _clause_end(tokens[i - 1])]
             return max(at_clause, default=fitting[-1] if fitting else None)
         return None
-
-    @staticmethod
-    def _safe_before_growing(token: _Token, growing: _Token) -> bool:
-        """Whether the first chunk may end before the word still arriving: its beginning
-        already shows it is a word, and nothing it may grow into binds it to `token` (a
-        number may be followed by "a.m.", so after one the word must be whole)."""
-        return not _binds(token, growing) and not any(ch.isdigit() for ch in token.text)
 
     def _boundary(self, i: int) -> bool:
         return bool(self._sentence_end_at(i)) or _clause_end(self._tokens[i - 1])
