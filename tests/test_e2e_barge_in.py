@@ -169,7 +169,10 @@ async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitSe
 
 async def test_an_interruption_stops_the_answer_and_is_answered(livekit_server: LiveKitServer,
                                                                 tmp_path: Path) -> None:
-    llm = ScriptedLLM([ANSWER, SECOND_ANSWER])
+    # Replies by what the user said: "Wait, stop," may end at its comma and be merged with the
+    # rest when the user goes on, which changes how many user turns there are.
+    llm = ScriptedLLM([ANSWER, SECOND_ANSWER],
+                      by_text={QUESTION: ANSWER, INTERRUPTION: SECOND_ANSWER})
     async with scripted_agent(livekit_server, tmp_path / "worker.log", llm):
         user, _first, onset = await ask_then_say_over(livekit_server, "e2e-interruption",
                                                INTERRUPTION)
