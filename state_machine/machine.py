@@ -13,7 +13,9 @@ Turn-taking, in short:
   is nearly the final text. A speculative reply is never heard before the endpoint.
 - While the agent speaks, a few consecutive voiced frames pause playback at once; words in the
   interrupting speech commit the barge-in (reply cancelled, history cut to what was heard), and
-  no words within `false_interruption_s` resume the reply where it paused.
+  no words within `false_interruption_s` resume the reply where it paused. Words that come
+  within `continuation_s` of the end of the user's turn, and do not react to the answer, are
+  the user going on after a pause: the answer is withdrawn and the two are one turn.
 - A typed message (`on_text`) is a user turn like a spoken one: it cuts the agent's answer as a
   committed barge-in does, and is answered at once, or with the words the user is saying.
 """
@@ -51,7 +53,7 @@ from state_machine.actions import (
     Transcript,
     UtteranceDiscarded,
 )
-from state_machine.backchannel import interrupts, other_words
+from state_machine.backchannel import interrupts, other_words, reacts
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -96,6 +98,7 @@ class TurnCounters:
     fillers: int = 0
     timeouts: int = 0
     typed: int = 0
+    continued: int = 0  # answers withdrawn because the user went on with their turn
 
 
 @dataclass
@@ -112,6 +115,7 @@ class ConversationStateMachine:
         self._next_id = 0
         self._reply: _Reply | None = None
         self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
+        self._turn_end: float | None = None  # the last voiced frame of the last spoken turn
         self._paused_at: float | None = None  # barge-in pending since
         self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
         self._filler_played = False
@@ -170,6 +174,7 @@ class ConversationStateMachine:
             self._set_state(AgentState.LISTENING, now, out)
             return out
         user_text, self._pending_prefix = self._pending_prefix, ""
+        self._turn_end = None
         self._start_reply(user_text, speculative=False, out=out)
         self._commit_turn(user_text, None, now, out)
         return out
@@ -371,6 +376,7 @@ class ConversationStateMachine:
             return
         user_text = self._merged(utt.candidate.text)
         self._pending_prefix = ""
+        self._turn_end = utt.last_voiced
         r = self._reply
         kept = False
         if r is not None and r.speculative and not r.confirmed:
@@ -483,12 +489,36 @@ class ConversationStateMachine:
         paused_at = self._paused_at
         assert paused_at is not None  # a candidate reaches a barge-in only while paused
         self.counters.barge_ins += 1
-        self._stop_reply("barge-in", out)
         text = utt.candidate.text if utt.candidate is not None else ""
+        if self._goes_on(utt, text):
+            self._withdraw_answer(out)
+        else:
+            self._stop_reply("barge-in", out)
         out.append(BargeIn(paused_at, utt.onset, text))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
+
+    def _goes_on(self, utt: Utterance, text: str) -> bool:
+        """The words that stop the answer go on with the turn it answers: they began within
+        `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
+        do not react to the answer ("Wait, ...", "Okay, and ...")."""
+        r = self._reply
+        return (r is not None and bool(r.user_text) and self._turn_end is not None
+                and utt.onset - self._turn_end <= self.options.continuation_s + EPS
+                and not reacts(text))
+
+    def _withdraw_answer(self, out: list[Action]) -> None:
+        """The answer began inside the user's pause: it is withdrawn, not cut to what was
+        heard, and its turn waits to be merged with the words that go on, as when the user goes
+        on before the answer (`_retract_turn`); the LLM is asked the whole question."""
+        r = self._reply
+        assert r is not None
+        self._paused_at = None
+        self.counters.continued += 1
+        self._pending_prefix = r.user_text
+        out.append(RetractUserTurn(r.user_text))  # first: the cancel then records no turn
+        self._cancel_reply("user went on after a pause", out)
 
     def _stop_reply(self, reason: str, out: list[Action]) -> None:
         """The user interrupted the reply being spoken: it is cancelled through every layer and
