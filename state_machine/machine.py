@@ -53,7 +53,7 @@ from state_machine.actions import (
     Transcript,
     UtteranceDiscarded,
 )
-from state_machine.backchannel import interrupts, other_words, reacts
+from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -189,7 +189,8 @@ class ConversationStateMachine:
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
-        utt.candidate = Candidate(text, covered_until, failed)
+        utt.take_candidate(Candidate(text, covered_until, failed), self.options.endpoint,
+                           self.options.frame_s)
         out: list[Action] = [Transcript(text, final=False)]
         if self._paused_at is not None:
             self._barge_in_candidate(utt, now, out)
@@ -479,7 +480,10 @@ class ConversationStateMachine:
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
             else:
                 utt.candidate = None  # the sound goes on: transcribed whole when it stops
-        elif interrupts(text) or (words and not o.backchannel_resume):
+        elif (interrupts(text) or (words and not o.backchannel_resume)
+              or (words and not is_backchannel(text) and self._goes_on(utt, text))):
+            # Short words that are no backchannel, said just after the user's own turn, go on
+            # with it ("..., uh ... something funny"): the answer began inside their pause.
             self._commit_barge_in(utt, now, out)
         elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.

@@ -5,10 +5,15 @@ a confirmed reply is heard 0.4 s after it starts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from state_machine import actions as A
 from state_machine.backchannel import reacts
+from state_machine.endpointing import EndpointOptions
+from state_machine.options import TurnOptions
+from state_machine.similarity import trails_off
 from tests.machine_timeline import FakeEngines, Timeline, speech
 
 
@@ -67,3 +72,87 @@ def test_words_long_after_the_turn_ended_are_a_turn_of_their_own() -> None:
 ])
 def test_a_reaction_opens_with_a_stop_cue_or_an_acknowledgement(said: str, reaction: bool) -> None:
     assert reacts(said) is reaction
+
+
+# ---- a hesitation the STT left out -------------------------------------------------------
+
+SCORED = TurnOptions(endpoint=EndpointOptions(scored=True))
+FILM = "Could you recommend a film for tonight?"
+
+
+def by_end(*texts: tuple[float, str]) -> Callable[[float, float], str]:
+    """The transcript of audio up to `end`: the text of the last (since, text) with since <=
+    end."""
+    return lambda start, end: [text for since, text in texts if since <= end][-1]
+
+
+def complete_unless_it_trails(text: str) -> float:
+    """The text model: what reads complete scores high, whatever was left out of it."""
+    return 0.0 if trails_off(text) else 0.9
+
+
+def test_a_filler_the_stt_left_out_keeps_the_turn_open_through_a_long_pause() -> None:
+    # "Could you recommend a film for tonight, uh ... something funny?": Whisper writes the
+    # words before the "uh" and nothing for it, and they read complete. The speaker goes on
+    # after 1.2 s.
+    heard = by_end((0.0, FILM), (4.0, "Could you recommend a film for tonight, something funny?"))
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=heard, score=complete_unless_it_trails))
+    tl.run(speech((0.5, 2.0), (2.2, 2.4), (3.6, 4.4)), until_s=9.0)
+    assert tl.audible and tl.audible[0][0] > 4.4  # nothing heard before the user was done
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [
+        "Could you recommend a film for tonight, something funny?"]
+
+
+def test_a_filler_written_then_dropped_is_still_a_hesitation() -> None:
+    # Whisper wrote "so..." at the comma, and dropped it once it heard the "um" after it.
+    heard = by_end((0.0, "I need a recipe for dinner, so..."), (2.5, "I need a recipe for dinner."),
+                   (4.0, "I need a recipe for dinner, so, something with chicken?"))
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=heard, score=complete_unless_it_trails))
+    tl.run(speech((0.5, 2.0), (2.15, 2.5), (3.7, 4.5)), until_s=9.0)
+    assert tl.audible and tl.audible[0][0] > 4.5
+    assert len(tl.of(A.CommitUserTurn)) == 1
+
+
+@pytest.mark.parametrize("after", [(), ((2.2, 2.28),)])
+def test_a_complete_question_or_a_click_after_it_is_answered_as_soon_as_scored(
+    after: tuple[tuple[float, float], ...],
+) -> None:
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=lambda start, end: FILM, score=complete_unless_it_trails))
+    tl.run(speech((0.5, 2.0), *after), until_s=6.0)
+    end = after[-1][1] if after else 2.0
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit <= end + 0.34  # the candidate (60 + 200 ms), the score (60 ms), a frame
+
+
+def test_words_after_the_hesitation_end_it() -> None:
+    # "What time is it, uh, in Tokyo?" said in one go: a candidate at each pause, the last
+    # one adds words, and the turn ends on its score.
+    heard = by_end((0.0, "What time is it?"), (2.7, "What time is it, in Tokyo?"))
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=heard, score=complete_unless_it_trails))
+    tl.run(speech((0.5, 2.0), (2.2, 2.4), (2.6, 3.2)), until_s=7.0)
+    [(t_commit, commit)] = tl.of(A.CommitUserTurn)
+    assert commit.text == "What time is it, in Tokyo?" and t_commit <= 3.2 + 0.34
+
+
+def test_an_unfinished_start_waits_through_a_pause_of_1_2_s() -> None:
+    heard = by_end((0.0, "Could you tell me"), (2.8, "Could you tell me which bus goes there?"))
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=heard, score=lambda text: 0.0 if text == "Could you tell me" else 0.8))
+    tl.run(speech((0.5, 1.5), (2.7, 3.5)), until_s=8.0)
+    assert tl.audible and tl.audible[0][0] > 3.5
+    assert len(tl.of(A.CommitUserTurn)) == 1
+
+
+def test_short_words_that_go_on_after_a_pause_are_not_taken_for_a_backchannel() -> None:
+    # "Could you recommend a film for tonight ... something funny": two words without a cue
+    # over an answer under way would be a hum's reading; just after the question they go on.
+    tl = Timeline(engines=halves("Could you recommend a film for tonight?", "something funny",
+                                 2.5))
+    tl.run(speech((0.5, 2.0), (3.1, 3.7)), until_s=8.0)
+    assert tl.of(A.ResumePlayback) == []
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
+        "Could you recommend a film for tonight? something funny")
