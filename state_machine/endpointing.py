@@ -72,9 +72,15 @@ class EndpointOptions:
     half-believes, a higher one makes more complete questions wait."""
 
     hesitation_s: float = 0.120
-    """Voice after a candidate that adds no word to the next one, at least this much of it,
-    is a hesitation the STT did not write ("..., uh"): the turn trails off. Less is a click or
-    a breath."""
+    """Voice after a pause that adds no word to the candidate asked in that pause, at least
+    this much of it, is a hesitation the STT did not write ("..., uh"): the turn trails off.
+    Less is a click or a breath."""
+
+    hesitation_pause_s: float = 0.150
+    """The pause before such a hesitation, at least: a comma's ("tonight, uh": 160-340 ms in
+    our voices). Shorter quiet inside a word (a stop closure: 60-140 ms) is no pause: Whisper
+    completes a word cut there ("prince" for the start of "princess"), and the rest of it,
+    voice that adds no word, is not a hesitation."""
 
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""
@@ -128,18 +134,24 @@ class Utterance:
 
     def take_candidate(self, candidate: Candidate, o: EndpointOptions, frame_s: float) -> None:
         """`candidate` is the utterance's transcript now. Compared with the one before: words
-        added end a hesitation; `o.hesitation_s` of voice since it and no word added start one
-        (a filler the STT left out, or one it wrote before and drops now)."""
+        added end a hesitation; no word added to one asked in a pause, after `o.hesitation_s`
+        of voice that followed that pause, starts one (a filler the STT left out, or one it
+        wrote before and drops now)."""
         before, self.candidate = self.candidate, candidate
         if before is None or before.failed or candidate.failed:
             return
         old = normalize_words(spoken_words(before.text))
         new = normalize_words(spoken_words(candidate.text))
-        if not new or new != old[: len(new)]:
+        if not new or len(new) > len(old):  # a word changed on the way is no word added
             self.hesitant = False
             return
-        since = sum(before.covered_until < t <= candidate.covered_until for t in self.voiced)
-        if since * frame_s + EPS >= o.hesitation_s:
+        cover = before.covered_until
+        ahead = [t for t in self.voiced if t <= cover]
+        after = [t for t in self.voiced if cover < t <= candidate.covered_until]
+        if not ahead or not after:
+            return
+        pause = after[0] - ahead[-1] - frame_s  # the quiet frames between
+        if pause + EPS >= o.hesitation_pause_s and len(after) * frame_s + EPS >= o.hesitation_s:
             self.hesitant = True
 
     def fresh(self) -> bool:

@@ -156,3 +156,14 @@ def test_short_words_that_go_on_after_a_pause_are_not_taken_for_a_backchannel() 
     assert tl.of(A.ResumePlayback) == []
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
         "Could you recommend a film for tonight? something funny")
+
+
+def test_the_rest_of_a_word_after_a_stop_closure_is_no_hesitation() -> None:
+    # A candidate asked in the 0.1 s closure inside "princess" already reads "prince"; the rest
+    # of the word adds no word to it, and the question is complete.
+    heard = by_end((0.0, "A dragon and a prince?"), (2.1, "A dragon and a princess?"))
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=heard, score=complete_unless_it_trails))
+    tl.run(speech((0.5, 1.8), (1.9, 2.1)), until_s=6.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit <= 2.1 + 0.34
