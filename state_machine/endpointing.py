@@ -206,6 +206,10 @@ class SpeechVote:
         assert self._window.maxlen is not None
         return voiced and sum(self._window) > self._ratio * self._window.maxlen
 
+    def quiet(self) -> bool:
+        """No voiced frame in the window."""
+        return not any(self._window)
+
 
 def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     """The trailing silence after which `utt`'s turn ends (see the module docstring)."""

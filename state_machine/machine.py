@@ -120,6 +120,7 @@ class ConversationStateMachine:
         self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
+        self._held = False  # the answer's first audio is held: the user made a sound
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -231,6 +232,7 @@ class ConversationStateMachine:
             return []
         self._reply = None
         out: list[Action] = [ReplyDone(reply_id)]
+        self._release_hold(out)
         if self.state is not AgentState.LISTENING:
             self._set_state(AgentState.LISTENING, now, out)
         return out
@@ -301,6 +303,7 @@ class ConversationStateMachine:
     ) -> None:
         utt = self._utt
         if utt is None:
+            self._hold_answer(voiced, onset, out)
             if vote:
                 self._open_utterance(now, out)
                 if self.state is AgentState.THINKING:
@@ -316,6 +319,25 @@ class ConversationStateMachine:
             if r is not None and r.speculative and not r.confirmed:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("user resumed speaking", out)
+
+    def _hold_answer(self, voiced: bool, onset: bool, out: list[Action]) -> None:
+        """While the agent thinks, a sound of the user's (two voiced frames, as a barge-in)
+        holds the answer's first audio until the speech vote takes it for the user going on
+        (the turn is then retracted) or the vote window goes quiet (a click: let go). Without
+        it, an answer ready within the vote's 160 ms started over the user's next words."""
+        r = self._reply
+        if self._held:
+            if not voiced and self._vote.quiet():
+                self._release_hold(out)
+        elif (onset and self.state is AgentState.THINKING and r is not None and r.confirmed
+              and not r.audio_started):
+            self._held = True
+            out.append(PausePlayback())
+
+    def _release_hold(self, out: list[Action]) -> None:
+        if self._held:
+            self._held = False
+            out.append(ResumePlayback())
 
     def _open_utterance(self, now: float, out: list[Action]) -> None:
         self._next_id += 1
@@ -563,6 +585,7 @@ class ConversationStateMachine:
         if self._reply is not None:
             out.append(CancelReply(self._reply.id, reason))
             self._reply = None
+            self._held = False  # a cancel lets go of the output (`Playout.cancel`)
 
     def _play_canned(self, now: float, out: list[Action]) -> None:
         self._cancel_reply("fallback to canned phrase", out)

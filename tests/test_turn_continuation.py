@@ -167,3 +167,34 @@ def test_the_rest_of_a_word_after_a_stop_closure_is_no_hesitation() -> None:
     tl.run(speech((0.5, 1.8), (1.9, 2.1)), until_s=6.0)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit <= 2.1 + 0.34
+
+
+# ---- the answer's first audio, held while the user makes a sound ---------------------------
+
+
+def test_an_answer_ready_as_the_user_goes_on_is_held_and_never_heard() -> None:
+    # The answer's audio would come 0.1 s after the user goes on, before the speech vote
+    # (0.16 s) retracts the turn.
+    tl = Timeline(engines=FakeEngines(
+        reply_audio_after_s=0.4,
+        transcript=lambda start, end: "I need a recipe for dinner." if start < 2.1 else
+        "so, um, something with chicken?"))
+    tl.run(speech((0.5, 2.0), (2.34, 3.4)), until_s=8.0)
+    [(t_hold, _)] = [(t, a) for t, a in tl.of(A.PausePlayback)][:1]
+    assert t_hold == approx(2.38)  # two voiced frames
+    assert tl.of(A.RetractUserTurn)
+    assert tl.audible and tl.audible[0][0] > 3.4  # nothing heard until the user was done
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
+        "I need a recipe for dinner. so, um, something with chicken?")
+
+
+def test_a_click_while_the_agent_thinks_lets_the_answer_go_once_quiet() -> None:
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.4))
+    tl.run(speech((0.5, 2.0), (2.36, 2.42)), until_s=8.0)
+    [(t_hold, _)] = tl.of(A.PausePlayback)
+    [(t_go, _)] = tl.of(A.ResumePlayback)
+    assert t_hold == approx(2.40)
+    assert t_go == approx(2.42 + 0.3)  # the vote window quiet since the last voiced frame
+    assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CancelReply) == []
+    assert tl.audible[0][0] == approx(t_go)  # then heard whole
+    assert sum(b - a for a, b in tl.audible) == approx(2.0)
