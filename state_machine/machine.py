@@ -303,7 +303,7 @@ class ConversationStateMachine:
     ) -> None:
         utt = self._utt
         if utt is None:
-            self._hold_answer(voiced, onset, out)
+            self._hold_answer(voiced, out)
             if vote:
                 self._open_utterance(now, out)
                 if self.state is AgentState.THINKING:
@@ -320,7 +320,7 @@ class ConversationStateMachine:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("user resumed speaking", out)
 
-    def _hold_answer(self, voiced: bool, onset: bool, out: list[Action]) -> None:
+    def _hold_answer(self, voiced: bool, out: list[Action]) -> None:
         """While the agent thinks, a sound of the user's (two voiced frames, as a barge-in)
         holds the answer's first audio until the speech vote takes it for the user going on
         (the turn is then retracted) or the vote window goes quiet (a click: let go). Without
@@ -329,8 +329,9 @@ class ConversationStateMachine:
         if self._held:
             if not voiced and self._vote.quiet():
                 self._release_hold(out)
-        elif (onset and self.state is AgentState.THINKING and r is not None and r.confirmed
-              and not r.audio_started):
+        elif (voiced and self._vote.run >= self.options.barge_in_frames
+              and self.state is AgentState.THINKING and r is not None and r.confirmed
+              and not r.audio_started):  # a run that began before the turn ended holds too
             self._held = True
             out.append(PausePlayback())
 
