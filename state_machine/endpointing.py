@@ -120,17 +120,19 @@ class Utterance:
     heard_until: float | None = None  # the end of the last frame received (None: last_voiced)
     quiet_heard: float = 0.0  # audio of the frames received since the last voiced one
     hesitant: bool = False  # the voice went on after a candidate and added no word to it
-    voiced: list[float] = field(default_factory=list)  # when each voiced frame ended
+    # Each voiced frame: when it ended, and the quiet audio received just before it.
+    voiced: list[tuple[float, float]] = field(default_factory=list)
 
     def hear(self, now: float, frame_s: float) -> None:
         """A frame received at `now`; `voice()` follows if it holds speech."""
         self.heard_until = now
         self.quiet_heard += frame_s
 
-    def voice(self, now: float) -> None:
+    def voice(self, now: float, frame_s: float = 0.0) -> None:
+        """The frame received at `now` (`frame_s` long, already `hear()`d) holds speech."""
+        self.voiced.append((now, max(0.0, self.quiet_heard - frame_s)))
         self.last_voiced = now
         self.quiet_heard = 0.0
-        self.voiced.append(now)
 
     def take_candidate(self, candidate: Candidate, o: EndpointOptions, frame_s: float) -> None:
         """`candidate` is the utterance's transcript now. Compared with the one before: words
@@ -146,11 +148,12 @@ class Utterance:
             self.hesitant = False
             return
         cover = before.covered_until
-        ahead = [t for t in self.voiced if t <= cover]
-        after = [t for t in self.voiced if cover < t <= candidate.covered_until]
-        if not ahead or not after:
+        after = [(t, quiet) for t, quiet in self.voiced if cover < t <= candidate.covered_until]
+        if not after or len(after) == len(self.voiced):
             return
-        pause = after[0] - ahead[-1] - frame_s  # the quiet frames between
+        # The pause is the quiet audio received, not the time between frames: frames held up
+        # by the network come in a bunch (`late_input_s`).
+        pause = after[0][1]
         if pause + EPS >= o.hesitation_pause_s and len(after) * frame_s + EPS >= o.hesitation_s:
             self.hesitant = True
 

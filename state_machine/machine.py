@@ -312,7 +312,7 @@ class ConversationStateMachine:
             return
         if not voiced or self._vote.run < 2:
             return  # a lone voiced frame in silence is noise, not speech
-        utt.voice(now)
+        utt.voice(now, self.options.frame_s)
         if onset:
             utt.endpoint_reached = False  # speech again after the endpoint, before the final
             r = self._reply
@@ -461,7 +461,7 @@ class ConversationStateMachine:
         if utt is None:
             return
         if self._vote.run >= 2:
-            utt.voice(now)
+            utt.voice(now, self.options.frame_s)
         if (vote and not utt.candidate_in_flight
                 and now - self._asked_at + EPS >= self.options.barge_in_recheck_s):
             # Words while the user still talks: a real interruption is committed before it

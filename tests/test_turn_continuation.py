@@ -198,3 +198,13 @@ def test_a_click_while_the_agent_thinks_lets_the_answer_go_once_quiet() -> None:
     assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CancelReply) == []
     assert tl.audible[0][0] == approx(t_go)  # then heard whole
     assert sum(b - a for a, b in tl.audible) == approx(2.0)
+
+
+def test_frames_held_up_by_the_network_are_no_pause_before_a_hesitation() -> None:
+    # The frames of 1.5-1.8 s come in a bunch at 1.8: a candidate asked in the stall, and the
+    # rest of the sentence adding no word to it, is no filler after a pause.
+    tl = Timeline(options=SCORED, engines=FakeEngines(
+        transcript=lambda start, end: "What time is it?", score=complete_unless_it_trails))
+    tl.run(speech((0.5, 2.0)), until_s=6.0, stalls=((1.5, 1.8),))
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit <= 2.0 + 0.34
