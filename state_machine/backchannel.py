@@ -93,3 +93,24 @@ def interrupts(transcript: str) -> bool:
     if transcript.rstrip().endswith("?"):
         return True
     return len(words) > SHORT_WORDS and content >= CONTENT_WORDS
+
+
+# A reaction to the agent's answer opens with one of these ("Wait, ...", "No, I meant ...",
+# "Sorry, ..."), or with an acknowledgement ("Okay, and what about tomorrow?"). Hesitations
+# ("uh", "um") are no reaction: the speaker is going on with their own sentence.
+STOP_CUES = frozenset({
+    "stop", "wait", "no", "nope", "hold", "hang", "sorry", "excuse", "pardon", "actually",
+    "enough", "pause", "cancel",
+})
+HESITATIONS = frozenset({"uh", "um", "er", "erm", "hmm", "hm", "mm", "mmm"})
+
+
+def reacts(transcript: str) -> bool:
+    """The words answer the agent rather than go on with the speaker's own sentence: they
+    open with a stop cue or an acknowledgement (a backchannel phrase other than a
+    hesitation)."""
+    words = normalize_words(spoken_words(transcript))
+    if not words or words[0] in STOP_CUES:
+        return bool(words)
+    opening = next((p for p in _BY_FIRST.get(words[0], ()) if tuple(words[:len(p)]) == p), None)
+    return opening is not None and not set(opening) <= HESITATIONS

@@ -8,14 +8,19 @@ end-of-turn model (`EndpointOptions.scored`), the candidate's text and audio are
 score: short when the turn is clearly complete, long (bounded) when it is clearly unfinished,
 in between otherwise. Without a score, the silence is the text cue's (`cue`: the transcript
 ends like a finished sentence) or the plain one.
+
+A turn that trails off waits for the long bound whatever its score: its candidate ends on a
+filler or a conjunction ("..., so, um"), or the voice went on after a candidate without adding
+a word to it (`Utterance.hesitant`): Whisper leaves fillers out ("for tonight, uh" is written
+"for tonight?"), and the text model then scores the words before them complete.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from state_machine.similarity import trails_off
+from state_machine.similarity import normalize_words, spoken_words, trails_off
 
 EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
 
@@ -49,10 +54,13 @@ class EndpointOptions:
     `silence_cued_s`: the score comes after the candidate transcript, itself a decode into
     the silence, so a complete question ends as soon as it is scored."""
 
-    silence_unfinished_s: float = 1.200
-    """Silence that ends a turn the model scores at `unfinished_score` or less: people pause
-    0.3-0.8 s inside a question ("Could you tell me ... which bus goes to the airport?");
-    1.2 s covers those pauses and bounds the wait when the model is wrong."""
+    silence_unfinished_s: float = 1.500
+    """Silence that ends a turn the model scores at `unfinished_score` or less, or that trails
+    off: people pause 0.3-1.2 s inside a question ("Could you tell me ... which bus goes to the
+    airport?"). 1.5 s covers a 1.2 s pause as the VAD measures it (its first voiced frames
+    after the pause count as silence until the run is confirmed) with margin for frames that
+    come late, and bounds the wait when the model is wrong. At 1.2 s exactly, the answer
+    started as the speaker went on after a 1.2 s pause."""
 
     complete_score: float = 0.03
     unfinished_score: float = 0.003
@@ -62,6 +70,17 @@ class EndpointOptions:
     between are misheard words of either kind ("What is the capital and France?" 0.014),
     which wait in proportion. A lower `complete_score` cuts off more starts the model
     half-believes, a higher one makes more complete questions wait."""
+
+    hesitation_s: float = 0.120
+    """Voice after a pause that adds no word to the candidate asked in that pause, at least
+    this much of it, is a hesitation the STT did not write ("..., uh"): the turn trails off.
+    Less is a click or a breath."""
+
+    hesitation_pause_s: float = 0.150
+    """The pause before such a hesitation, at least: a comma's ("tonight, uh": 160-340 ms in
+    our voices). Shorter quiet inside a word (a stop closure: 60-140 ms) is no pause: Whisper
+    completes a word cut there ("prince" for the start of "princess"), and the rest of it,
+    voice that adds no word, is not a hesitation."""
 
     max_utterance_s: float = 30.0
     """A turn this long is ended even without silence (a stuck open mic)."""
@@ -100,15 +119,43 @@ class Utterance:
     endpoint_reached: bool = False
     heard_until: float | None = None  # the end of the last frame received (None: last_voiced)
     quiet_heard: float = 0.0  # audio of the frames received since the last voiced one
+    hesitant: bool = False  # the voice went on after a candidate and added no word to it
+    # Each voiced frame: when it ended, and the quiet audio received just before it.
+    voiced: list[tuple[float, float]] = field(default_factory=list)
 
     def hear(self, now: float, frame_s: float) -> None:
         """A frame received at `now`; `voice()` follows if it holds speech."""
         self.heard_until = now
         self.quiet_heard += frame_s
 
-    def voice(self, now: float) -> None:
+    def voice(self, now: float, frame_s: float = 0.0) -> None:
+        """The frame received at `now` (`frame_s` long, already `hear()`d) holds speech."""
+        self.voiced.append((now, max(0.0, self.quiet_heard - frame_s)))
         self.last_voiced = now
         self.quiet_heard = 0.0
+
+    def take_candidate(self, candidate: Candidate, o: EndpointOptions, frame_s: float) -> None:
+        """`candidate` is the utterance's transcript now. Compared with the one before: words
+        added end a hesitation; no word added to one asked in a pause, after `o.hesitation_s`
+        of voice that followed that pause, starts one (a filler the STT left out, or one it
+        wrote before and drops now)."""
+        before, self.candidate = self.candidate, candidate
+        if before is None or before.failed or candidate.failed:
+            return
+        old = normalize_words(spoken_words(before.text))
+        new = normalize_words(spoken_words(candidate.text))
+        if not new or len(new) > len(old):  # a word changed on the way is no word added
+            self.hesitant = False
+            return
+        cover = before.covered_until
+        after = [(t, quiet) for t, quiet in self.voiced if cover < t <= candidate.covered_until]
+        if not after or len(after) == len(self.voiced):
+            return
+        # The pause is the quiet audio received, not the time between frames: frames held up
+        # by the network come in a bunch (`late_input_s`).
+        pause = after[0][1]
+        if pause + EPS >= o.hesitation_pause_s and len(after) * frame_s + EPS >= o.hesitation_s:
+            self.hesitant = True
 
     def fresh(self) -> bool:
         """The candidate covers all of the speech so far."""
@@ -162,10 +209,14 @@ class SpeechVote:
         assert self._window.maxlen is not None
         return voiced and sum(self._window) > self._ratio * self._window.maxlen
 
+    def quiet(self) -> bool:
+        """No voiced frame in the window."""
+        return not any(self._window)
+
 
 def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     """The trailing silence after which `utt`'s turn ends (see the module docstring)."""
-    plain = o.silence_cued_s if cue else o.silence_s
+    plain = o.silence_cued_s if cue and not utt.hesitant else o.silence_s
     if not o.scored:
         return plain
     if not utt.fresh():
@@ -173,7 +224,7 @@ def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     assert utt.candidate is not None
     if utt.candidate.failed or not utt.candidate.text.strip():
         return plain
-    if trails_off(utt.candidate.text):
+    if trails_off(utt.candidate.text) or utt.hesitant:
         return o.silence_unfinished_s  # "..., so, um": whatever the model says
     score = utt.fresh_score()
     if score is None:

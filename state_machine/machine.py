@@ -16,7 +16,9 @@ Turn-taking, in short:
   as soon as what is heard of the sound reads as an interruption, or the sound outlasts any
   backchannel. Words that interrupt commit the barge-in (reply cancelled, history cut to what
   was heard); a backchannel or no words within `false_interruption_s` play on at full volume
-  (a paused reply from where it paused).
+  (a paused reply from where it paused). Words that come within `continuation_s` of the end
+  of the user's turn, and do not react to the answer, are the user going on after a pause:
+  the answer is withdrawn and the two are one turn.
 - A typed message (`on_text`) is a user turn like a spoken one: it cuts the agent's answer as a
   committed barge-in does, and is answered at once, or with the words the user is saying.
 """
@@ -56,7 +58,7 @@ from state_machine.actions import (
     Transcript,
     UtteranceDiscarded,
 )
-from state_machine.backchannel import interrupts, is_backchannel, other_words
+from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -105,6 +107,7 @@ class TurnCounters:
     fillers: int = 0
     timeouts: int = 0
     typed: int = 0
+    continued: int = 0  # answers withdrawn because the user went on with their turn
 
 
 @dataclass
@@ -121,12 +124,14 @@ class ConversationStateMachine:
         self._next_id = 0
         self._reply: _Reply | None = None
         self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
+        self._turn_end: float | None = None  # the last voiced frame of the last spoken turn
         self._paused_at: float | None = None  # barge-in pending since, playback paused
         self._ducked_at: float | None = None  # barge-in pending since, playback ducked
         self._overlap_id: int | None = None  # the utterance that began over the agent's reply
         self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
+        self._held = False  # the answer's first audio is held: the user made a sound
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -181,6 +186,7 @@ class ConversationStateMachine:
             self._set_state(AgentState.LISTENING, now, out)
             return out
         user_text, self._pending_prefix = self._pending_prefix, ""
+        self._turn_end = None
         self._start_reply(user_text, speculative=False, out=out)
         self._commit_turn(user_text, None, now, out)
         return out
@@ -195,7 +201,8 @@ class ConversationStateMachine:
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
-        utt.candidate = Candidate(text, covered_until, failed)
+        utt.take_candidate(Candidate(text, covered_until, failed), self.options.endpoint,
+                           self.options.frame_s)
         out: list[Action] = [Transcript(text, final=False)]
         if self._yielding():
             self._barge_in_candidate(utt, now, out)
@@ -269,6 +276,7 @@ class ConversationStateMachine:
         # The answer ended while ducked under a sound of the user's: the sound goes on as an
         # utterance of theirs (`_end_user_turn` drops it if it was only a backchannel).
         self._ducked_at = None
+        self._release_hold(out)
         if self.state is not AgentState.LISTENING:
             self._set_state(AgentState.LISTENING, now, out)
         return out
@@ -339,6 +347,7 @@ class ConversationStateMachine:
     ) -> None:
         utt = self._utt
         if utt is None:
+            self._hold_answer(voiced, out)
             if vote:
                 self._open_utterance(now, out)
                 if self.state is AgentState.THINKING:
@@ -347,13 +356,33 @@ class ConversationStateMachine:
             return
         if not voiced or self._vote.run < 2:
             return  # a lone voiced frame in silence is noise, not speech
-        utt.voice(now)
+        utt.voice(now, self.options.frame_s)
         if onset:
             utt.endpoint_reached = False  # speech again after the endpoint, before the final
             r = self._reply
             if r is not None and r.speculative and not r.confirmed and not r.from_partial:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("user resumed speaking", out)
+
+    def _hold_answer(self, voiced: bool, out: list[Action]) -> None:
+        """While the agent thinks, a sound of the user's (two voiced frames, as a barge-in)
+        holds the answer's first audio until the speech vote takes it for the user going on
+        (the turn is then retracted) or the vote window goes quiet (a click: let go). Without
+        it, an answer ready within the vote's 160 ms started over the user's next words."""
+        r = self._reply
+        if self._held:
+            if not voiced and self._vote.quiet():
+                self._release_hold(out)
+        elif (voiced and self._vote.run >= self.options.barge_in_frames
+              and self.state is AgentState.THINKING and r is not None and r.confirmed
+              and not r.audio_started):  # a run that began before the turn ended holds too
+            self._held = True
+            out.append(PausePlayback())
+
+    def _release_hold(self, out: list[Action]) -> None:
+        if self._held:
+            self._held = False
+            out.append(ResumePlayback())
 
     def _open_utterance(self, now: float, out: list[Action]) -> None:
         self._next_id += 1
@@ -433,6 +462,7 @@ class ConversationStateMachine:
             return
         user_text = self._merged(utt.candidate.text)
         self._pending_prefix = ""
+        self._turn_end = utt.last_voiced
         r = self._reply
         kept = False
         if r is not None and r.speculative and not r.confirmed:
@@ -502,7 +532,7 @@ class ConversationStateMachine:
         if utt is None:
             return
         if self._vote.run >= 2:
-            utt.voice(now)
+            utt.voice(now, o.frame_s)
         if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
             self._pause(utt.onset, now, out)  # longer than any backchannel
         recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
@@ -555,7 +585,10 @@ class ConversationStateMachine:
             if self._ducked_at is not None and interrupts(text):
                 self._pause(utt.onset, now, out)  # it reads as an interruption: stop
             utt.candidate = None  # the sound goes on: transcribed whole when it stops
-        elif interrupts(text) or (words and not o.backchannel_resume):
+        elif (interrupts(text) or (words and not o.backchannel_resume)
+              or (words and not is_backchannel(text) and self._goes_on(utt, text))):
+            # Short words that are no backchannel, said just after the user's own turn, go on
+            # with it ("..., uh ... something funny"): the answer began inside their pause.
             self._commit_barge_in(utt, now, out)
         elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
@@ -568,12 +601,36 @@ class ConversationStateMachine:
         assert paused_at is not None
         self._overlap_id = None  # an interruption: its turn is answered, whatever it says
         self.counters.barge_ins += 1
-        self._stop_reply("barge-in", out)
         text = utt.candidate.text if utt.candidate is not None else ""
+        if self._goes_on(utt, text):
+            self._withdraw_answer(out)
+        else:
+            self._stop_reply("barge-in", out)
         out.append(BargeIn(paused_at, utt.onset, text))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
+
+    def _goes_on(self, utt: Utterance, text: str) -> bool:
+        """The words that stop the answer go on with the turn it answers: they began within
+        `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
+        do not react to the answer ("Wait, ...", "Okay, and ...")."""
+        r = self._reply
+        return (r is not None and bool(r.user_text) and self._turn_end is not None
+                and utt.onset - self._turn_end <= self.options.continuation_s + EPS
+                and not reacts(text))
+
+    def _withdraw_answer(self, out: list[Action]) -> None:
+        """The answer began inside the user's pause: it is withdrawn, not cut to what was
+        heard, and its turn waits to be merged with the words that go on, as when the user goes
+        on before the answer (`_retract_turn`); the LLM is asked the whole question."""
+        r = self._reply
+        assert r is not None
+        self._paused_at = self._ducked_at = None
+        self.counters.continued += 1
+        self._pending_prefix = r.user_text
+        out.append(RetractUserTurn(r.user_text))  # first: the cancel then records no turn
+        self._cancel_reply("user went on after a pause", out)
 
     def _stop_reply(self, reason: str, out: list[Action]) -> None:
         """The user interrupted the reply being spoken: it is cancelled through every layer and
@@ -616,6 +673,7 @@ class ConversationStateMachine:
         if self._reply is not None:
             out.append(CancelReply(self._reply.id, reason))
             self._reply = None
+            self._held = False  # a cancel lets go of the output (`Playout.cancel`)
 
     def _play_canned(self, now: float, out: list[Action]) -> None:
         self._cancel_reply("fallback to canned phrase", out)

@@ -102,6 +102,16 @@ class TurnOptions(ListenOptions):
     (Opus-coded) into "and I'm not going to be able to do". It counts as no words. Fast
     speech is ~4 words a second."""
 
+    continuation_s: float = 1.4
+    """Words said over the answer that begin within this long after the end of the user's turn
+    (and do not react to the answer: `state_machine.backchannel.reacts`) go on with that turn:
+    the agent took a thinking pause for its end. The answer is withdrawn and the LLM asked the
+    whole question. 1.4 s: thinking pauses run up to ~1.2 s (the onset is the first voiced
+    frame, the end the last). Not longer: a backchannel comes a second or more into the
+    answer, and one misheard as words ("and Emma" for "mm hmm") this early withdraws it. An
+    early interruption that does not react ("in Tokyo, I meant") is merged too: its words are
+    all asked, with the question they go with."""
+
     backchannel_resume: bool = True
     """A pause whose sound is a backchannel ("mm-hmm", "okay", "right": see
     `state_machine.backchannel`) resumes playback as soon as its transcript says so, instead

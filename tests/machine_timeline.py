@@ -40,6 +40,7 @@ class Timeline:
         self._confirmed: set[int] = set()
         self._playing: int | None = None
         self._paused_at: float | None = None
+        self._held: int | None = None  # a reply ready while the output was paused
         self._play_left: dict[int, float] = {}
         self.audible: list[tuple[float, float]] = []  # intervals of agent audio at the listener
         self._audible_since: float | None = None
@@ -164,6 +165,9 @@ class Timeline:
                 self._paused_at = None
                 if self._playing is not None and self._audible_since is None:
                     self._start_audio(self._playing, t)
+                elif self._held is not None:
+                    self._at(t, lambda now, rid=self._held: self._audio_ready(rid, now))
+                    self._held = None
             case A.PlayCanned(reply_id=rid):
                 self._confirmed.add(rid)
                 self._reply_started[rid] = t
@@ -172,6 +176,9 @@ class Timeline:
 
     def _audio_ready(self, rid: int, now: float) -> list[A.Action]:
         if rid not in self._reply_started or rid not in self._confirmed or self._playing == rid:
+            return []
+        if self._paused_at is not None:  # like Playout: a paused output plays nothing
+            self._held = rid
             return []
         self._playing = rid
         out = self.machine.on_reply_audio_started(rid, now)

@@ -7,6 +7,7 @@ detector 60 ms after its; a candidate is asked 60 ms into a pause.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -33,7 +34,7 @@ def scored(transcript, score, **kw) -> Timeline:  # type: ignore[no-untyped-def]
 def test_the_silence_follows_the_score_between_its_bounds() -> None:
     o = EndpointOptions()
     assert silence_for_score(o, 0.9) == o.silence_complete_s == 0.2
-    assert silence_for_score(o, 0.0) == o.silence_unfinished_s == 1.2
+    assert silence_for_score(o, 0.0) == o.silence_unfinished_s == 1.5
     mid = (o.complete_score + o.unfinished_score) / 2
     assert silence_for_score(o, mid) == approx((o.silence_complete_s + o.silence_unfinished_s) / 2)
     scores = [i / 100 for i in range(101)]
@@ -140,7 +141,9 @@ def test_a_middling_score_waits_in_between() -> None:
     tl = scored(lambda s, e: "Tell me a joke.", lambda text: mid)
     tl.run(speech((0.5, 1.5)), until_s=5.0)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
-    assert t_commit == approx(1.5 + (o.silence_complete_s + o.silence_unfinished_s) / 2)
+    silence = (o.silence_complete_s + o.silence_unfinished_s) / 2
+    frame = SCORED.frame_s
+    assert t_commit == approx(1.5 + math.ceil(silence / frame - 1e-6) * frame)  # the next frame
 
 
 def test_a_failed_detector_falls_back_to_the_text_cue() -> None:
@@ -186,7 +189,9 @@ def answer_then(
 def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool) -> None:
     tl = Timeline(TurnOptions(duck=duck),
                   FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
-    tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=9.0)
+    # 1.6 s after the question: over the answer, not the user going on after a pause
+    # (TurnOptions.continuation_s), where "and Emma." would be words that go on.
+    tl.run(speech((0.5, 1.4), (3.0, 3.4)), until_s=9.0)
     [(t_yield, _)] = tl.of(A.DuckPlayback if duck else A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_yield == approx(3.04)  # as fast as a real interruption

@@ -1,7 +1,8 @@
 """The agent ducks under the user's sound instead of pausing (TurnOptions.duck): a backchannel
 never silences the answer, an interruption stops it as soon as what is heard of it reads as
 one. Virtual time (tests/machine_timeline.py); the first question ends at 2.0 s and its answer
-is heard from 2.54 s, the user's sound starts at 3.0 s."""
+is heard from 2.54 s, the user's sound starts at 3.50 s, later than `continuation_s` after the question (words
+said sooner may be the question going on)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ QUESTION = "what time is it?"
 
 
 def over_answer(sound: str | None = None, words_per_s: float = 5.0, **engines: float) -> Timeline:
-    """A timeline whose user, 3.0 s on, says `sound` (as said word by word) over the answer;
+    """A timeline whose user, 3.50 s on, says `sound` (as said word by word) over the answer;
     None: a sound with no words. The STT answers in 80 ms, as Whisper tiny.en does."""
-    heard = said_by(sound or "", since=3.0, words_per_s=words_per_s)
+    heard = said_by(sound or "", since=3.50, words_per_s=words_per_s)
 
     def transcript(start: float, end: float) -> str:
         return QUESTION if start < 2.5 else heard(end)
@@ -26,13 +27,13 @@ def over_answer(sound: str | None = None, words_per_s: float = 5.0, **engines: f
 
 def test_a_backchannel_ducks_the_answer_and_never_silences_it() -> None:
     tl = over_answer("Mm-hmm.")
-    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=7.0)
+    tl.run(speech((0.5, 2.0), (3.50, 4.00)), until_s=7.0)
     assert tl.of(A.PausePlayback) == [] and tl.of(A.CancelReply) == []
     [(t_duck, _)] = tl.of(A.DuckPlayback)
     [(_, ducked)] = tl.of(A.PlaybackDucked)
-    assert t_duck == approx(3.04) and ducked.onset == approx(3.0)  # 2 voiced frames
-    # Quiet at 3.56, heard whole at 3.64: "Mm-hmm." is a backchannel, full volume again.
-    assert tl.ducked == [(approx(3.04), approx(3.64))]
+    assert t_duck == approx(3.54) and ducked.onset == approx(3.50)  # 2 voiced frames
+    # Quiet at 4.06, heard whole at 4.14: "Mm-hmm." is a backchannel, full volume again.
+    assert tl.ducked == [(approx(3.54), approx(4.14))]
     assert tl.audible == [(approx(2.54), approx(4.54))]  # the 2 s answer, never interrupted
     assert [type(a) for _, a in tl.log if isinstance(a, (A.Backchannel, A.ResumePlayback))] == [
         A.ResumePlayback, A.Backchannel]
@@ -42,27 +43,27 @@ def test_a_backchannel_ducks_the_answer_and_never_silences_it() -> None:
 
 def test_an_interruption_with_a_cue_word_stops_at_the_first_decode_that_hears_it() -> None:
     tl = over_answer("Wait, stop, I meant next winter.")
-    tl.run(speech((0.5, 2.0), (3.0, 4.4)), until_s=8.0)
-    # Decoded at the vote (3.16: no words yet) and again once that decode is done and 0.1 s
-    # has passed (3.26): "Wait," at 3.34.
+    tl.run(speech((0.5, 2.0), (3.50, 4.90)), until_s=8.0)
+    # Decoded at the vote (3.66: no words yet) and again once that decode is done and 0.1 s
+    # has passed (3.76): "Wait," at 3.84.
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_pause == approx(3.34)
-    assert tl.audible[0] == (approx(2.54), approx(3.34))
+    assert t_pause == approx(3.84)
+    assert tl.audible[0] == (approx(2.54), approx(3.84))
     [(_, barge)] = tl.of(A.BargeIn)
-    assert barge.paused_at == approx(3.34) and barge.onset == approx(3.0)
+    assert barge.paused_at == approx(3.84) and barge.onset == approx(3.50)
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == [QUESTION, "Wait, stop, I meant next winter."]
 
 
 def test_an_interruption_without_a_cue_word_stops_once_three_words_are_heard() -> None:
     tl = over_answer("Tell me about Lisbon instead.")
-    tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=8.0)
-    # "Tell me" (3.54) could still be anything; "Tell me about" (3.74) is said to the agent.
+    tl.run(speech((0.5, 2.0), (3.50, 4.70)), until_s=8.0)
+    # "Tell me" (4.04) could still be anything; "Tell me about" (4.24) is said to the agent.
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_barge, _)] = tl.of(A.BargeIn)
-    assert t_pause == t_barge == approx(3.74)
-    assert tl.audible[0] == (approx(2.54), approx(3.74))
-    cancel_first = [type(a) for t, a in tl.log if t == approx(3.74)
+    assert t_pause == t_barge == approx(4.24)
+    assert tl.audible[0] == (approx(2.54), approx(4.24))
+    cancel_first = [type(a) for t, a in tl.log if t == approx(4.24)
                     and isinstance(a, (A.PausePlayback, A.CancelReply, A.CommitBargeIn))]
     assert cancel_first == [A.PausePlayback, A.CancelReply, A.CommitBargeIn]
     assert tl.of(A.CommitUserTurn)[-1][1].text == "Tell me about Lisbon instead."
@@ -70,35 +71,35 @@ def test_an_interruption_without_a_cue_word_stops_once_three_words_are_heard() -
 
 def test_an_interruption_that_begins_with_a_backchannel_word_stops_at_its_cue() -> None:
     tl = over_answer("Okay but what about the price?", words_per_s=4.0)
-    tl.run(speech((0.5, 2.0), (3.0, 4.5)), until_s=8.0)
-    # "Okay" alone (3.34 to 3.54) is a backchannel: ducked on; "Okay but" (3.64) stops it.
+    tl.run(speech((0.5, 2.0), (3.50, 5.00)), until_s=8.0)
+    # "Okay" alone (3.84 to 4.04) is a backchannel: ducked on; "Okay but" (4.14) stops it.
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_pause == approx(3.64)
+    assert t_pause == approx(4.14)
     assert tl.of(A.BargeIn) and tl.of(A.CommitUserTurn)[-1][1].text == (
         "Okay but what about the price?")
 
 
 def test_a_wordless_sound_longer_than_any_backchannel_pauses_then_resumes() -> None:
-    tl = over_answer(None)
-    tl.run(speech((0.5, 2.0), (3.0, 4.6)), until_s=9.0)
+    tl = over_answer(None, reply_length_s=4.0)
+    tl.run(speech((0.5, 2.0), (3.50, 5.10)), until_s=9.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_pause == approx(4.2)  # onset 3.0 + duck_max_s 1.2
+    assert t_pause == approx(4.70)  # onset 3.50 + duck_max_s 1.2
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    assert t_resume == approx(4.74)  # quiet at 4.66, and the whole sound has no words
+    assert t_resume == approx(5.24)  # quiet at 5.16, and the whole sound has no words
     assert tl.of(A.FalseInterruption) and tl.of(A.BargeIn) == []
-    assert tl.ducked == [(approx(3.04), approx(4.2))]
+    assert tl.ducked == [(approx(3.54), approx(4.70))]
 
 
 def test_a_backchannel_as_the_answer_ends_is_not_a_turn() -> None:
-    tl = over_answer("Uh huh.", reply_length_s=0.6)  # the answer ends at 3.14, under the sound
-    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=7.0)
+    tl = over_answer("Uh huh.", reply_length_s=1.1)  # the answer ends at 3.64, under the sound
+    tl.run(speech((0.5, 2.0), (3.50, 4.00)), until_s=7.0)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [QUESTION]
     assert len(tl.of(A.StartReply)) == 1 and tl.of(A.DiscardUtterance)
     assert tl.states()[-1][1] == "LISTENING"
 
 
 def test_words_going_on_after_the_answer_ended_under_them_are_answered() -> None:
-    tl = over_answer("and in Paris", reply_length_s=0.6)
-    tl.run(speech((0.5, 2.0), (3.0, 3.6)), until_s=7.0)
+    tl = over_answer("and in Paris", reply_length_s=1.1)
+    tl.run(speech((0.5, 2.0), (3.50, 4.10)), until_s=7.0)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [QUESTION, "and in Paris"]
     assert tl.of(A.PausePlayback) == []  # the answer had ended: nothing to stop

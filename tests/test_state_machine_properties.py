@@ -13,7 +13,8 @@ the actions against what the machine promised:
 - each utterance is committed at most once, and its text is exactly what was heard (plus a
   retracted turn or typed words merged in front of it); a typed message is committed at once
   or merged into the utterance being spoken, never lost;
-- THINKING never lasts past thinking_timeout_s without a PlayCanned.
+- THINKING never lasts past thinking_timeout_s (from the reply's last progress) without a
+  PlayCanned.
 
 At the end the user goes quiet and the engines finish what they were asked (a drain); then
 every committed turn must have an outcome: answered (audio or canned phrase), retracted and
@@ -102,7 +103,7 @@ class Driver:
     typed_turns: int = 0
     retracted: list[str] = field(default_factory=list)
     canned_at: list[float] = field(default_factory=list)
-    progress_at: float = 0.0  # the live reply's last progress (a tool call started or ended)
+    progress: dict[int, float] = field(default_factory=dict)  # reply id -> its last progress
     state: AgentState = L
     state_since: float = 0.0
 
@@ -163,9 +164,7 @@ class Driver:
             self.check(f"audio_started:{rid}", batch)
         elif kind == "progress":
             m.on_reply_progress(rid, self.now)
-            live = [r for r in self.started if r not in self.cancelled | self.done]
-            if live and live[-1] == rid:  # the machine heeds its current reply's progress
-                self.progress_at = self.now
+            self.progress[rid] = self.now
         elif kind == "done":
             batch = m.on_reply_done(rid, self.now)
             if any(isinstance(a, A.ReplyDone) for a in batch):
@@ -291,7 +290,9 @@ class Driver:
     def _check_thinking_timeout(self) -> None:
         if self.state is not T:
             return
-        since = max(self.state_since, self.progress_at)  # the timeout counts from progress
+        # The hard timeout counts from the reply's last progress (a tool call started or ended).
+        live = [r for r in self.started if r not in self.cancelled | self.done]
+        since = max(self.state_since, self.progress.get(live[-1], 0.0) if live else 0.0)
         if self.now - since > self.options.thinking_timeout_s + 1e-6 and not any(
             t >= self.state_since for t in self.canned_at
         ):

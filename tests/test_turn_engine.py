@@ -20,6 +20,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
 from agent.voice.events import event_json
 from bench.speech import espeak, last_voiced_sample
+from state_machine.endpointing import EndpointOptions
 from state_machine.machine import CANNED_APOLOGY
 from state_machine.options import TurnOptions
 from tests.stt_stream_double import STTStreamDouble
@@ -29,6 +30,7 @@ OUT_RATE = 16_000
 FRAME_S = FRAME_SAMPLES / INPUT_RATE
 QUESTION = "What is the capital of France?"
 REPLY = "The capital of France is Paris, on the river Seine."
+UNFINISHED_S = EndpointOptions().silence_unfinished_s
 
 
 class FakeSTTStream(STTStreamDouble):
@@ -212,7 +214,8 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     assert stt.discards >= 2  # the utterance's opening, and the turn taken
 
 
-@pytest.mark.parametrize(("score", "silence_s"), [(0.9, 0.06 + 0.1 + 0.05), (0.0, 1.2)])
+@pytest.mark.parametrize(("score", "silence_s"), [(0.9, 0.06 + 0.1 + 0.05),
+                                                    (0.0, UNFINISHED_S)])
 def test_the_endpoint_follows_the_turn_detector(question_pcm, score, silence_s) -> None:
     pcm, speech_end = question_pcm
     detector = ScriptedTurnDetector(score)

@@ -97,13 +97,15 @@ class CopilotOptions(ListenOptions):
     dropped)."""
     speculative_start: bool = True
     endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(
-        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400))
+        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400,
+        silence_unfinished_s=1.200))
     """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
     interviewer's numbers. Without an end-of-turn model, 0.7 s of silence ends anything that
     is not a complete question (agent.copilot.question_detector): interviewers pause inside
     long questions, and 0.7 s lets most "Tell me about a time when... you" pauses pass. A
     statement that ends is dropped (kept as the next question's preamble). With a model, its
-    score sets the silence, as for the voice agent.
+    score sets the silence, as for the voice agent, up to 1.2 s: the voice agent waits longer
+    for a speaker who thinks (it would talk over them); an answer shown early is not heard.
 
     A question that looks complete (by its words or its score) ends after 0.4 s, not the
     voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
