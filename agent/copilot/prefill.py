@@ -123,7 +123,7 @@ class CopilotLlamaClient:
 
     async def prefill(self, messages: list[ChatMessage], question: str) -> PrefillResult:
         until_question, _ = await self.prompt(messages)
-        if not question or not until_question.endswith(question):
+        if not until_question.endswith(question):
             raise ValueError("the question does not end the prompt's question part")
         reply = await self._post(
             "/completion", {"prompt": until_question, "n_predict": 0, "cache_prompt": True})
@@ -289,6 +289,13 @@ class QuestionPrefill:
         if question and not self._sent.startswith(question):
             self._waiting = question
             self.send_waiting()
+
+    def read_head(self) -> None:
+        """Read the prompt up to where a question goes (`messages("")`: the documents and the
+        exchange before), when `ready()`; a question offered meanwhile replaces it."""
+        self._waiting = ""
+        self._sent = ""
+        self.send_waiting()
 
     def send_waiting(self) -> None:
         """Send the newest waiting question, if nothing is in flight and `ready()` (the engine
