@@ -253,7 +253,12 @@ def test_questions_of_a_common_kind_are_answered_from_their_own_section_first(in
         return asyncio.run(relevant_pieces(context, question))[0].text
 
     assert nearest("Tell me about yourself.").startswith("Dana Whitfield — Senior Backend")
-    assert nearest("Can you walk me through your resume?").startswith("Dana Whitfield")
+    opening, outline, _ = asyncio.run(relevant_pieces(context, "Walk me through your resume."))
+    assert opening.text.startswith("Dana Whitfield")
+    # the roles one after the other, which no single piece holds
+    assert outline.text == ("Experience: Northwind Bank — Senior Backend Engineer (2021–present); "
+                            "Tidewater Games — Backend Engineer (2017–2021).")
+    assert first_person(outline).startswith("My experience: Northwind Bank")
     # why the candidate wants the job: their own nearest piece, then the job's
     first, second, _ = asyncio.run(relevant_pieces(context, "Why do you want to work here?"))
     assert (first.source, second.source) == ("resume", "job_description")

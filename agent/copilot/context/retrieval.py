@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from agent.copilot.answer_guard import GROUNDING_PIECES
+from agent.copilot.context.index import Piece
 
 OVERVIEW = (r"\b(?:(?:about|describe|introduce|present) yourself|walk me through|"
             r"your background|introduce)\b")
@@ -116,6 +117,25 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[^\W\d_]{4,}", text.lower()) if w not in _FUNCTION_WORDS}
 
 
+_ROLE = re.compile(r"^(?P<role>[^:]+?\(\s*\d{4}[^)]*\))\s*:")
+"""A resume piece's experience heading: "Northwind Bank — Senior Backend Engineer (2021–…):"."""
+
+
+def resume_outline(resume: list[Any]) -> Piece | None:
+    """The candidate's roles, one after the other, as a piece of their own ("Experience:
+    Northwind Bank — Senior Backend Engineer (2021–present); Tidewater Games — ..."): what
+    "Walk me through your resume" asks for, which no single piece holds. None without roles."""
+    ordered = sorted(resume, key=lambda p: int(p.chunk_id))
+    roles = dict.fromkeys(m.group("role") for p in ordered if (m := _ROLE.match(p.text)))
+    if not roles:
+        return None
+    return Piece(OUTLINE_ID, "resume", "Experience: " + "; ".join(roles) + ".", 0.0)
+
+
+OUTLINE_ID = -1
+"""The chunk id of `resume_outline`'s piece, which no document chunk has."""
+
+
 def is_job_piece(piece: Any) -> bool:
     return piece.source in ("job_description", "job")
 
@@ -143,8 +163,8 @@ async def relevant_pieces(index: Any, question: str, previous: str = "", k: int 
     if re.search(OVERVIEW, question, re.IGNORECASE):
         mine = [p for p in ordered if not is_job_piece(p)]
         opening = min(mine, key=lambda p: int(p.chunk_id), default=None)
-        ordered = ([opening] if opening is not None else []) + [
-            p for p in ordered if p is not opening]
+        first = [p for p in (opening, resume_outline(mine)) if p is not None]
+        ordered = first + [p for p in ordered if p is not opening]
     elif MOTIVATION.search(question):
         mine = next((p for p in ordered if not is_job_piece(p)), None)
         job = next((p for p in ordered if is_job_piece(p)), None)
