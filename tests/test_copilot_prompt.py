@@ -223,9 +223,9 @@ def test_a_follow_up_sees_the_previous_question_and_the_answer_shown_to_it(index
     first, second = run.engine.answers
     assert (first.question, first.text.strip(), second.question) == (asked, answered, follow_up)
     # the prompt holds the exchange before, then the follow-up
-    assert llm.prompts[-1].endswith(f"Just before:\nInterviewer: {asked}\nMe: {answered}"
-                                    f"\n\nInterviewer: {follow_up}")
-    assert "Just before:" not in llm.prompts[0]
+    assert llm.prompts[-1].endswith(f"\n\nInterviewer: {asked}\nMe: {answered}"
+                                    f"\nInterviewer: {follow_up}")
+    assert "\nMe: " not in llm.prompts[0]
     # and it was searched with them: its pieces are those of the exchange
     assert context.questions[-1].startswith(f"{asked} {answered}")
     assert "2 million daily players" in second.relevant[0].text

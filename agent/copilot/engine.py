@@ -52,7 +52,13 @@ from agent.copilot.events import (
     UtteranceStart,
     Warm,
 )
-from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
+from agent.copilot.prefill import (
+    ANSWER_CUE,
+    QUESTION_LABEL,
+    Prefiller,
+    PrefillResult,
+    QuestionPrefill,
+)
 from agent.copilot.question_detector import check_question
 from agent.engines import (
     ChatMessage,
@@ -374,10 +380,13 @@ def copilot_messages(system_prompt: str, pieces: list[Any], question: str,
                      exchange: tuple[str, str] | None = None) -> list[ChatMessage]:
     """Fixed system prompt, then the documents' pieces (`documents_text`: the resume's in
     document order, so that questions that retrieve the same pieces share the prompt prefix,
-    then the job), then the `exchange` before (the previous question and the answer shown to
-    it: "How much time did that save?" refers to it), then the question. The exchange comes
-    before the question, so that it is read into the prompt cache before the question is
-    asked (`CopilotEngine` reads it once an answer is done)."""
+    then the job), then, as the last paragraph, the dialogue: the `exchange` before (the
+    previous question and the answer shown to it: "How much time did that save?" refers to
+    it), then the question. The exchange comes before the question, so that it is read into
+    the prompt cache before the question is asked (`CopilotEngine` reads it once an answer is
+    done); in the dialogue's own layout, so that the bundled model's prompt has it in the
+    answer's turn (`CopilotLlamaClient.prompt`): placed before the line that says who is who,
+    the model took that line for the answer to go on with ("I am the candidate. Next: ...")."""
     user = QUESTION_LABEL + question
     if exchange is not None and all(exchange):
         asked, answered = exchange
@@ -385,7 +394,7 @@ def copilot_messages(system_prompt: str, pieces: list[Any], question: str,
         answered = " ".join(words[:EXCHANGE_MAX_WORDS])
         if len(words) > EXCHANGE_MAX_WORDS:
             answered += " …"
-        user = f"Just before:\n{QUESTION_LABEL}{asked}\nMe: {answered}\n\n{user}"
+        user = f"{QUESTION_LABEL}{asked}{ANSWER_CUE} {answered}\n{user}"
     if pieces:
         user = f"{documents_text(pieces)}\n\n{user}"
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
