@@ -21,6 +21,7 @@ from agent.copilot.answer_guard import (
 )
 from agent.copilot.context.index import ContextIndex, Piece
 from agent.copilot.context.retrieval import (
+    general_pieces,
     grounding_pieces,
     is_follow_up,
     relevant_pieces,
@@ -266,3 +267,20 @@ def test_questions_of_a_common_kind_are_answered_from_their_own_section_first(in
     assert grounding_pieces("Why do you want to work here?") == 1
     assert grounding_pieces("Where do you see yourself in five years?") == 1
     assert grounding_pieces("How did you make the checkout service faster?") == 3
+
+
+def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
+    every = index.pieces()
+    general = general_pieces(every, "What experience do you have with Kubernetes?")
+    texts = [p.text for p in every if p.chunk_id in general]
+    assert [t.partition(":")[0] for t in texts] == ["Dana Whitfield — Senior Backend Engineer",
+                                                   "Summary"]
+    assert general_pieces(every, "Tell me about yourself.") == frozenset()
+    # "eight years of backend development in Go and Python" is the opening's, not an answer
+    asked = "What experience do you have with Kubernetes?"
+    answer = "I have eight years of backend development in Go and Python."
+    vocab = vocabulary([p.text for p in every] + [asked])
+    pieces = [p for p in every if p.chunk_id in general]
+    assert answer_problems(answer, vocab, pieces, asked) == []
+    assert answer_problems(answer, vocab, pieces, asked, general=general) == [
+        "not grounded in the retrieved pieces"]

@@ -265,14 +265,18 @@ def grounded_in(answer: str, pieces: Sequence[Any], asked: str = "") -> bool:
 
 
 def answer_problems(answer: str, vocab: Vocabulary, pieces: Sequence[Any],
-                    asked: str = "", grounding: int = GROUNDING_PIECES) -> list[str]:
+                    asked: str = "", grounding: int = GROUNDING_PIECES,
+                    general: frozenset[int] = frozenset()) -> list[str]:
     """Why `answer` should not stay on the candidate's screen (empty: it may): not the
     candidate's voice, a name or figure the documents do not hold, or nothing particular to
     the nearest `grounding` of the `pieces` retrieved for the question `asked` (when there are
-    some: `grounded_in`)."""
+    some: `grounded_in`), leaving out the `general` ones (chunk ids: the resume's opening and
+    summary, which hold the candidate's title and years, and which a generic answer echoes to
+    any question)."""
     problems = voice_problems(answer)
     problems += [f"invented {term!r}" for term in invented_terms(answer, vocab)]
-    if pieces and not grounded_in(answer, pieces[:grounding], asked):
+    particular = [p for p in pieces if p.chunk_id not in general][:grounding]
+    if pieces and not grounded_in(answer, particular, asked):
         problems.append("not grounded in the retrieved pieces")
     return problems
 
@@ -300,17 +304,17 @@ def passing_sentences(text: str, vocab: Vocabulary) -> str:
 
 
 def guarded_answer(answer: str, vocab: Vocabulary, pieces: Sequence[Any], *, asked: str = "",
-                   grounding: int = GROUNDING_PIECES,
+                   grounding: int = GROUNDING_PIECES, general: frozenset[int] = frozenset(),
                    first_resume_id: int | None = None) -> tuple[str, list[str]]:
     """What replaces `answer` to the question `asked` on the screen, and why (("", []) when
     it may stay): its sentences up to the first that fails, when they pass; else an answer
     made of the retrieved `pieces` (`fallback_answer`)."""
-    problems = answer_problems(answer, vocab, pieces, asked, grounding)
+    problems = answer_problems(answer, vocab, pieces, asked, grounding, general)
     if not problems:
         return "", []
     kept = passing_sentences(answer, vocab)
     if kept and kept != answer.strip() and not answer_problems(kept, vocab, pieces, asked,
-                                                               grounding):
+                                                               grounding, general):
         return kept, problems
     return fallback_answer(pieces, vocab, first_resume_id=first_resume_id), problems
 

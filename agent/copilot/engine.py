@@ -34,6 +34,7 @@ import numpy as np
 
 from agent.copilot.answer_guard import guarded_answer, vocabulary
 from agent.copilot.context.retrieval import (
+    general_pieces,
     grounding_pieces,
     is_follow_up,
     is_job_piece,
@@ -947,6 +948,7 @@ class CopilotEngine:
             asked = " ".join([*answer.exchange, asked])
         replacement, problems = guarded_answer(answer.text, vocab, answer.relevant,
                                                asked=asked, first_resume_id=first,
+                                               general=general_pieces(every, answer.text_in),
                                                grounding=grounding_pieces(answer.text_in))
         if replacement:
             answer.replacement, answer.problems = replacement, problems

@@ -60,6 +60,24 @@ def grounding_pieces(question: str) -> int:
     return GROUNDING_PIECES
 
 
+def general_pieces(every: list[Any], question: str) -> frozenset[int]:
+    """The chunk ids of the resume's pieces about the candidate in general, before the first
+    role (its opening line and summary), unless `question` asks for an overview: an answer
+    that names only what they hold ("I have six years in B2B software marketing") says
+    nothing particular to any other question."""
+    if re.search(OVERVIEW, question, re.IGNORECASE):
+        return frozenset()
+    resume = sorted((p for p in every if not is_job_piece(p)), key=lambda p: int(p.chunk_id))
+    general = []
+    for piece in resume:
+        if _ROLE.match(piece.text):
+            break
+        general.append(int(piece.chunk_id))
+    if len(general) == len(resume):  # no roles: where the general part ends is unknown
+        return frozenset()
+    return frozenset(general)
+
+
 _REFERS_BACK = re.compile(r"\b(?:that|it|this|there|those|these|they|them)\b", re.IGNORECASE)
 FOLLOW_UP_MAX_WORDS = 9
 """A question this short that refers to something ("How long did that take?") is a follow-up."""
