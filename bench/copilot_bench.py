@@ -14,7 +14,8 @@ Each answer is scored (bench/copilot_quality.py: grounded in its question's expe
 faithful to the documents, in the candidate's voice, short) and printed with its question; the
 rates close the run. The documents and questions are `--resume`, `--job-description` and
 `--questions-file` (default: the backend engineer's set in bench/copilot_data/; nurse/ and
-marketing/ hold two more).
+marketing/ hold two more, and teacher/ one held out: written before tuning against the others'
+failures, run only to check that the copilot did not overfit them).
 
 `voxroom bench copilot [--questions N] [--llm local|script:PATH]`
 By default the documents are the prompt's stable prefix, warmed before the first question
@@ -47,8 +48,8 @@ from agent.voice.events import event_json
 from bench.copilot_quality import word_count
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
-"""The default document set (a backend engineer); nurse/ and marketing/ hold two more, each a
-resume.md, a job_description.md and a questions.json."""
+"""The default document set (a backend engineer); nurse/ and marketing/ hold two more, and
+teacher/ a held-out one, each a resume.md, a job_description.md and a questions.json."""
 
 
 @dataclass(frozen=True)

@@ -929,13 +929,19 @@ def test_the_question_is_read_ahead_as_its_partials_grow_and_the_answer_continue
     # Partials come 0.2 s after their audio, read without their last word (often cut off)
     # and end punctuation; the last (at the pause) is not read ahead: the candidate and the
     # answer come next and must not wait behind it.
-    assert prefill.questions() == ["Tell", "Tell me about", "Tell me about a time"]
-    for _, _, question, messages, finished in prefill.requests:
+    # Once the answer is done, the prompt up to the next question (the documents and this
+    # exchange, "") is read while the interviewer is quiet.
+    assert prefill.questions() == ["Tell", "Tell me about", "Tell me about a time", ""]
+    question = "Tell me about a time you failed."
+    *ahead, (_, _, _, head_messages, _) = prefill.requests
+    for _, _, partial, messages, finished in ahead:
         assert finished
-        assert messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, question)
+        assert messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, partial)
+    assert head_messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, "",
+                                             (question, ANSWER))
     [(_, _, asked)] = _after_warm_up(llm)
-    assert asked == EVERY_PIECE + "Interviewer: Tell me about a time you failed."
-    assert asked.startswith(EVERY_PIECE + "Interviewer: " + prefill.questions()[-1])
+    assert asked == EVERY_PIECE + "Interviewer: " + question
+    assert asked.startswith(EVERY_PIECE + "Interviewer: " + prefill.questions()[-2])
     [(aid, _)] = run.sink.opened()
     assert run.sink.text(aid) == ANSWER
     assert [e["question"] for e in kinds(run.events, "prefill")] == prefill.questions()
@@ -958,10 +964,11 @@ def test_never_two_requests_in_flight_and_no_partial_is_decoded_during_one():
     # Partials at 0.5 and 0.9 s, one word more each (read without the last one): the second
     # is read at once (0.9-1.8 s), and no partial is decoded meanwhile (the third and fourth
     # are skipped); when it returns, the words so far (four) are decoded and read (1.9-2.8 s).
-    assert prefill.questions() == ["word", "word word word"]
+    # (then, the answer done, the prompt up to the next question: "")
+    assert prefill.questions() == ["word", "word word word", ""]
     assert prefill.most_open == 1
     assert all(_paused_at(stt.streams[0], opened) for opened, *_ in prefill.requests)
-    spans = [(o, c) for o, c, *_ in prefill.requests]
+    spans = [(o, c) for o, c, question, *_ in prefill.requests if question]
     [(asked_at, _, asked)] = _after_warm_up(llm)
     assert asked.endswith("Interviewer: Why words?")
     # The answer's request waits for the prefill in flight: it then gets the warm slot.
@@ -1020,9 +1027,10 @@ def test_the_text_heard_at_a_pause_inside_a_question_is_read_ahead_when_it_goes_
 
     # The candidate at the pause started a speculative answer; the interviewer went on, so
     # it was closed, and once its slot is free the candidate's text is read ahead, its last
-    # word too (said before the pause, not cut off like a partial's).
-    [(opened, closed, question, _, _)] = prefill.requests
-    assert question == "Tell me about a time when"
+    # word too (said before the pause, not cut off like a partial's). (Once the answer is
+    # done, the prompt up to the next question is read: "".)
+    [(opened, closed, question, _, _), head] = prefill.requests
+    assert question == "Tell me about a time when" and head[2] == ""
     [(_, cancelled_closed, speculative), (asked_at, _, asked)] = _after_warm_up(llm)
     assert speculative.endswith("Interviewer: Tell me about a time when")
     assert opened >= cancelled_closed + CopilotOptions().llm_release_s - 1e-6

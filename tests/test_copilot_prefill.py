@@ -226,3 +226,24 @@ async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
     [answer] = reads
     assert answer.cached == grown.cached + grown.read
     assert answer.read <= 3 + 3
+
+
+async def test_the_exchange_before_is_in_the_answers_turn_and_read_ahead_with_the_head(
+    llama: tuple[FakeLlamaServer, CopilotLlamaClient],
+) -> None:
+    """The previous question and answer open the assistant's turn, after the line that says who
+    is who (before it, the model took that line for the answer to go on with); the prompt up
+    to where the next question goes is a prefix of the follow-up's."""
+    fake, client = llama
+    exchange = (QUESTION + "?", "I wrote the on-call handbook.")
+    head = copilot_messages(COPILOT_SYSTEM_PROMPT, [], "", exchange)
+    follow_up = copilot_messages(COPILOT_SYSTEM_PROMPT, [], "How long did it take?", exchange)
+    await client.prefill(head, "")
+    _ = [w async for w in client.stream(follow_up)]
+
+    read_ahead, answer = (body["prompt"] for body in fake.completions)
+    dialogue = (f"Interviewer: {QUESTION}?\nMe: I wrote the on-call handbook.\n"
+                "Interviewer: How long did it take?")
+    assert answer == chatml([{"role": "system", "content": COPILOT_SYSTEM_PROMPT},
+                             {"role": "user", "content": ROLES_LINE}]) + dialogue + ANSWER_END
+    assert answer.startswith(read_ahead) and read_ahead.endswith("\nInterviewer: ")

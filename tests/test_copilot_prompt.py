@@ -15,11 +15,18 @@ from agent.copilot.answer_guard import (
     answer_problems,
     fallback_answer,
     first_person,
+    grounded_in,
     vocabulary,
     voice_problems,
 )
 from agent.copilot.context.index import ContextIndex, Piece
-from agent.copilot.context.retrieval import is_follow_up, relevant_pieces, search_text
+from agent.copilot.context.retrieval import (
+    general_pieces,
+    grounding_pieces,
+    is_follow_up,
+    relevant_pieces,
+    search_text,
+)
 from agent.copilot.engine import COPILOT_SYSTEM_PROMPT
 from tests.test_copilot_engine import RecordingLLM, ScriptedSTT, run_copilot
 
@@ -109,6 +116,7 @@ def test_a_follow_up_is_searched_with_the_question_before_it(index) -> None:
     "I can. Please provide me with the resume.",
     "I am a backend engineer at Google with fifteen years of Java.",
     "I am a good listener and I like to help people.",
+    "I made the service faster by working closely with my team.",  # nothing of the bullet
 ])
 def test_an_answer_the_guard_refuses_is_replaced_by_the_retrieved_pieces(index, bad) -> None:
     question = "How did you make the checkout service faster?"
@@ -179,3 +187,100 @@ def test_the_warm_up_tells_every_piece_sent_though_the_prompt_holds_the_job_desc
     assert told == [{"pieces": 7, "documents_fit": True}] * 2
     asked = llm.requests[-1][-1]["content"]
     assert "Duty 10" in asked and "Duty 11" in asked and "Duty 12" not in asked
+
+
+class AnswersByQuestion:
+    """TEST DOUBLE: an LLM that answers the question its prompt ends with from a script, and
+    records its prompts."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.prompts: list[str] = []
+
+    async def stream(self, messages: list[dict]) -> AsyncIterator[str]:
+        prompt = messages[-1]["content"]
+        self.prompts.append(prompt)
+        asked = prompt.rpartition("Interviewer: ")[2]
+        for word in self.answers[asked].split(" "):
+            yield word + " "
+
+
+def test_a_follow_up_sees_the_previous_question_and_the_answer_shown_to_it(index) -> None:
+    from tests.test_copilot_engine import ScriptedSTT as Script
+
+    asked = "What did you build at Tidewater Games?"
+    follow_up = "How many players did it serve?"
+    answered = "I built the matchmaking service in Go at Tidewater Games."
+
+    class ByLength(Script):  # the first utterance is 1 s long, the follow-up 2 s
+        async def decode(self, voiced_s: float) -> str:
+            return asked if voiced_s < 1.5 else follow_up
+
+    context = IndexNow(index)
+    llm = AnswersByQuestion({asked: answered, follow_up: "I served 2 million daily players."})
+    run = run_copilot([("speech", 1.0), ("silence", 3.0), ("speech", 2.0)], ByLength([]), llm,
+                      context=context)
+
+    first, second = run.engine.answers
+    assert (first.question, first.text.strip(), second.question) == (asked, answered, follow_up)
+    # the prompt holds the exchange before, then the follow-up
+    assert llm.prompts[-1].endswith(f"\n\nInterviewer: {asked}\nMe: {answered}"
+                                    f"\nInterviewer: {follow_up}")
+    assert "\nMe: " not in llm.prompts[0]
+    # and it was searched with them: its pieces are those of the exchange
+    assert context.questions[-1].startswith(f"{asked} {answered}")
+    assert "2 million daily players" in second.relevant[0].text
+
+
+def test_an_answer_is_grounded_by_what_it_names_of_a_piece_beyond_the_question(index) -> None:
+    skills = next(p for p in index.pieces() if p.text.startswith("Skills"))
+    asked = "Which tools do you use to monitor your services?"
+    assert grounded_in("I use Prometheus.", [skills], asked)  # a name of the piece: enough
+    assert not grounded_in("I use good tools to monitor my services.", [skills], asked)
+    tidewater = next(p for p in index.pieces() if "matchmaking" in p.text)
+    said = "I built the matchmaking service in Go for 2 million daily players."
+    assert grounded_in(said, [tidewater], "What did you build at Tidewater Games?")
+    # the employer and title of the heading are not what was done there
+    assert not grounded_in("I was a Backend Engineer at Tidewater Games.", [tidewater], "")
+    # a follow-up must add to the exchange it follows
+    assert not grounded_in("I built the matchmaking service.", [tidewater],
+                           f"What did you build at Tidewater Games? {said} What was it like?")
+
+
+def test_questions_of_a_common_kind_are_answered_from_their_own_section_first(index) -> None:
+    context = IndexNow(index)
+
+    def nearest(question: str) -> str:
+        return asyncio.run(relevant_pieces(context, question))[0].text
+
+    assert nearest("Tell me about yourself.").startswith("Dana Whitfield — Senior Backend")
+    opening, outline, _ = asyncio.run(relevant_pieces(context, "Walk me through your resume."))
+    assert opening.text.startswith("Dana Whitfield")
+    # the roles one after the other, which no single piece holds
+    assert outline.text == ("Experience: Northwind Bank — Senior Backend Engineer (2021–present); "
+                            "Tidewater Games — Backend Engineer (2017–2021).")
+    assert first_person(outline).startswith("My experience: Northwind Bank")
+    # why the candidate wants the job: their own nearest piece, then the job's
+    first, second, _ = asyncio.run(relevant_pieces(context, "Why do you want to work here?"))
+    assert (first.source, second.source) == ("resume", "job_description")
+    assert grounding_pieces("What is your biggest weakness?") == 1
+    assert grounding_pieces("Why do you want to work here?") == 1
+    assert grounding_pieces("Where do you see yourself in five years?") == 1
+    assert grounding_pieces("How did you make the checkout service faster?") == 3
+
+
+def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
+    every = index.pieces()
+    general = general_pieces(every, "What experience do you have with Kubernetes?")
+    texts = [p.text for p in every if p.chunk_id in general]
+    assert [t.partition(":")[0] for t in texts] == ["Dana Whitfield — Senior Backend Engineer",
+                                                   "Summary"]
+    assert general_pieces(every, "Tell me about yourself.") == frozenset()
+    # "eight years of backend development in Go and Python" is the opening's, not an answer
+    asked = "What experience do you have with Kubernetes?"
+    answer = "I have eight years of backend development in Go and Python."
+    vocab = vocabulary([p.text for p in every] + [asked])
+    pieces = [p for p in every if p.chunk_id in general]
+    assert answer_problems(answer, vocab, pieces, asked) == []
+    assert answer_problems(answer, vocab, pieces, asked, general=general) == [
+        "not grounded in the retrieved pieces"]

@@ -11,7 +11,7 @@ import pytest
 from bench.copilot_quality import SHORT_WORDS, rates, score_answer, vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
-SETS = (DATA, DATA / "nurse", DATA / "marketing")
+SETS = (DATA, DATA / "nurse", DATA / "marketing", DATA / "teacher")  # teacher: held out
 QUESTION = "Where did you go to university, and what did you study?"
 FACTS = ["Munich", "Computer Science"]
 

@@ -10,7 +10,8 @@ model's fails them.
   anywhere), a number (digits or a number word such as "ten") or a known technology term that
   the documents (and the question) do not hold: an employer, school, figure or skill the small
   model made up.
-- on topic: the answer shares a content word with the pieces retrieved for the question.
+- grounded: the answer names something particular to a piece retrieved for the question
+  (`grounded_in`).
 """
 
 from __future__ import annotations
@@ -138,6 +139,22 @@ def vocabulary(texts: Iterable[str]) -> Vocabulary:
     return Vocabulary(frozenset(words), frozenset(numbers))
 
 
+def _is_name(text: str, m: re.Match[str]) -> bool:
+    """Whether the word `m` of `text` is a name: capitalised inside a sentence, or an acronym
+    or CamelCase word anywhere."""
+    word = m.group(0)
+    sentence_start = bool(_SENTENCE_START.search(text[: m.start()]))
+    acronym_or_camel = any(c.isupper() for c in word[1:])
+    return word[0].isupper() and (not sentence_start or acronym_or_camel)
+
+
+def names(text: str) -> set[str]:
+    """The lower-case names of `text` (`_is_name`; "I" and its forms are none)."""
+    text = normal_text(text)
+    return {w for m in _WORD.finditer(text)
+            if _is_name(text, m) and (w := m.group(0).rstrip(".").lower()) not in _ALLOWED_NAMES}
+
+
 def invented_terms(answer: str, vocab: Vocabulary) -> list[str]:
     """The answer's names, numbers and technology terms that `vocab` does not hold."""
     text = normal_text(answer)
@@ -147,9 +164,7 @@ def invented_terms(answer: str, vocab: Vocabulary) -> list[str]:
         lower = word.lower()
         if lower in _ALLOWED_NAMES or vocab.knows(word):
             continue
-        sentence_start = bool(_SENTENCE_START.search(text[: m.start()]))
-        acronym_or_camel = any(c.isupper() for c in word[1:])
-        is_name = word[0].isupper() and (not sentence_start or acronym_or_camel)
+        is_name = _is_name(text, m)
         numbers = [float(d) for d in _DIGITS.findall(word)]
         if lower in NUMBER_WORDS:
             numbers.append(float(NUMBER_WORDS[lower]))
@@ -191,21 +206,78 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[^\W\d_]{4,}", text.lower()) if w not in _STOP}
 
 
-TOPIC_PIECES = 2
-"""An answer is on topic when it shares a word with the nearest this many retrieved pieces
-(on the backend set's model answers, 1-2 kept 15 of 20 good, all 3 let 14 through)."""
+GROUNDING_PIECES = 3
+"""An answer must say something particular to one of the nearest this many retrieved pieces
+(the nearest alone for a question of a common kind, whose section retrieval puts first:
+agent.copilot.context.retrieval.common_kind)."""
+SPECIFICS_NEEDED = 2
+"""What an answer must share with one of those pieces, beyond the question's own words: this
+many of its words, a name or a number counting for two. One shared word lets a generic answer
+through ("I work with the sales team to test everything" shares "team" and "test" with half
+the resume); a grounded answer names the thing ("Yoruba", "Prometheus", "180 ms") or says what
+was done and what came of it ("four junior engineers ... promoted")."""
+_SUFFIXES = ("ing", "ed", "es", "s", "e")
 
 
-def answer_problems(answer: str, vocab: Vocabulary, pieces: Sequence[Any]) -> list[str]:
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+_LETTERS_AND_DIGITS = re.compile(r"\b(?=[^\W_]*[^\W\d_])(?=[^\W_]*\d)[^\W_]+\b")
+"""A word of letters and digits ("B2B", "p99", "GA4"): a name, not a number."""
+
+
+def specifics(text: str) -> set[str]:
+    """The content words (stemmed: "tests" and "test" are one) and the numbers of `text`."""
+    words = {_stem(w) for w in content_words(text)}
+    numbers = _numbers(_LETTERS_AND_DIGITS.sub(" ", text))
+    return words | {f"#{n:g}" for n in numbers}
+
+
+_TITLE_HEADING = re.compile(r"\s[—–]\s")
+"""A heading that names who or what, not a section: "Northwind Bank — Senior Backend Engineer
+(2021–present)", "Dana Whitfield — Senior Backend Engineer", "Staff Engineer — Lumen Pay"."""
+
+
+def _piece_body(piece: Any) -> str:
+    """A piece's text without a title heading (`_TITLE_HEADING`), which every piece of that
+    role or document shares: naming the employer, the candidate's title or the job's is not
+    naming what was done there or what the job is."""
+    heading, sep, body = piece.text.partition(": ")
+    return body if sep and _TITLE_HEADING.search(heading) else piece.text
+
+
+def grounded_in(answer: str, pieces: Sequence[Any], asked: str = "") -> bool:
+    """Whether `answer` names `SPECIFICS_NEEDED` words or numbers of one of `pieces` that the
+    question (`asked`) does not hold (`SPECIFICS_NEEDED` says how they count)."""
+    said = specifics(answer) - specifics(asked)
+    named = {_stem(w) for w in names(answer)}
+
+    def weight(body: str) -> int:
+        strong = named & {_stem(w) for w in names(body)}  # a name in both
+        return sum(2 if w in strong or w.startswith("#") else 1
+                   for w in said & specifics(body))
+
+    return any(weight(_piece_body(p)) >= SPECIFICS_NEEDED for p in pieces)
+
+
+def answer_problems(answer: str, vocab: Vocabulary, pieces: Sequence[Any],
+                    asked: str = "", grounding: int = GROUNDING_PIECES,
+                    general: frozenset[int] = frozenset()) -> list[str]:
     """Why `answer` should not stay on the candidate's screen (empty: it may): not the
-    candidate's voice, a name or figure the documents do not hold, or not a word in common
-    with the nearest `TOPIC_PIECES` of the `pieces` retrieved for the question (when there
-    are some)."""
+    candidate's voice, a name or figure the documents do not hold, or nothing particular to
+    the nearest `grounding` of the `pieces` retrieved for the question `asked` (when there are
+    some: `grounded_in`), leaving out the `general` ones (chunk ids: the resume's opening and
+    summary, which hold the candidate's title and years, and which a generic answer echoes to
+    any question)."""
     problems = voice_problems(answer)
     problems += [f"invented {term!r}" for term in invented_terms(answer, vocab)]
-    topic = " ".join(p.text for p in pieces[:TOPIC_PIECES])
-    if pieces and not content_words(answer) & content_words(topic):
-        problems.append("off topic")
+    particular = [p for p in pieces if p.chunk_id not in general][:grounding]
+    if pieces and not grounded_in(answer, particular, asked):
+        problems.append("not grounded in the retrieved pieces")
     return problems
 
 
@@ -231,16 +303,18 @@ def passing_sentences(text: str, vocab: Vocabulary) -> str:
     return " ".join(kept)
 
 
-def guarded_answer(answer: str, vocab: Vocabulary, pieces: Sequence[Any], *,
+def guarded_answer(answer: str, vocab: Vocabulary, pieces: Sequence[Any], *, asked: str = "",
+                   grounding: int = GROUNDING_PIECES, general: frozenset[int] = frozenset(),
                    first_resume_id: int | None = None) -> tuple[str, list[str]]:
-    """What replaces `answer` on the screen, and why (("", []) when it may stay): its
-    sentences up to the first that fails, when they are on the question's topic; else an
-    answer made of the retrieved `pieces` (`fallback_answer`)."""
-    problems = answer_problems(answer, vocab, pieces)
+    """What replaces `answer` to the question `asked` on the screen, and why (("", []) when
+    it may stay): its sentences up to the first that fails, when they pass; else an answer
+    made of the retrieved `pieces` (`fallback_answer`)."""
+    problems = answer_problems(answer, vocab, pieces, asked, grounding, general)
     if not problems:
         return "", []
     kept = passing_sentences(answer, vocab)
-    if kept and kept != answer.strip() and not answer_problems(kept, vocab, pieces):
+    if kept and kept != answer.strip() and not answer_problems(kept, vocab, pieces, asked,
+                                                               grounding, general):
         return kept, problems
     return fallback_answer(pieces, vocab, first_resume_id=first_resume_id), problems
 

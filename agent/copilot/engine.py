@@ -33,7 +33,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from agent.copilot.answer_guard import guarded_answer, vocabulary
-from agent.copilot.context.retrieval import is_job_piece, relevant_pieces
+from agent.copilot.context.retrieval import (
+    general_pieces,
+    grounding_pieces,
+    is_follow_up,
+    is_job_piece,
+    relevant_pieces,
+)
 from agent.copilot.events import (
     AnswerCancelled,
     AnswerDone,
@@ -47,7 +53,13 @@ from agent.copilot.events import (
     UtteranceStart,
     Warm,
 )
-from agent.copilot.prefill import QUESTION_LABEL, Prefiller, PrefillResult, QuestionPrefill
+from agent.copilot.prefill import (
+    ANSWER_CUE,
+    QUESTION_LABEL,
+    Prefiller,
+    PrefillResult,
+    QuestionPrefill,
+)
 from agent.copilot.question_detector import check_question
 from agent.engines import (
     ChatMessage,
@@ -363,11 +375,29 @@ def _looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
     return False
 
 
-def copilot_messages(system_prompt: str, pieces: list[Any], question: str) -> list[ChatMessage]:
+EXCHANGE_MAX_WORDS = 40
+"""The previous answer in a prompt is cut at this many words (`copilot_messages`)."""
+
+
+def copilot_messages(system_prompt: str, pieces: list[Any], question: str,
+                     exchange: tuple[str, str] | None = None) -> list[ChatMessage]:
     """Fixed system prompt, then the documents' pieces (`documents_text`: the resume's in
     document order, so that questions that retrieve the same pieces share the prompt prefix,
-    then the job), then the question."""
+    then the job), then, as the last paragraph, the dialogue: the `exchange` before (the
+    previous question and the answer shown to it: "How much time did that save?" refers to
+    it), then the question. The exchange comes before the question, so that it is read into
+    the prompt cache before the question is asked (`CopilotEngine` reads it once an answer is
+    done); in the dialogue's own layout, so that the bundled model's prompt has it in the
+    answer's turn (`CopilotLlamaClient.prompt`): placed before the line that says who is who,
+    the model took that line for the answer to go on with ("I am the candidate. Next: ...")."""
     user = QUESTION_LABEL + question
+    if exchange is not None and all(exchange):
+        asked, answered = exchange
+        words = answered.split()
+        answered = " ".join(words[:EXCHANGE_MAX_WORDS])
+        if len(words) > EXCHANGE_MAX_WORDS:
+            answered += " …"
+        user = f"{QUESTION_LABEL}{asked}{ANSWER_CUE} {answered}\n{user}"
     if pieces:
         user = f"{documents_text(pieces)}\n\n{user}"
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
@@ -502,6 +532,7 @@ class _Answer:
     task: asyncio.Task[None] | None = None
     pieces: list[Any] = field(default_factory=list)
     previous: str = ""  # the question confirmed before this one
+    exchange: tuple[str, str] | None = None  # that question and the answer shown to it
     relevant: list[Any] = field(default_factory=list)
     replacement: str = ""  # what the guard shows instead of the model's answer
     problems: list[str] = field(default_factory=list)
@@ -560,6 +591,8 @@ class CopilotEngine:
         self._warm_lock = asyncio.Lock()
         self._warm_ids: tuple[int, ...] | None = None  # the documents' chunks in the cache
         self._previous_question = ""  # the last confirmed one: a follow-up refers to it
+        self._exchange: tuple[str, str] | None = None  # the last answered: (question, shown)
+        self._head_wanted = False  # the prompt up to the next question may be read now
         self._prefill = None if prefill is None else QuestionPrefill(
             prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
             on_flight=self._set_partials)
@@ -612,6 +645,7 @@ class CopilotEngine:
         match a:
             case A.OpenUtterance(utterance_id=uid, pre_roll_s=pre_roll_s):
                 self._listener.open(uid, self.options.frames(pre_roll_s))
+                self._head_wanted = False
                 if self._prefill is not None:
                     self._prefill.restart()
             case A.DiscardUtterance():
@@ -672,7 +706,9 @@ class CopilotEngine:
         sent meanwhile would go to the other, cold one."""
         o = self.options
         now = self._clock()
-        return (self._listener.hearing and now - self._voiced_at < o.frame_s + EPS
+        speaking = self._listener.hearing and now - self._voiced_at < o.frame_s + EPS
+        quiet_for_head = self._head_wanted and not self._listener.hearing
+        return ((speaking or quiet_for_head)
                 and self._warm_ids is not None and self._no_answers.is_set()
                 and not self._warm_lock.locked() and not self._stopping
                 and now >= self._closed_early_at + o.llm_release_s)
@@ -683,9 +719,26 @@ class CopilotEngine:
         every = await self._prompt_pieces()
         if _chunk_ids(every) != self._warm_ids:
             return None
-        return copilot_messages(self._system_prompt, every, question)
+        return copilot_messages(self._system_prompt, every, question, self._last_exchange())
+
+    def _last_exchange(self) -> tuple[str, str] | None:
+        """The exchange a new question follows: the last confirmed question and the answer
+        shown to it, once that answer is done (None before)."""
+        exchange = self._exchange
+        return exchange if exchange is not None and exchange[0] == self._previous_question \
+            else None
+
+    def _read_head(self) -> None:
+        """An answer is done: read the next question's prompt up to where the question goes
+        (the documents, then this exchange) while the interviewer is quiet, so that the next
+        question costs only its own words again."""
+        if self._prefill is not None and not self._listener.hearing and not self._live:
+            self._head_wanted = True
+            self._prefill.read_head()
 
     def _prefilled(self, question: str, result: PrefillResult) -> None:
+        if not question:
+            self._head_wanted = False
         self._emit(Prefill(self._clock(), question, result.cached, result.read,
                            round(result.ms, 1)))
 
@@ -698,7 +751,8 @@ class CopilotEngine:
         for other in list(self._live.values()):
             if other.record is not None:
                 self._stop(other.id, "superseded")
-        answer = _Answer(rid, text, speculative, now, previous=self._previous_question)
+        answer = _Answer(rid, text, speculative, now, previous=self._previous_question,
+                         exchange=self._last_exchange())
         answer.task = asyncio.get_running_loop().create_task(
             self._run_answer(answer), name=f"copilot-answer-{rid}")
         self._live[rid] = answer
@@ -769,7 +823,7 @@ class CopilotEngine:
 
     async def _run_answer(self, answer: _Answer) -> None:
         generate = asyncio.create_task(self._generate(answer), name=f"copilot-llm-{answer.id}")
-        opened = False
+        opened = answered = False
         try:
             await answer.confirmed.wait()
             record = answer.record
@@ -789,6 +843,9 @@ class CopilotEngine:
             record.status = status
             self._emit(AnswerDone(self._clock(), answer.id, status, record.speech_end,
                                   record.latency_ms()))
+            if status == "complete":
+                self._exchange = (record.question, record.text)
+                answered = True
         except asyncio.CancelledError:
             if opened:
                 await self._sink.close(answer.id, "cancelled")
@@ -800,6 +857,9 @@ class CopilotEngine:
             generate.cancel()
             await asyncio.gather(generate, return_exceptions=True)
             self._drop(answer.id)
+        if answered:
+            await self._llm_slot_free()  # the answer's request may have been cut short
+            self._read_head()
 
     async def _replace(self, record: AnswerRecord, answer: _Answer) -> None:
         """Show the guard's answer as a new stream for the same question (the candidate's
@@ -852,7 +912,8 @@ class CopilotEngine:
         relevant = asyncio.create_task(self._relevant(answer, after_first_token=warm))
         try:
             answer.pieces = await self._pieces(relevant)
-            messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in)
+            messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in,
+                                        answer.exchange)
             await self._stream_answer(answer, messages)
             if not answer.text.strip():  # (and no first token for the search to wait for)
                 raise RuntimeError("the LLM returned an empty answer")
@@ -870,24 +931,33 @@ class CopilotEngine:
             return []
         if after_first_token:
             await answer.first_token.wait()
-        return await relevant_pieces(self.context, answer.text_in, answer.previous,
-                                     self.options.context_pieces)
+        return await relevant_pieces(
+            self.context, answer.text_in, answer.previous, self.options.context_pieces,
+            previous_answer=answer.exchange[1] if answer.exchange is not None else "")
 
     async def _check(self, answer: _Answer) -> None:
         """The guard: an answer that is not the candidate's, names what the documents do not
-        hold, or is off the question's topic gets a replacement: its sentences before the
-        first that fails, or one made of the retrieved pieces (when they make one)."""
+        hold, or says nothing particular to the pieces retrieved for the question (beyond its
+        words, and for a follow-up beyond the exchange it follows) gets a replacement: its
+        sentences before the first that fails, or one made of the retrieved pieces (when
+        they make one)."""
         assert self.context is not None
         every = await self.context.pieces_async()
         vocab = vocabulary([*(p.text for p in every), answer.text_in, answer.previous])
         first = min((_chunk_id(p) for p in every if not is_job_piece(p)), default=None)
+        asked = answer.text_in
+        if answer.exchange is not None and is_follow_up(asked):
+            asked = " ".join([*answer.exchange, asked])
         replacement, problems = guarded_answer(answer.text, vocab, answer.relevant,
-                                               first_resume_id=first)
+                                               asked=asked, first_resume_id=first,
+                                               general=general_pieces(every, answer.text_in),
+                                               grounding=grounding_pieces(answer.text_in))
         if replacement:
             answer.replacement, answer.problems = replacement, problems
 
     async def _stream_answer(self, answer: _Answer, messages: list[ChatMessage]) -> None:
         stream = self._llm.stream(messages)
+        cut = False  # closed before its end: the server stops at its next token
         try:
             async for delta in stream:
                 if not delta:
@@ -899,16 +969,20 @@ class CopilotEngine:
                 answer.changed.set()
                 lines = [x for x in answer.text.split("\n") if x.strip()]
                 if len(lines) > self.options.max_answer_lines:
-                    cut = answer.text.rstrip().rfind("\n")
-                    answer.text = answer.text[:cut + 1]
+                    cut_at = answer.text.rstrip().rfind("\n")
+                    answer.text = answer.text[:cut_at + 1]
+                    cut = True
                     break
                 words = answer.text.split()
                 if len(words) >= self.options.answer_word_limit or _looping(words) or (
                         len(words) >= self.options.max_answer_words
                         and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))):
+                    cut = True
                     break
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
+            if cut:
+                self._closed_early_at = self._clock()
 
     async def _pieces(self, relevant: asyncio.Task[list[Any]]) -> list[Any]:
         """The prompt's pieces (`prompt_pieces`) when they are the warm prompt prefix, else the

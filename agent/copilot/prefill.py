@@ -110,20 +110,23 @@ class CopilotLlamaClient:
     async def prompt(self, messages: list[ChatMessage]) -> tuple[str, str]:
         """The answer prompt for copilot `messages`, as (up to the end of the question, the
         rest): the system prompt and the documents (the user's turn) rendered by the server's
-        chat template, ended by `ROLES_LINE`; then the assistant's turn, which opens with the
-        question and continues after `ANSWER_CUE`. Messages without a question label are
-        rendered as they are."""
+        chat template, ended by `ROLES_LINE`; then the assistant's turn, which holds the
+        dialogue (the last paragraph: the exchange before, if any, then the question) and
+        continues after `ANSWER_CUE`. Messages whose last paragraph does not open with the
+        question label are rendered as they are."""
         *head, last = messages
-        context, label, question = last["content"].rpartition(QUESTION_LABEL)
-        if not label:
+        content = last["content"]
+        dialogue = content.rpartition("\n\n")[2]
+        if not dialogue.startswith(QUESTION_LABEL):
             return await self._render(messages), ""
+        context = content[: len(content) - len(dialogue)]
         user: ChatMessage = {"role": last["role"], "content": context + ROLES_LINE}
         rendered = await self._render([*head, user])
-        return rendered + QUESTION_LABEL + question, f"{ANSWER_CUE} {ANSWER_OPENING}"
+        return rendered + dialogue, f"{ANSWER_CUE} {ANSWER_OPENING}"
 
     async def prefill(self, messages: list[ChatMessage], question: str) -> PrefillResult:
         until_question, _ = await self.prompt(messages)
-        if not question or not until_question.endswith(question):
+        if not until_question.endswith(question):
             raise ValueError("the question does not end the prompt's question part")
         reply = await self._post(
             "/completion", {"prompt": until_question, "n_predict": 0, "cache_prompt": True})
@@ -289,6 +292,13 @@ class QuestionPrefill:
         if question and not self._sent.startswith(question):
             self._waiting = question
             self.send_waiting()
+
+    def read_head(self) -> None:
+        """Read the prompt up to where a question goes (`messages("")`: the documents and the
+        exchange before), when `ready()`; a question offered meanwhile replaces it."""
+        self._waiting = ""
+        self._sent = ""
+        self.send_waiting()
 
     def send_waiting(self) -> None:
         """Send the newest waiting question, if nothing is in flight and `ready()` (the engine

@@ -14,16 +14,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent.copilot.answer_guard import GROUNDING_PIECES
+from agent.copilot.context.index import Piece
+
+OVERVIEW = (r"\b(?:(?:about|describe|introduce|present) yourself|walk me through|"
+            r"your background|introduce)\b")
+"""A question about the candidate as a whole: the resume's opening piece (name, title, where,
+years) answers it first."""
 INTENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), words) for pattern, words in (
-        (r"\b(?:yourself|walk me through|your background|introduce)\b",
-         "summary: my current role, employer and years of experience"),
+        (OVERVIEW, "summary: my current role, employer and years of experience"),
         (r"\bweakness|\bimprove on\b|\bstruggle",
          "professional development: working on, learning, improving"),
         (r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn",
          "salary range, band, pay and bonus"),
         (r"\buniversit|\bcollege|\bdegree|\bstud(?:y|ied)\b|\bschool|\btraining\b|\btrain\b|"
-         r"\beducation|\bqualif",
+         r"\beducation|\bqualifications?\b",
          "education: degree, university"),
         (r"\bspeak\b|\bfluent|\bnative\b|\bhow good is your\b",
          "languages: native, fluent, intermediate"),
@@ -41,6 +47,37 @@ INTENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     ))
 """Common kinds of interview question and words of the sections that answer them."""
 
+def grounding_pieces(question: str) -> int:
+    """How many of the nearest pieces an answer to `question` must name something of
+    (agent.copilot.answer_guard): the nearest alone where retrieval puts what answers it
+    first: the section of a question of a common kind (`INTENTS`: "What is your biggest
+    weakness?" and "Professional development: ..."), the candidate's own piece for why they
+    want the job (`MOTIVATION`; the job's piece alone is the job described back). An answer
+    that names the candidate's title and skills to "What is your biggest weakness?" says
+    nothing of what was asked."""
+    if MOTIVATION.search(question) or any(pattern.search(question) for pattern, _ in INTENTS):
+        return 1
+    return GROUNDING_PIECES
+
+
+def general_pieces(every: list[Any], question: str) -> frozenset[int]:
+    """The chunk ids of the resume's pieces about the candidate in general, before the first
+    role (its opening line and summary), unless `question` asks for an overview: an answer
+    that names only what they hold ("I have six years in B2B software marketing") says
+    nothing particular to any other question."""
+    if re.search(OVERVIEW, question, re.IGNORECASE):
+        return frozenset()
+    resume = sorted((p for p in every if not is_job_piece(p)), key=lambda p: int(p.chunk_id))
+    general = []
+    for piece in resume:
+        if _ROLE.match(piece.text):
+            break
+        general.append(int(piece.chunk_id))
+    if len(general) == len(resume):  # no roles: where the general part ends is unknown
+        return frozenset()
+    return frozenset(general)
+
+
 _REFERS_BACK = re.compile(r"\b(?:that|it|this|there|those|these|they|them)\b", re.IGNORECASE)
 FOLLOW_UP_MAX_WORDS = 9
 """A question this short that refers to something ("How long did that take?") is a follow-up."""
@@ -50,13 +87,15 @@ def is_follow_up(question: str) -> bool:
     return len(question.split()) <= FOLLOW_UP_MAX_WORDS and bool(_REFERS_BACK.search(question))
 
 
-def search_text(question: str, previous: str = "") -> str:
+def search_text(question: str, previous: str = "", previous_answer: str = "") -> str:
     """What the index is searched with for `question`: the question, the words of its kind's
-    sections, and, for a follow-up, the `previous` question it refers to."""
+    sections, and, for a follow-up, the `previous` question it refers to and the
+    `previous_answer` shown to it ("How much time did that save?" is about the handover sheet
+    that answer named, which the question before may not)."""
     parts = [question]
     parts += [words for pattern, words in INTENTS if pattern.search(question)]
-    if previous and is_follow_up(question):
-        parts.insert(0, previous)
+    if is_follow_up(question):
+        parts[:0] = [text for text in (previous, previous_answer) if text]
     return " ".join(parts)
 
 
@@ -65,6 +104,11 @@ JOB_QUESTION = re.compile(
     r"business)\b|\babout us\b|\bknow about\b|\bquestions? for (?:us|me)\b|\bfive years|"
     r"\bwhy (?:do you want|this role|are you interested)", re.IGNORECASE)
 """Questions the job description answers better than the resume."""
+MOTIVATION = re.compile(
+    r"\bwhy (?:do you want|would you like|are you (?:interested|applying)|this role|us\b)|"
+    r"\bwhat (?:attracts|draws|interests) you\b", re.IGNORECASE)
+"""Why the candidate wants the job: answered by what they did that leads to it (the resume)
+and what the job is (the job description), so the nearest piece of each comes first."""
 OTHER_SOURCE_PENALTY = 0.3
 """Added to the distance of a piece from the document the question is not about: MiniLM puts
 the job description's short lines ("Nice to have: A mentorship qualification.") near almost
@@ -91,18 +135,39 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[^\W\d_]{4,}", text.lower()) if w not in _FUNCTION_WORDS}
 
 
+_ROLE = re.compile(r"^(?P<role>[^:]+?\(\s*\d{4}[^)]*\))\s*:")
+"""A resume piece's experience heading: "Northwind Bank — Senior Backend Engineer (2021–…):"."""
+
+
+def resume_outline(resume: list[Any]) -> Piece | None:
+    """The candidate's roles, one after the other, as a piece of their own ("Experience:
+    Northwind Bank — Senior Backend Engineer (2021–present); Tidewater Games — ..."): what
+    "Walk me through your resume" asks for, which no single piece holds. None without roles."""
+    ordered = sorted(resume, key=lambda p: int(p.chunk_id))
+    roles = dict.fromkeys(m.group("role") for p in ordered if (m := _ROLE.match(p.text)))
+    if not roles:
+        return None
+    return Piece(OUTLINE_ID, "resume", "Experience: " + "; ".join(roles) + ".", 0.0)
+
+
+OUTLINE_ID = -1
+"""The chunk id of `resume_outline`'s piece, which no document chunk has."""
+
+
 def is_job_piece(piece: Any) -> bool:
     return piece.source in ("job_description", "job")
 
 
-async def relevant_pieces(index: Any, question: str, previous: str = "", k: int = 3) -> list[Any]:
+async def relevant_pieces(index: Any, question: str, previous: str = "", k: int = 3, *,
+                          previous_answer: str = "") -> list[Any]:
     """The `k` pieces of `index` (a ContextIndex or what has its async search) that answer
     `question` best, nearest first: resume pieces first unless the question is about the job
-    or the company; `previous` is the question before, for a follow-up."""
+    or the company, the nearest of both first for why the candidate wants the job;
+    `previous` and `previous_answer` are the exchange before, for a follow-up."""
     every = await index.pieces_async()
     if not every or k <= 0:
         return []
-    text = search_text(question, previous)
+    text = search_text(question, previous, previous_answer)
     ranked = await index.search_async(text, len(every))
     about_job = bool(JOB_QUESTION.search(question))
     asked = _words(text)
@@ -112,4 +177,15 @@ async def relevant_pieces(index: Any, question: str, previous: str = "", k: int 
         return (piece.distance - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
                 + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY))
 
-    return sorted(ranked, key=distance)[:k]
+    ordered = sorted(ranked, key=distance)
+    if re.search(OVERVIEW, question, re.IGNORECASE):
+        mine = [p for p in ordered if not is_job_piece(p)]
+        opening = min(mine, key=lambda p: int(p.chunk_id), default=None)
+        first = [p for p in (opening, resume_outline(mine)) if p is not None]
+        ordered = first + [p for p in ordered if p is not opening]
+    elif MOTIVATION.search(question):
+        mine = next((p for p in ordered if not is_job_piece(p)), None)
+        job = next((p for p in ordered if is_job_piece(p)), None)
+        first = [p for p in (mine, job) if p is not None]
+        ordered = first + [p for p in ordered if all(p is not f for f in first)]
+    return ordered[:k]
