@@ -1,8 +1,8 @@
 """The agent ducks under the user's sound instead of pausing (TurnOptions.duck): a backchannel
 never silences the answer, an interruption stops it as soon as what is heard of it reads as
 one. Virtual time (tests/machine_timeline.py); the first question ends at 2.0 s and its answer
-is heard from 2.54 s, the user's sound starts at 3.50 s, later than `continuation_s` after the question (words
-said sooner may be the question going on)."""
+is heard from 2.54 s, the user's sound starts at 3.50 s: later than `continuation_s` after
+the question (words said sooner may be the question going on)."""
 
 from __future__ import annotations
 
