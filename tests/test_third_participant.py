@@ -23,7 +23,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
 from bench.measure import wait_until
 from bench.room_client import RoomUser
-from bench.speech import espeak, with_silence
+from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import scripted_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -52,9 +52,12 @@ def joining(server: LiveKitServer, room: str, identity: str, **token: Any) -> Ro
 
 
 async def say(user: RoomUser, text: str) -> float:
-    """Say `text` in real time with the mic left open afterwards; returns the end time."""
-    pcm = with_silence(espeak(text), 0.3, 0.0)
-    [end] = await user.speak(pcm, marks=[len(pcm) - 1])
+    """Say `text` in real time with the mic left open afterwards; returns when its last voiced
+    sample was said (not the end of espeak-ng's trailing silence: an answer started on a
+    partial transcript can be heard before that)."""
+    speech = espeak(text)
+    pcm = with_silence(speech, 0.3, 0.0)
+    [end] = await user.speak(pcm, marks=[int(0.3 * RATE) + last_voiced_sample(speech) - 1])
     assert end is not None
     return end
 
