@@ -94,8 +94,10 @@ async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
     answer, requests, audio = await _ask(livekit_server, tmp_path, config, "tools-stdio",
                                          llm=ScriptedLLM([WEATHER]))
     assert answer == WEATHER_ANSWER
-    heard = (await whisper_stt.transcribe(audio)).lower()  # the result, spoken to the user
-    assert "rain" in heard and "oslo" in heard, heard
+    # The result, spoken to the user: its city and its number, which Whisper tiny.en hears
+    # surely (it once heard "light rain" as "light ring" in a fresh-clone CI run).
+    heard = (await whisper_stt.transcribe(audio)).lower()
+    assert "oslo" in heard and ("14" in heard or "fourteen" in heard), heard
     first, second = requests[-2:]
     assert _offered(first) == ["get_weather"]  # the server's allow list
     call = second["messages"][-2]["tool_calls"][0]
