@@ -22,7 +22,6 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from bench.wer import normalize
 
 SENTENCES = (
     "What time is it in Tokyo right now?",
@@ -67,18 +67,6 @@ SENTENCES = (
 CACHE_DIR = Path(".cache/bench")
 LEAD_S = 0.2
 SPEECH_THRESHOLD = 500  # int16 amplitude, about -36 dBFS
-_NUMBERS = dict(enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split()
-))
-
-
-def normalize(text: str) -> str:
-    """Lower case, no punctuation, small numbers as words: how WER is scored here."""
-    words = re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
-    return " ".join(_NUMBERS.get(int(w), w) if w.isdigit() else w for w in words)
-
-
 async def piper_speech(text: str) -> np.ndarray:
     """`text` spoken by the bundled Piper voice at 16 kHz int16."""
     from tts.piper_tts import PiperTTS

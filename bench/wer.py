@@ -67,6 +67,14 @@ def normalize(text: str) -> str:
     return " ".join(kept)
 
 
+def wer(said: str, heard: str) -> float:
+    """Word error rate of one utterance, both sides normalized; 1.0 when nothing was heard."""
+    import jiwer
+
+    ref, hyp = normalize(said), normalize(heard)
+    return jiwer.wer(ref, hyp) if hyp else 1.0
+
+
 def word_errors(said: str, heard: str) -> dict[str, int]:
     """Reference words and the substitutions, deletions and insertions that turn `said` into
     `heard` (both normalized)."""

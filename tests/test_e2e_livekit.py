@@ -11,7 +11,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import jiwer
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
@@ -19,6 +18,7 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
 from bench.room_client import RoomUser
 from bench.speech import RATE, espeak, last_voiced_sample, with_silence
+from bench.wer import wer
 from tests.agent_process import agent_worker, scripted_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -73,8 +73,7 @@ async def test_spoken_question_gets_the_scripted_spoken_answer(
             # as "and France"; the question word must come through.
             assert "capital" in user_text.lower(), user_text
             heard = await whisper_stt.transcribe(user.agent_audio(timing["speech_end"]))
-            error = jiwer.wer(_norm(agent_text), _norm(heard))
-            assert error <= 0.25, f"heard {heard!r} for {agent_text!r}"
+            assert wer(agent_text, heard) <= 0.25, f"heard {heard!r} for {agent_text!r}"
             assert timing["first_audio"] is not None
             v2v_ms = (timing["first_audio"] - timing["speech_end"]) * 1000
             record_property("voice_to_voice_ms", round(v2v_ms))
@@ -100,10 +99,6 @@ async def test_bundled_llm_gives_a_spoken_answer(
             print(f"\nbundled LLM said {agent_text!r}; heard {heard!r}; v2v {v2v_ms:.0f} ms")
         finally:
             await user.close()
-
-
-def _norm(text: str) -> str:
-    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
 
 
 def _subsequence(needle: list[str], haystack: list[str]) -> bool:

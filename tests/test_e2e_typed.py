@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jiwer
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
@@ -20,8 +19,8 @@ from agent.transports.tokens import create_join_token
 from agent.transports.typed_input import MAX_TYPED_CHARS, TYPED_BURST, TYPED_PER_MIN
 from bench.measure import require
 from bench.room_client import RoomUser
+from bench.wer import wer
 from tests.agent_process import scripted_agent
-from tests.test_e2e_livekit import _norm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -76,8 +75,7 @@ async def test_typed_messages_are_answered_in_voice_and_text_and_interrupt(
             # Shown as the user's turns, as a spoken question is (the page reads these).
             assert user.final_texts("user-1") == [FRANCE, OSLO]
             said = await whisper_stt.transcribe(user.agent_audio(t_thinking))  # spoken
-            error = jiwer.wer(_norm(OSLO_REPLY), _norm(said))
-            assert error <= 0.25, f"heard {said!r} for {OSLO_REPLY!r}"
+            assert wer(OSLO_REPLY, said) <= 0.25, f"heard {said!r} for {OSLO_REPLY!r}"
             states = [s for t, s in user.states if t_france < t <= t_done]
             assert states == ["thinking", "speaking", "thinking", "speaking", "listening"]
         finally:

@@ -15,7 +15,7 @@ from agent.stt.whisper import PHONE_NO_SPEECH_PROB, WhisperOptions, WhisperSTT
 from bench.corpus import trim
 from bench.listen_corpus import phone_line, pink_noise
 from bench.speech import espeak
-from bench.stt_bench import normalize
+from bench.wer import normalize
 
 PRE_ROLL = np.zeros(round(0.3 * INPUT_RATE), np.int16)  # the listener's pre-roll before a word
 

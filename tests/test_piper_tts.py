@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from bench.wer import wer
 from tts.piper_tts import (
     PiperTTS,
     fade_edges,
@@ -46,15 +47,6 @@ def transcribe(whisper, pcm48k: np.ndarray) -> str:
     audio16k = soxr.resample(pcm48k.astype(np.float32) / 32768, 48_000, 16_000)
     segments, _ = whisper.transcribe(audio16k, language="en", beam_size=1)
     return " ".join(s.text.strip() for s in segments)
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    import jiwer
-
-    def norm(s: str) -> str:
-        return " ".join("".join(c for c in s.lower() if c.isalnum() or c.isspace()).split())
-
-    return jiwer.wer(norm(reference), norm(hypothesis))
 
 
 def active_rms_db(pcm: np.ndarray, rate: int) -> float:

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
 
 from bench.speech import RATE, espeak, last_voiced_sample
+from bench.wer import normalize, wer
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +26,6 @@ LONG_REPLY = (
 )
 WEATHER_REPLY = "It is sunny and warm today."
 SHORT_REPLY = "The capital of France is Paris, on the river Seine."
-
-
-def _norm(text: str) -> str:
-    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
 
 
 def simulate(tmp_path: Path, pcm: np.ndarray, replies: list[str]) -> tuple[list[dict], np.ndarray]:
@@ -55,7 +51,7 @@ def test_spoken_question_cycles_states_and_answers_promptly(tmp_path: Path) -> N
     states = [e["state"] for e in events if e["type"] == "state"]
     assert states == ["LISTENING", "THINKING", "SPEAKING", "LISTENING"]
     finals = [e["text"] for e in events if e["type"] == "transcript" and e["final"]]
-    assert len(finals) == 1 and jiwer.wer(_norm(QUESTION), _norm(finals[0])) <= 0.2, finals
+    assert len(finals) == 1 and wer(QUESTION, finals[0]) <= 0.2, finals
     [audio_start] = [e["t"] for e in events if e["type"] == "audio_start"]
     latency = audio_start - speech_end
     print(f"\nend of speech {speech_end:.3f}s -> first agent audio {audio_start:.3f}s: "
@@ -93,9 +89,9 @@ def test_talking_over_the_answer_ducks_then_stops_it_and_the_interruption_is_ans
     turns = [e for e in events if e["type"] == "turn"]
     assert [t["interrupted"] for t in turns] == [True, False]
     first, second = turns
-    assert first["heard_text"] and _norm(LONG_REPLY).startswith(_norm(first["heard_text"]))
+    assert first["heard_text"] and normalize(LONG_REPLY).startswith(normalize(first["heard_text"]))
     assert len(first["heard_text"]) < len(LONG_REPLY)
-    assert jiwer.wer(_norm(INTERRUPTION), _norm(second["user_text"])) <= 0.25, second
+    assert wer(INTERRUPTION, second["user_text"]) <= 0.25, second
     assert second["agent_text"] == WEATHER_REPLY
     [stopped] = [e for e in events if e["type"] == "playback_stopped"]
     assert stopped["heard_text"] == first["heard_text"]

@@ -25,15 +25,9 @@ from agent.stt.whisper import (
 )
 from bench.measure import wait_until
 from bench.speech import espeak, with_silence
-from bench.stt_bench import normalize
+from bench.wer import wer
 
 BECKETT_TEXT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    import jiwer
-
-    return jiwer.wer(normalize(reference), normalize(hypothesis))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.transports.tokens import create_join_token
 from bench.room_client import RoomUser
+from bench.wer import normalize, wer
 from tests.agent_process import agent_worker, scripted_llm_env
 from tests.test_e2e_livekit import converse
 
@@ -94,10 +95,12 @@ async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
     answer, requests, audio = await _ask(livekit_server, tmp_path, config, "tools-stdio",
                                          llm=ScriptedLLM([WEATHER]))
     assert answer == WEATHER_ANSWER
-    # The result, spoken to the user: its city and its number, which Whisper tiny.en hears
-    # surely (it once heard "light rain" as "light ring" in a fresh-clone CI run).
-    heard = (await whisper_stt.transcribe(audio)).lower()
-    assert "oslo" in heard and ("14" in heard or "fourteen" in heard), heard
+    # The answer, spoken to the user, as every spoken answer is checked (test_e2e_livekit):
+    # at most 2 of its 8 words misheard by Whisper tiny.en, the instrument, which has heard
+    # "Oslo" as "ocelo" and "rain" as "ring" here. The tool's number must come through.
+    heard = await whisper_stt.transcribe(audio)
+    assert wer(WEATHER_ANSWER, heard) <= 0.25, heard
+    assert "fourteen" in normalize(heard).split(), heard
     first, second = requests[-2:]
     assert _offered(first) == ["get_weather"]  # the server's allow list
     call = second["messages"][-2]["tool_calls"][0]
