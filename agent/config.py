@@ -28,7 +28,7 @@ class LiveKitSettings:
     agent_name: str = "voxroom"
 
 
-# The providers of each engine (agent.providers has a factory for each name).
+# The providers of each engine (agent.adapters.providers has a factory for each name).
 LLM_PROVIDERS = ("local", "openai")
 STT_PROVIDERS = ("whisper", "deepgram", "openai")
 TTS_PROVIDERS = ("piper", "openai")
@@ -87,13 +87,13 @@ class TTSSettings:
     api_key: str = field(default="", repr=False)
 
 
-# agent.voice.turn_detector.DETECTORS
+# agent.adapters.turn_detector.DETECTORS
 TURN_DETECTORS = ("text+smart-turn", "text", "smart-turn", "livekit", "off")
 
 
 @dataclass(frozen=True)
 class TurnSettings:
-    # The end-of-turn model whose score sets the endpoint silence (agent.voice.turn_detector):
+    # The end-of-turn model whose score sets the endpoint silence (agent.adapters.turn_detector):
     # "text+smart-turn" (the default: SmolLM2-135M on the transcript, overruled by Smart
     # Turn when the voice trails off in a filler the transcript lacks), "text" alone,
     # "smart-turn" or "livekit" (audio alone), or "off" (silence and the punctuation cue).

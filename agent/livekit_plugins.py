@@ -127,7 +127,7 @@ def to_pcm16k(buffer: utils.AudioBuffer) -> np.ndarray:
 
 def load_plugins(output_rate: int = 48_000) -> tuple[WhisperSTTPlugin, PiperTTSPlugin]:
     """Load and warm Whisper and Piper (blocking), wrapped as plugins."""
-    from agent.providers import load_speech_engines
+    from agent.adapters.providers import load_speech_engines
 
     engine_stt, engine_tts = load_speech_engines(output_rate)
     return WhisperSTTPlugin(engine_stt), PiperTTSPlugin(engine_tts)

@@ -273,7 +273,7 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
 async def _simulate(
     items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any, caller: str
 ) -> list[ItemResult]:
-    from agent.providers import open_llm
+    from agent.adapters.providers import open_llm
     from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
     from bench.simulate_path import run_simulate

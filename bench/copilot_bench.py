@@ -6,7 +6,7 @@ Each question is spoken by espeak-ng and fed in real time, in 20 ms frames, into
 a sample resume and job description (bench/copilot_data/), and the bundled Qwen2.5-0.5B served
 by llama.cpp (its prompt cache warmed by `CopilotEngine.warm()`; the question read ahead from
 the STT's partials while it is spoken, and answers written through `/completion` in a layout
-with a short end after the question, agent.copilot.prefill). A recording sink
+with a short end after the question, agent.adapters.llm.prefill). A recording sink
 stands in for the candidate's screen. The end of the question is the last voiced sample of
 the speech fed; the next question starts after the answer is complete.
 
@@ -44,7 +44,7 @@ import numpy as np
 from agent.copilot.engine import CopilotOptions
 from agent.copilot.events import CopilotEvent
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.voice.events import event_json
+from agent.events import event_json
 from bench.copilot_quality import word_count
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
@@ -134,13 +134,13 @@ def speak(text: str) -> np.ndarray:
 
 
 async def run_questions(args: argparse.Namespace) -> list[dict]:
-    from agent.copilot.context.embedder import MiniLMEmbedder
+    from agent.adapters.embedder import MiniLMEmbedder
+    from agent.adapters.llm.prefill import llama_client_for
+    from agent.adapters.providers import open_llm
+    from agent.adapters.stt.whisper import WhisperSTT
     from agent.copilot.context.index import ContextIndex
     from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
-    from agent.copilot.prefill import llama_client_for
     from agent.models import offline_env
-    from agent.providers import open_llm
-    from agent.stt.whisper import WhisperSTT
     from bench.speech import last_voiced_sample
 
     offline_env()
@@ -164,10 +164,10 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
         sink = TimedSink()
         options = CopilotOptions(context_pieces=args.pieces,
                                  stable_prefix_max_chars=args.stable_prefix_chars)
-        # The bundled server answers through its own client (agent.copilot.prefill).
+        # The bundled server answers through its own client (agent.adapters.llm.prefill).
         client = llama_client_for(llm)
         prefill = None if args.no_prefill else client
-        events: list[dict] = []  # as JSON (agent.voice.events.event_json)
+        events: list[dict] = []  # as JSON (agent.events.event_json)
 
         def on_event(event: CopilotEvent) -> None:
             if event.kind in TIMELINE_EVENTS:

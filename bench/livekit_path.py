@@ -134,8 +134,8 @@ class LiveKitBench:
         return self
 
     async def _prepare_tools(self) -> None:
+        from agent.adapters.providers import load_stt
         from agent.config import STTSettings
-        from agent.providers import load_stt
         from bench.tool_corpus import worker_config
 
         self.tools_config = self.dir / "voxroom-tools.toml"
@@ -148,14 +148,14 @@ class LiveKitBench:
     def _reference_wanted(self) -> bool:
         """Items that speak over the long answer are in the run, and the LLM is the scripted
         one (which answers the reference question with the long answer)."""
-        from agent.providers import parse_llm_spec
+        from agent.adapters.providers import parse_llm_spec
 
         kind, arg = parse_llm_spec(self.args.llm) if self.args.llm else ("script", "")
         return (kind == "script" and not arg
                 and any(getattr(i, "kind", "") in OVERLAY_KINDS for i in self.items))
 
     async def _start_llm(self) -> None:
-        from agent.providers import parse_llm_spec
+        from agent.adapters.providers import parse_llm_spec
         from agent.testing.scripted_llm import ScriptedLLM
         from agent.testing.scripted_llm_server import scripted_llm_server
         from bench.corpus import LONG_ANSWER, scripted_answers, scripted_replies
@@ -175,7 +175,7 @@ class LiveKitBench:
             self.sees_requests = True
             self.llm_model = "scripted"
         elif kind == "local":
-            from agent.llm.llama_server import DEFAULT_MODEL_NAME, LocalLLMServer
+            from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME, LocalLLMServer
 
             local = LocalLLMServer()
             self.llm_url = await asyncio.to_thread(local.start)
@@ -395,8 +395,8 @@ class FillerEar:
     SIMILAR = 0.6
 
     def __init__(self, stt: Any) -> None:
+        from agent.pipeline.tool_round import FILLER_TEXTS
         from agent.voice.engine import FILLER_TEXT
-        from agent.voice.tool_round import FILLER_TEXTS
 
         self._stt = stt
         self.texts = (*FILLER_TEXTS, FILLER_TEXT)

@@ -8,7 +8,7 @@ the scripted test double served over HTTP (agent/testing/scripted_llm_server.py)
 first token: a random 300-600 ms. With `--engines local` STT and TTS are the bundled local
 models (Whisper tiny.en, Piper), running in the workers, so the figures are those of a
 self-contained worker. With `--engines remote` the workers use their cloud adapters
-(agent/stt/deepgram.py, tts/openai_tts.py) against test doubles of those services in this
+(agent/adapters/stt/deepgram.py, tts/openai_tts.py) against test doubles of those services in this
 process (agent/testing/remote_doubles.py): a Deepgram double that recognises the users' questions
 and answers after a remote-like delay, and an OpenAI-compatible speech double that streams
 Piper speech after a remote-like time to first byte. The figures are then those of a worker

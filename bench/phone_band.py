@@ -6,7 +6,8 @@ carried by a line of increasing damage: as it is; resampled to 8 kHz and back (n
 `phone_line`). Every line's audio is then Opus-coded as LiveKit carries it (libsndfile, as
 `bench/stt_ceiling.py` does). Per line, the stages the agent puts it through, measured apart,
 each twice: as the agent hears a browser's microphone (the wideband tuning) and as it hears a
-phone caller (agent/stt/phone_band.py: the VAD's lower energy gate, Whisper's phone tuning):
+phone caller (agent/adapters/stt/phone_band.py: the VAD's lower energy gate, Whisper's phone
+tuning):
 
 - the front end: webrtcvad with the energy gate (agent/audio/vad.py) and the speech vote
   (state_machine's SpeechVote, TurnOptions' window), after 0.5 s of silence: where the
@@ -151,9 +152,9 @@ def summarize(rows: list[dict[str, Any]], tunings: list[str]) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> None:
+    from agent.adapters.stt.phone_band import for_phone_line, phone_line_vad
+    from agent.adapters.stt.whisper import WhisperSTT
     from agent.audio.vad import VoiceActivityDetector
-    from agent.stt.phone_band import for_phone_line, phone_line_vad
-    from agent.stt.whisper import WhisperSTT
     from bench.listen_corpus import load_listen_corpus
     from bench.measure import load_average
     from bench.stt_ceiling import opus_round_trip

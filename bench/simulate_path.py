@@ -47,10 +47,10 @@ async def run_item(
 ) -> ItemResult:
     """Say one corpus item (bench.corpus.Utterance or BargeIn, of any kind) to a fresh turn
     engine (`phone_line`: one that hears it as it hears a phone caller)."""
+    from agent.adapters.llm.history import ChatHistory
     from agent.audio.sinks import TimelineSink
-    from agent.llm.history import ChatHistory
+    from agent.events import AudioStart, Transcript, VoiceEvent
     from agent.voice.engine import TurnEngine
-    from agent.voice.events import AudioStart, Transcript, VoiceEvent
 
     barge_in = hasattr(item, "interruption")
     question = item.question if barge_in else item
@@ -158,9 +158,9 @@ async def run_simulate(
     """Every item in turn; `llm_for(item)` gives the LLM for the item's conversation. A "sip"
     `caller` says each item over a phone line (bench/sip_caller.py), and the engine hears it
     as the agent hears a phone caller (TurnEngine's `phone_line`)."""
+    from agent.adapters.providers import load_speech_engines
+    from agent.adapters.turn_detector import load_detector
     from agent.config import load_settings
-    from agent.providers import load_speech_engines
-    from agent.voice.turn_detector import load_detector
     from bench.sip_caller import over_phone_line
 
     settings = load_settings()

@@ -105,12 +105,12 @@ async def run_soak(
 ) -> SoakResult:
     """Say `items` (bench.corpus questions and barge-ins) over and over to one conversation
     for `minutes`."""
+    from agent.adapters.llm.history import ChatHistory
+    from agent.adapters.providers import load_speech_engines
     from agent.apps.simulate import OUTPUT_RATE
     from agent.audio.sinks import TimelineSink
-    from agent.llm.history import ChatHistory
-    from agent.providers import load_speech_engines
+    from agent.events import AudioStart, VoiceEvent
     from agent.voice.engine import TurnEngine
-    from agent.voice.events import AudioStart, VoiceEvent
 
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
     clock = time.monotonic

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from agent.stt.whisper import WhisperOptions, WhisperSTT
+    from agent.adapters.stt.whisper import WhisperOptions, WhisperSTT
 
     options = WhisperOptions()
     if args.end_pad_s is not None:

@@ -87,7 +87,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
     from agent.voice.turn_metrics import percentiles
     from bench.listen_corpus import load_listen_corpus
     from bench.measure import load_average

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-from agent.tools.python_tools import tool
+from agent.adapters.tools.python_tools import tool
 
 # How long each double takes: a quick lookup (no filler is due) and a slow one (the filler
 # after 0.7 s is).

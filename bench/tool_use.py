@@ -295,7 +295,7 @@ async def ask(llm: Any, messages: list[dict[str, Any]], specs: Sequence[Any]
 async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
                       system_prompt: str) -> RequestResult:
     """One request: heard, asked, scored; after a call, the result back and the answer."""
-    from agent.llm.history import ChatHistory
+    from agent.adapters.llm.history import ChatHistory
 
     t0 = time.monotonic()
     heard = (await stt.transcribe(request.pcm)).strip()
@@ -316,16 +316,16 @@ async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
 
 async def follow_calls(result: RequestResult, llm: Any, toolbox: Any,
                        messages: list[dict[str, Any]], text: str, calls: list[Any]) -> None:
-    """The rest of the reply as the reply loop (agent.voice.reply.ReplyPipeline) makes it:
+    """The rest of the reply as the reply loop (agent.pipeline.reply.ReplyPipeline) makes it:
     each round's calls (one of each) run, their results follow the assistant's message, and
     the model is asked again, offered the tools; a round whose calls all failed ends in the
     loop's apology, and a model that calls again what it already called (or is still calling
     after MAX_TOOL_ROUNDS) gets no more runs: the answer is the last results said as they are
     (short, not JSON), else the apology. Sets the answer, where it came from, the rounds, and
     the time from the first results to the answer's first word."""
-    from agent.tools.base import ToolContext
-    from agent.voice.reply import MAX_SAID_RESULT_CHARS
-    from agent.voice.tool_round import MAX_TOOL_ROUNDS, TOOL_APOLOGY
+    from agent.adapters.tools.base import ToolContext
+    from agent.pipeline.reply import MAX_SAID_RESULT_CHARS
+    from agent.pipeline.tool_round import MAX_TOOL_ROUNDS, TOOL_APOLOGY
 
     ctx = ToolContext(room="bench", user_identity="bench-user")
     called: set[tuple[str, str]] = set()
@@ -519,10 +519,10 @@ def _machine() -> dict[str, Any]:
 
 async def _run(requests: Sequence[ToolRequest], args: argparse.Namespace
                ) -> tuple[list[RequestResult], str]:
+    from agent.adapters.llm.history import ChatHistory
+    from agent.adapters.providers import load_stt, open_llm
+    from agent.adapters.tools.registry import ToolRegistry
     from agent.config import STTSettings, ToolsSettings, load_settings
-    from agent.llm.history import ChatHistory
-    from agent.providers import load_stt, open_llm
-    from agent.tools.registry import ToolRegistry
 
     settings = load_settings(getattr(args, "config", None))
     profile = settings.profile("default")

@@ -6,10 +6,10 @@ Each sentence is synthesized by the bundled Piper voice
 - chunked: fed word by word (LLM-style deltas " word") to `make_chunker("lookahead")`, each
   chunk synthesized as it is released with its neighbours as context
   (`synthesize(chunk, left_context=previous chunk, right_context=the lookahead words already
-  received)`) and the chunks' samples concatenated, as agent/voice/reply.py hands them to
-  agent/voice/playout.py;
+  received)`) and the chunks' samples concatenated, as agent/pipeline/reply.py hands them to
+  agent/pipeline/playout.py;
 - chunked, left context only: the same chunks with only the previous chunk as context (what
-  agent/voice/reply.py passes today), to show what the right context buys;
+  agent/pipeline/reply.py passes today), to show what the right context buys;
 and each is transcribed by the bundled Whisper tiny.en (`WhisperSTT.transcribe`, 16 kHz).
 espeak-ng's reading of the sentence is transcribed too: the STT's own error on the sentence,
 with no Piper involved, tells an STT miss from a TTS one.
@@ -152,7 +152,7 @@ def normalize(text: str) -> str:
 @dataclass(frozen=True)
 class Chunk:
     text: str
-    left: str  # the previous chunk (agent/voice/reply.py's left context)
+    left: str  # the previous chunk (agent/pipeline/reply.py's left context)
     right: str  # the words already received after the chunk when it was released
 
 
@@ -242,7 +242,7 @@ async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> Senten
 
 def load_engines():
     """Piper at 16 kHz (Whisper's rate) and Whisper tiny.en, loaded and warmed."""
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
     from tts.piper_tts import PiperTTS
 
     tts = PiperTTS(output_rate=INPUT_RATE)

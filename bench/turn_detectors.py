@@ -175,7 +175,7 @@ def transcribed(all_cases: list[Case]) -> list[Case]:
     import asyncio
     from dataclasses import replace
 
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
 
     stt = WhisperSTT()
     stt.load()
@@ -201,7 +201,7 @@ def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
 
 def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
              ) -> dict[str, object]:
-    from agent.voice.turn_detector import make_detector
+    from agent.adapters.turn_detector import make_detector
     from state_machine.endpointing import EndpointOptions, silence_for_score
 
     det = make_detector(name)

@@ -31,7 +31,7 @@ def repo_root() -> Path:
 def whisper_stt() -> Any:
     """The bundled Whisper as the agent's STT engine, loaded once: the ear of the end-to-end
     tests, which transcribe what the user heard of the agent."""
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
 
     stt = WhisperSTT()
     stt.load()

@@ -46,8 +46,8 @@ def test_the_corpus_has_twenty_requests_half_of_them_for_each_tool_and_none() ->
 
 
 def test_the_registry_offers_the_builtin_clock_and_the_doubles_as_a_worker_would() -> None:
+    from agent.adapters.tools.registry import ToolRegistry
     from agent.config import ToolsSettings
-    from agent.tools.registry import ToolRegistry
 
     registry = ToolRegistry(ToolsSettings(python=("bench.tool_doubles",)))
     registry.start()
@@ -206,7 +206,7 @@ def test_the_tools_corpus_has_each_kind_and_scripted_calls_of_the_offered_double
             assert "{result}" in reply.answer
     assert all(hasattr(tool_doubles, name) for name in OFFERED)
     # The slow double is slow enough for voxroom's filler, the quick one is not.
-    from agent.voice.tool_round import FILLER_AFTER_S
+    from agent.pipeline.tool_round import FILLER_AFTER_S
     assert tool_doubles.WEATHER_DELAY_S < FILLER_AFTER_S < tool_doubles.FORECAST_DELAY_S
     check_kinds(["tool", "no_tool"])
     with pytest.raises(ValueError, match="unknown kind"):

@@ -22,7 +22,7 @@ DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
 
 @pytest.fixture(scope="module")
 def embedder():
-    from agent.copilot.context.embedder import MiniLMEmbedder
+    from agent.adapters.embedder import MiniLMEmbedder
 
     model = MiniLMEmbedder()
     model.load()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
+from agent.adapters.llm.prefill import PrefillResult
 from agent.copilot.engine import (
     COPILOT_SYSTEM_PROMPT,
     FAILED_ANSWER,
@@ -26,10 +27,9 @@ from agent.copilot.engine import (
     prefix_steps,
 )
 from agent.copilot.events import CopilotEvent, Warm
-from agent.copilot.prefill import PrefillResult
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
+from agent.events import event_json
 from agent.testing.scripted_llm import ScriptedLLM
-from agent.voice.events import event_json
 from state_machine import actions as A
 from state_machine.endpointing import EndpointOptions
 from tests.stt_stream_double import STTStreamDouble
@@ -214,7 +214,7 @@ class RecordingSink:
 
 
 class RecordingPrefill:
-    """TEST DOUBLE for the read-ahead of agent.copilot.prefill.CopilotLlamaClient: each request
+    """TEST DOUBLE for the read-ahead of agent.adapters.llm.prefill.CopilotLlamaClient: each request
     takes `seconds`; records (opened, closed, question, messages, finished) per request, in
     loop time."""
 
@@ -276,7 +276,7 @@ class Run:
     sink: RecordingSink
     llm: object
     speech_ends: list[float]
-    events: list[dict]  # as JSON (agent.voice.events.event_json)
+    events: list[dict]  # as JSON (agent.events.event_json)
 
 
 def run_copilot(
@@ -704,7 +704,7 @@ def test_a_dead_stt_asks_nothing_and_is_logged_once_per_utterance(
     run = run_copilot([("speech", 1.0), ("silence", 1.0), ("speech", 1.0)], stt, llm)
 
     # Two utterances, their frames pushed and discarded: each logs its first failure only.
-    failures = [r.getMessage() for r in caplog.records if r.name == "agent.stt.guard"]
+    failures = [r.getMessage() for r in caplog.records if r.name == "agent.adapters.stt.guard"]
     assert failures == ["STT discard failed: RuntimeError: decoder died"] * 2
     assert llm.requests == [] and run.engine.idle
 

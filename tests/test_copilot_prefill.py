@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, copilot_messages
-from agent.copilot.prefill import (
+from agent.adapters.llm.prefill import (
     ANSWER_CUE,
     ANSWER_OPENING,
     ROLES_LINE,
@@ -21,6 +20,7 @@ from agent.copilot.prefill import (
     _after_opening,
     llama_client_for,
 )
+from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, copilot_messages
 from tests.local_http import serve_app
 
 QUESTION = "Tell me about a time you had an outage"
@@ -179,7 +179,7 @@ async def test_a_server_error_is_raised(
 
 
 def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_settings() -> None:
-    from agent.llm.llama_server import DEFAULT_MODEL_NAME
+    from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME
 
     class Client:
         def __init__(self, base_url: str | None, model: str = DEFAULT_MODEL_NAME) -> None:
@@ -199,7 +199,7 @@ def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_setti
 
 @pytest.mark.slow
 async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
-    from agent.llm.llama_server import LocalLLMServer
+    from agent.adapters.llm.llama_server import LocalLLMServer
 
     server = LocalLLMServer(n_parallel=1)
     base_url = await asyncio.to_thread(server.start)

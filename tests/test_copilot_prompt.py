@@ -36,7 +36,7 @@ ANSWER = "I led the checkout rewrite at Northwind Bank."
 
 @pytest.fixture(scope="module")
 def index():
-    from agent.copilot.context.embedder import MiniLMEmbedder
+    from agent.adapters.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.load()

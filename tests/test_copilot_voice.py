@@ -16,8 +16,8 @@ import pytest
 from agent.audio.sinks import TimelineSink
 from agent.copilot.room import CopilotSession
 from agent.copilot.voice import SpokenAnswerSink, parse_control
+from agent.pipeline.playout import Playout
 from agent.protocol import ATTR_SPEAK
-from agent.voice.playout import Playout
 from tests.virtual_time import run_virtual
 
 RATE = 48_000

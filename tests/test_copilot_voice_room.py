@@ -141,7 +141,7 @@ async def _play_question(room: rtc.Room) -> None:
 async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
     livekit_server: LiveKitServer,
 ) -> None:
-    from agent.providers import load_tts
+    from agent.adapters.providers import load_tts
     from agent.transports.room_session import OUTPUT_RATE
 
     tts = await asyncio.to_thread(load_tts, OUTPUT_RATE)

@@ -16,6 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.engines import FRAME_SAMPLES
+from agent.events import AudioStart, StateChanged, Transcript, TtsChunk, Turn, TurnRetracted
 from agent.protocol import TOPIC_METRICS
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.direct import (
@@ -29,7 +30,6 @@ from agent.transports.direct import (
 )
 from agent.transports.room_session import RoomPublisher
 from agent.transports.web_server import WebSettings
-from agent.voice.events import AudioStart, StateChanged, Transcript, TtsChunk, Turn, TurnRetracted
 from bench.livekit_path import worker_process
 from state_machine.states import AgentState
 from tests.agent_process import scripted_llm_env

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
+from agent.pipeline.playout import DUCK_GAIN
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
-from agent.voice.playout import DUCK_GAIN
 from bench.room_client import RoomUser
 from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import scripted_agent

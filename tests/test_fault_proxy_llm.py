@@ -2,9 +2,10 @@
 proxy (tests/fault_proxy.py) in front of the scripted LLM server (a test double): a stall
 before the first token, a stream cut mid-reply, a refused connection, added latency.
 
-First the client alone (agent/llm/openai_chat.py, agent/llm/fallback.py), then a whole turn in
-real time (the turn engine with STT/TTS doubles, tests/test_turn_engine_faults.py) to measure
-what the user hears: the silence after their question and what the agent said.
+First the client alone (agent/adapters/llm/openai_chat.py, agent/adapters/llm/fallback.py),
+then a whole turn in real time (the turn engine with STT/TTS doubles,
+tests/test_turn_engine_faults.py) to measure what the user hears: the silence after their
+question and what the agent said.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from agent.llm.fallback import FallbackLLM
-from agent.llm.openai_chat import LLMError, OpenAIChatLLM
+from agent.adapters.llm.fallback import FallbackLLM
+from agent.adapters.llm.openai_chat import LLMError, OpenAIChatLLM
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from state_machine.machine import CANNED_APOLOGY

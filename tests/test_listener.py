@@ -1,4 +1,4 @@
-"""The audio front end (agent.voice.listener.Listener): what an utterance's stream is given."""
+"""The audio front end (agent.pipeline.listener.Listener): what an utterance's stream is given."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from agent.engines import FRAME_SAMPLES, Transcript
-from agent.voice.listener import Listener
+from agent.pipeline.listener import Listener
 from tests.stt_stream_double import STTStreamDouble
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.adapters.llm.openai_chat import LLMError, OpenAIChatLLM
+from agent.adapters.providers import make_llm, make_llm_from_spec, parse_llm_spec
 from agent.config import ConfigError, LLMSettings
-from agent.llm.openai_chat import LLMError, OpenAIChatLLM
-from agent.providers import make_llm, make_llm_from_spec, parse_llm_spec
 from agent.testing.scripted_llm import ScriptedLLM
 from tests.fake_openai_server import fake_openai_server
 
@@ -235,7 +235,7 @@ def test_make_llm_from_spec(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def local_server():
-    from agent.llm.llama_server import LocalLLMServer
+    from agent.adapters.llm.llama_server import LocalLLMServer
 
     server = LocalLLMServer(n_parallel=2)
     server.start()
@@ -291,7 +291,7 @@ async def test_closing_the_stream_stops_generation_on_the_local_server(local_ser
 
 @pytest.mark.slow
 def test_local_llm_child_process_serves_and_stops() -> None:
-    from agent.llm.llama_server import LocalLLMProcess
+    from agent.adapters.llm.llama_server import LocalLLMProcess
 
     child = LocalLLMProcess(n_parallel=1)
     base_url = child.start()

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from agent.llm.fallback import FallbackLLM
+from agent.adapters.llm.fallback import FallbackLLM
 from agent.testing.scripted_llm import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -103,7 +103,7 @@ async def test_closing_the_stream_cancels_both_models() -> None:
 
 @pytest.fixture(scope="module")
 def bundled_llm_url() -> Iterator[str]:
-    from agent.llm.llama_server import LocalLLMServer
+    from agent.adapters.llm.llama_server import LocalLLMServer
 
     server = LocalLLMServer(n_parallel=1)
     url = server.start()
@@ -114,8 +114,8 @@ def bundled_llm_url() -> Iterator[str]:
 
 @pytest.mark.slow
 async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_url) -> None:
-    from agent.llm.llama_server import DEFAULT_MODEL_NAME
-    from agent.llm.openai_chat import OpenAIChatLLM
+    from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME
+    from agent.adapters.llm.openai_chat import OpenAIChatLLM
     from agent.testing.scripted_llm_server import scripted_llm_server
 
     reasons: list[str] = []
@@ -137,8 +137,8 @@ async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_
 
 
 async def test_a_tool_call_is_a_first_token_and_the_tools_reach_the_model() -> None:
+    from agent.adapters.llm.fallback import FallbackLLM
     from agent.engines import ToolCall, ToolSpec
-    from agent.llm.fallback import FallbackLLM
     from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 
     turn = ScriptedToolTurn(tool="get_weather", arguments={"city": "Oslo"})

@@ -8,10 +8,10 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from agent.adapters.llm.history import ChatHistory
+from agent.adapters.llm.openai_chat import OpenAIChatLLM
+from agent.adapters.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 from agent.engines import ToolCall, ToolSpec
-from agent.llm.history import ChatHistory
-from agent.llm.openai_chat import OpenAIChatLLM
-from agent.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 from agent.testing.scripted_llm_server import scripted_llm_server
 
@@ -119,8 +119,8 @@ def test_the_history_drops_old_turns_whole_with_their_tool_calls() -> None:
 
 
 async def test_arguments_the_schema_does_not_name_are_left_out() -> None:
-    from agent.tools.base import Tool, ToolContext
-    from agent.tools.toolbox import Toolbox
+    from agent.adapters.tools.base import Tool, ToolContext
+    from agent.adapters.tools.toolbox import Toolbox
 
     seen: list[dict[str, Any]] = []
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agent.ops.metrics import Metrics, MetricsRecorder
-from agent.voice.events import (
+from agent.events import (
     AudioStart,
     BargeIn,
     PlaybackDucked,
@@ -29,6 +28,7 @@ from agent.voice.events import (
     Turn,
     event_json,
 )
+from agent.ops.metrics import Metrics, MetricsRecorder
 
 LATENCY = {"endpoint": 310.0, "stt": 250.0, "llm_first_token": 120.0, "first_chunk": 260.0,
            "tts_first_audio": 40.0, "voice_to_voice": 580.0}

@@ -152,8 +152,8 @@ def models_cli(*argv: str) -> argparse.Namespace:
 def test_the_model_wheels_are_pinned_to_what_is_installed_and_hold_their_models() -> None:
     from importlib.metadata import version
 
-    from agent.copilot.context.embedder import minilm_model_dir
-    from agent.voice.turn_detector import smart_turn_model_path, smollm2_path
+    from agent.adapters.embedder import minilm_model_dir
+    from agent.adapters.turn_detector import smart_turn_model_path, smollm2_path
 
     for pin in models.MODEL_WHEELS:
         name, pinned = pin.split("==")

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from agent.adapters.providers import load_tts
 from agent.config import ConfigError, TTSSettings, load_settings
-from agent.providers import load_tts
 from agent.testing.remote_doubles import PCM_RATE, TTSServerDouble
 from tts.openai_tts import OpenAITTS, TTSError
 

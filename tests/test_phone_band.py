@@ -1,6 +1,6 @@
 """A phone caller's narrowband speech heard by the bundled Whisper's phone-line tuning
-(agent/stt/phone_band.py): espeak-ng speech through the bench's phone line (8 kHz, 300-3400 Hz,
-G.711 mu-law, back to 16 kHz), decoded by the real model."""
+(agent/adapters/stt/phone_band.py): espeak-ng speech through the bench's phone line (8 kHz,
+300-3400 Hz, G.711 mu-law, back to 16 kHz), decoded by the real model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.adapters.stt.phone_band import for_phone_line
+from agent.adapters.stt.whisper import PHONE_NO_SPEECH_PROB, WhisperOptions, WhisperSTT
 from agent.engines import INPUT_RATE
-from agent.stt.phone_band import for_phone_line
-from agent.stt.whisper import PHONE_NO_SPEECH_PROB, WhisperOptions, WhisperSTT
 from bench.corpus import trim
 from bench.listen_corpus import phone_line, pink_noise
 from bench.speech import espeak
@@ -87,8 +87,8 @@ def test_the_simulated_caller_says_every_utterance_over_the_line() -> None:
 
 
 def test_the_phone_vad_hears_a_quiet_caller_the_wideband_gate_misses() -> None:
+    from agent.adapters.stt.phone_band import phone_line_vad
     from agent.audio.vad import VoiceActivityDetector
-    from agent.stt.phone_band import phone_line_vad
     from bench.corpus import voiced_span
     from bench.phone_band import front_end
     from state_machine.options import TurnOptions

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 import pytest
 from livekit import rtc
 
+from agent.adapters.tools.base import ToolContext
+from agent.adapters.tools.registry import ToolRegistry
 from agent.config import ToolsSettings
 from agent.engines import ToolCall
 from agent.protocol import ATTR_SIP_PHONE_NUMBER, KEY_USER_KIND
-from agent.tools.base import ToolContext
-from agent.tools.registry import ToolRegistry
 from agent.transports.keypad import MAX_DIGITS, KeypadInput, keypad_text
 from agent.transports.phone_call import caller_number, dtmf_digits
 from agent.worker.profiles import NO_CALLER, caller_instructions

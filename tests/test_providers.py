@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.adapters.providers import load_speech_engines, load_stt
+from agent.adapters.stt.deepgram import DeepgramSTT
 from agent.config import STTSettings
-from agent.providers import load_speech_engines, load_stt
-from agent.stt.deepgram import DeepgramSTT
 from agent.testing.remote_doubles import (
     DeepgramServerDouble,
     silence,
@@ -33,7 +33,7 @@ async def test_deepgram_provider_is_chosen_and_transcribes() -> None:
 
 @pytest.mark.slow
 def test_whisper_stays_the_default() -> None:
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
     from tts.piper_tts import PiperTTS
 
     stt, tts = load_speech_engines(16_000)
@@ -44,8 +44,8 @@ def test_whisper_stays_the_default() -> None:
 
 @pytest.mark.slow
 def test_whisper_loads_the_configured_model_dir(tmp_path: Path) -> None:
+    from agent.adapters.stt.whisper import WhisperSTT
     from agent.models import whisper_model_dir
-    from agent.stt.whisper import WhisperSTT
 
     copy = tmp_path / "whisper"
     shutil.copytree(whisper_model_dir(), copy)
@@ -56,7 +56,7 @@ def test_whisper_loads_the_configured_model_dir(tmp_path: Path) -> None:
 
 
 def test_every_configurable_provider_has_a_factory() -> None:
-    """agent.config validates the names; agent.providers builds the engines they name."""
+    """agent.config validates the names; agent.adapters.providers builds the engines they name."""
     from agent import config, providers
 
     assert set(providers.STT_PROVIDERS) == set(config.STT_PROVIDERS)

@@ -95,7 +95,7 @@ SCRIPT = textwrap.dedent(
 
     from aiohttp import web
     from agent.config import load_settings
-    from agent.llm.openai_chat import OpenAIChatLLM
+    from agent.adapters.llm.openai_chat import OpenAIChatLLM
     from agent.worker.provider_checks import check_deepgram, check_openai_llm
     from agent.transports.tokens import create_join_token
 

@@ -1,5 +1,5 @@
 """The remote speech TEST DOUBLES of agent/testing/remote_doubles.py: the Deepgram double recognises
-real (espeak) speech it was given, through the real adapter (agent/stt/deepgram.py), also
+real (espeak) speech it was given, through the real adapter (agent/adapters/stt/deepgram.py), also
 after the level and resampling changes of a WebRTC path; the speech double speaks each text
 once."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from agent.stt.deepgram import DeepgramSTT
+from agent.adapters.stt.deepgram import DeepgramSTT
 from agent.testing.remote_doubles import (
     DeepgramServerDouble,
     TTSServerDouble,
@@ -59,7 +59,7 @@ async def test_the_deepgram_double_recognises_the_speech_it_was_given() -> None:
 
 
 async def test_the_deepgram_double_answers_only_with_the_right_key() -> None:
-    from agent.stt.deepgram import DeepgramAuthError
+    from agent.adapters.stt.deepgram import DeepgramAuthError
 
     given = [Utterance(SENTENCES[0], espeak(SENTENCES[0]))]
     async with DeepgramServerDouble(utterance_recogniser(given)) as double:

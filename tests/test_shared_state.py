@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.llm.history import ChatHistory
+from agent.adapters.llm.history import ChatHistory
+from agent.events import AudioStart, TtsChunk, Turn, event_json
 from agent.store.conversation_log import ConversationLog
 from agent.store.leases import Lease
 from agent.store.room_memory_sqlite import SqliteRoomMemory
 from agent.store.shared_state import RedisLeases, RedisRoomMemory, connect_redis
 from agent.store.transcripts import TranscriptStore
-from agent.voice.events import AudioStart, TtsChunk, Turn, event_json
 
 
 def lease(job: str = "AJ_1", at: float = 10.0) -> Lease:

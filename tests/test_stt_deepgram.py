@@ -12,8 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agent.engines import FRAME_SAMPLES, Transcript
-from agent.stt.deepgram import (
+from agent.adapters.stt.deepgram import (
     DeepgramAuthError,
     DeepgramConnectionError,
     DeepgramEvent,
@@ -24,6 +23,7 @@ from agent.stt.deepgram import (
     SpeechStarted,
     UtteranceEnd,
 )
+from agent.engines import FRAME_SAMPLES, Transcript
 from agent.testing.remote_doubles import (
     FRAME_BYTES,
     DeepgramServerDouble,

@@ -1,5 +1,5 @@
-"""agent.stt.guard: a failing STT stream's push()/discard() never raise, and are logged once
-per utterance."""
+"""agent.adapters.stt.guard: a failing STT stream's push()/discard() never raise, and are
+logged once per utterance."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from agent.stt.guard import GuardedSTTStream
+from agent.adapters.stt.guard import GuardedSTTStream
 
 
 class BrokenStream:
@@ -34,7 +34,7 @@ FRAME = np.zeros(320, np.int16)
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "agent.stt.guard"]
+    return [r.getMessage() for r in caplog.records if r.name == "agent.adapters.stt.guard"]
 
 
 def test_a_failing_stream_is_logged_once_per_utterance(caplog: pytest.LogCaptureFixture):

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible transcription client (agent/stt/openai_stt.py) against a loopback
+"""The OpenAI-compatible transcription client (agent/adapters/stt/openai_stt.py) against a loopback
 double of the endpoint: with the bundled Whisper behind it (real speech), or a stand-in that
 names the audio by its length (the client's own bookkeeping)."""
 
@@ -9,10 +9,10 @@ import asyncio
 import numpy as np
 import pytest
 
+from agent.adapters.providers import load_stt
+from agent.adapters.stt.openai_stt import OpenAISTT, STTRequestError
 from agent.config import STTSettings
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.providers import load_stt
-from agent.stt.openai_stt import OpenAISTT, STTRequestError
 from agent.testing.remote_doubles import TranscriptionServerDouble
 from agent.worker.provider_checks import ProviderError, check_openai_stt
 from bench.measure import wait_until
@@ -40,7 +40,7 @@ def push_frames(stream, pcm: np.ndarray) -> None:
 
 @pytest.mark.slow
 async def test_real_speech_is_transcribed_by_the_server_and_the_pause_decode_is_the_final() -> None:
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
     from tts.piper_tts import PiperTTS
 
     whisper = WhisperSTT()
@@ -151,11 +151,11 @@ class _ToneTTS:
 
 
 async def test_the_turn_engine_answers_what_the_server_heard() -> None:
+    from agent.adapters.llm.history import ChatHistory
     from agent.audio.sinks import TimelineSink
-    from agent.llm.history import ChatHistory
+    from agent.events import event_json
     from agent.testing.scripted_llm import ScriptedLLM
     from agent.voice.engine import TurnEngine
-    from agent.voice.events import event_json
     from bench.speech import espeak
 
     question, reply = "What is the capital of France?", "Paris, on the Seine."

@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
-from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
-from agent.stt.whisper import (
+from agent.adapters.stt.whisper import (
     WhisperOptions,
     WhisperSTT,
     WhisperSTTStream,
@@ -23,6 +21,8 @@ from agent.stt.whisper import (
     drop_late_segments,
     first_repeated_ngram,
 )
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
+from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
 from bench.measure import wait_until
 from bench.speech import espeak, with_silence
 from bench.wer import wer

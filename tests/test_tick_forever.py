@@ -1,4 +1,4 @@
-"""The engines' timer (agent.voice.listener.tick_forever) against a busy event loop, in real
+"""The engines' timer (agent.pipeline.listener.tick_forever) against a busy event loop, in real
 asyncio: frames come from another thread (as LiveKit's do) into a queue that a task reads."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 
-from agent.voice.listener import tick_forever
+from agent.pipeline.listener import tick_forever
 
 
 async def test_a_tick_the_loop_runs_late_comes_after_the_frames_held_up_by_the_stall() -> None:

@@ -14,17 +14,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.adapters.llm.history import ChatHistory
+from agent.adapters.tools.base import Tool, ToolContext
+from agent.adapters.tools.toolbox import Toolbox
 from agent.engines import INPUT_RATE, ChatMessage, ToolCall, ToolSpec
-from agent.llm.history import ChatHistory
-from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
-from agent.tools.base import Tool, ToolContext
-from agent.tools.toolbox import Toolbox
-from agent.voice.tool_round import (
+from agent.pipeline.tool_round import (
     CANCELLED_RESULT,
     FILLER_AFTER_S,
     FILLER_TEXTS,
     TOOL_APOLOGY,
 )
+from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 from bench.speech import espeak, last_voiced_sample
 from tests.test_turn_engine import FakeSTT, ScriptedTurnDetector, ToneTTS, converse, of
 

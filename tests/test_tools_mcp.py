@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.adapters.tools.base import ToolContext
+from agent.adapters.tools.registry import ToolRegistry
+from agent.adapters.tools.toolbox import Toolbox
 from agent.config import ConfigError, MCPServerSettings, ProfileTable, Settings, ToolsSettings
 from agent.engines import ToolCall
-from agent.tools.base import ToolContext
-from agent.tools.registry import ToolRegistry
-from agent.tools.toolbox import Toolbox
 from tests.local_http import free_port
 
 SERVER = Path(__file__).parent / "mcp_servers" / "weather_server.py"

@@ -12,13 +12,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agent.adapters.tools.base import ToolContext
+from agent.adapters.tools.python_tools import module_tools, python_tool, tool
+from agent.adapters.tools.registry import ToolRegistry
+from agent.adapters.tools.schema import describe_function, parse_docstring
+from agent.adapters.tools.toolbox import Toolbox
 from agent.config import ConfigError, ToolsSettings
 from agent.engines import ToolCall
-from agent.tools.base import ToolContext
-from agent.tools.python_tools import module_tools, python_tool, tool
-from agent.tools.registry import ToolRegistry
-from agent.tools.schema import describe_function, parse_docstring
-from agent.tools.toolbox import Toolbox
 from tests.tool_modules import kitchen
 
 CTX = ToolContext(room="kitchen-room", user_identity="cook")

@@ -1,4 +1,4 @@
-"""The end-of-turn models behind agent.voice.turn_detector, loaded from their packages (slow)."""
+"""The end-of-turn models behind agent.adapters.turn_detector, loaded from their packages (slow)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from agent.voice.turn_detector import (
+from agent.adapters.turn_detector import (
     HESITATION_P,
     HESITATION_TEXT_MAX,
     LiveKitTurnDetector,

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.adapters.llm.history import ChatHistory
 from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
-from agent.llm.history import ChatHistory
+from agent.events import event_json
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
-from agent.voice.events import event_json
 from bench.speech import espeak, last_voiced_sample
 from state_machine.endpointing import EndpointOptions
 from state_machine.machine import CANNED_APOLOGY
@@ -118,8 +118,8 @@ def question_pcm() -> tuple[np.ndarray, float]:
 
 
 class ScriptedTurnDetector:
-    """TEST DOUBLE of agent.voice.turn_detector.TurnDetector: a fixed score after `delay_s` (or an
-    error), recording what it was asked."""
+    """TEST DOUBLE of agent.adapters.turn_detector.TurnDetector: a fixed score after
+    `delay_s` (or an error), recording what it was asked."""
 
     name = "scripted"
 
@@ -237,7 +237,7 @@ def test_a_failing_turn_detector_falls_back_to_the_text_cue(
 ) -> None:
     pcm, speech_end = question_pcm
     detector = ScriptedTurnDetector(0.9, error=RuntimeError("model gone"))
-    with caplog.at_level(logging.WARNING, logger="agent.voice.turn_detector"):
+    with caplog.at_level(logging.WARNING, logger="agent.adapters.turn_detector"):
         events = converse(pcm, FakeSTT(), detector=detector)
     assert "turn detector failed: RuntimeError: model gone" in caplog.text
     thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
@@ -392,7 +392,7 @@ def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) ->
 def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() -> None:
     # A caller 20 dB under the corpus's level, over the phone line: the browser's energy gate
     # starts the speech too late for the pre-roll to hold the first word; the phone line's
-    # does not (agent/stt/phone_band.py).
+    # does not (agent/adapters/stt/phone_band.py).
     from bench.listen_corpus import phone_line
 
     question = espeak("Could you remind me to call my mother tomorrow?", voice="en-029")
@@ -442,8 +442,8 @@ def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) ->
 
 
 def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> None:
-    from agent.voice.playout import Playout
-    from agent.voice.reply import ReplyPipeline
+    from agent.pipeline.playout import Playout
+    from agent.pipeline.reply import ReplyPipeline
     from tts.chunker import make_chunker
 
     async def main() -> tuple[list[str], list[str]]:

@@ -24,13 +24,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.adapters.llm.history import ChatHistory
 from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage, Transcript
-from agent.llm.history import ChatHistory
+from agent.events import ReplyCancelled, VoiceEvent, event_json
+from agent.pipeline.playout import DUCK_GAIN
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
-from agent.voice.events import ReplyCancelled, VoiceEvent, event_json
-from agent.voice.playout import DUCK_GAIN
 from state_machine.options import TurnOptions
 from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import VirtualTimeLoop
@@ -196,7 +196,7 @@ def _is_root(task: asyncio.Task[Any]) -> bool:
 class Conversation:
     """What happened in one run: the engine's events, its turns, the agent's voice."""
 
-    events: list[dict[str, Any]]  # as JSON (agent.voice.events.event_json)
+    events: list[dict[str, Any]]  # as JSON (agent.events.event_json)
     turns: list[dict[str, Any]]
     voice: np.ndarray
     leaks: list[str] = field(default_factory=list)  # cancelled replies with live tasks

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.adapters.llm.history import ChatHistory
 from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage
-from agent.llm.history import ChatHistory
+from agent.events import AudioStart, Transcript, VoiceEvent
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
-from agent.voice.events import AudioStart, Transcript, VoiceEvent
 from bench.corpus import quiet_gaps
 from bench.turn_corpus import spoken_with_pause
 from state_machine.similarity import normalize_words, trails_off
@@ -48,7 +48,7 @@ class RecordingLLM(ScriptedLLM):
 
 
 class ReadsCompleteDetector:
-    """TEST DOUBLE of agent.voice.turn_detector.TurnDetector: what reads complete is complete
+    """TEST DOUBLE of agent.adapters.turn_detector.TurnDetector: what reads complete is complete
     (0.9), an ending on a filler or a conjunction is not (0.0), as the text model scores them.
     It hears nothing of the voice."""
 

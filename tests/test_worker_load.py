@@ -77,7 +77,7 @@ def test_stock_estimate_would_refuse_the_second_of_two_simultaneous_rooms() -> N
 
 
 def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent.providers
+    import agent.adapters.providers
     import agent.store.transcripts
 
     calls = []
@@ -86,7 +86,7 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
         calls.append(rate)
         return object(), object()
 
-    monkeypatch.setattr(agent.providers, "load_speech_engines", load)
+    monkeypatch.setattr(agent.adapters.providers, "load_speech_engines", load)
     monkeypatch.setattr(agent.store.transcripts, "open_turn_store", lambda _settings: "store")
     monkeypatch.setattr(worker, "_engines", None)
     procs = [SimpleNamespace(userdata={}) for _ in range(8)]

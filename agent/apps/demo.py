@@ -247,10 +247,10 @@ async def _serve(
 async def _serve_direct(
     args: argparse.Namespace, settings: Settings, web_settings: WebSettings, static_dir: Path
 ) -> int:
-    from agent.providers import load_speech_engines, open_llm
+    from agent.adapters.providers import load_speech_engines, open_llm
+    from agent.adapters.turn_detector import load_detector
     from agent.transports.direct import DirectAgent, create_direct_web_app
     from agent.transports.room_session import OUTPUT_RATE
-    from agent.voice.turn_detector import load_detector
 
     stop = stop_on_signals()
     try:

@@ -203,7 +203,7 @@ class Doctor:
         return self._speech
 
     async def _whisper(self) -> Outcome:
-        from agent.stt.whisper import WhisperSTT
+        from agent.adapters.stt.whisper import WhisperSTT
 
         speech = self._speech_to_hear()
         stt = WhisperSTT()
@@ -214,7 +214,7 @@ class Doctor:
         return _judge_transcript(speech, heard), (time.monotonic() - start) * 1000
 
     async def _deepgram(self) -> Outcome:
-        from agent.stt.deepgram import DeepgramSTT
+        from agent.adapters.stt.deepgram import DeepgramSTT
         from agent.worker.provider_checks import check_deepgram
 
         await check_deepgram(self.settings.stt, timeout_s=self.timeout_s)
@@ -224,7 +224,7 @@ class Doctor:
         return _judge_transcript(speech, heard), (time.monotonic() - start) * 1000
 
     async def _turn_detector(self) -> Outcome:
-        from agent.voice.turn_detector import make_detector
+        from agent.adapters.turn_detector import make_detector
 
         detector = make_detector(self.settings.turn.detector)
         assert detector is not None
@@ -240,8 +240,8 @@ class Doctor:
         return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms
 
     async def _embedder(self) -> Outcome:
-        """The copilot's document index embeds with it (agent/copilot/context/embedder.py)."""
-        from agent.copilot.context.embedder import MiniLMEmbedder
+        """The copilot's document index embeds with it (agent/adapters/embedder.py)."""
+        from agent.adapters.embedder import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
         await asyncio.to_thread(embedder.load)
@@ -259,7 +259,7 @@ class Doctor:
 
     async def _tool_source(self, tools: ToolsSettings, source: str) -> Outcome:
         """One MCP server or Python module: ok when it lists its tools."""
-        from agent.tools.registry import ToolRegistry
+        from agent.adapters.tools.registry import ToolRegistry
 
         registry = ToolRegistry(tools)
         try:
@@ -319,7 +319,7 @@ class Doctor:
     # ---- LLM ------------------------------------------------------------------------------
 
     async def _openai_llm(self) -> Outcome:
-        from agent.providers import make_llm
+        from agent.adapters.providers import make_llm
         from agent.worker.provider_checks import check_openai_llm
 
         verified = await check_openai_llm(self.settings.llm, timeout_s=self.timeout_s)
@@ -333,8 +333,8 @@ class Doctor:
     async def _local_llm(self) -> Outcome:
         from dataclasses import replace
 
-        from agent.llm.llama_server import LocalLLMServer
-        from agent.providers import make_llm
+        from agent.adapters.llm.llama_server import LocalLLMServer
+        from agent.adapters.providers import make_llm
 
         server = LocalLLMServer(n_parallel=1)
         start = time.monotonic()

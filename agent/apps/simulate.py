@@ -75,14 +75,14 @@ def run(args: argparse.Namespace) -> int:
 async def simulate(
     pcm: np.ndarray, args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], np.ndarray, list[dict[str, Any]]]:
+    from agent.adapters.llm.history import ChatHistory
+    from agent.adapters.providers import load_speech_engines, open_llm
     from agent.config import load_settings
-    from agent.llm.history import ChatHistory
-    from agent.providers import load_speech_engines, open_llm
+    from agent.events import StateChanged, VoiceEvent, event_json
     from agent.voice.engine import TurnEngine
-    from agent.voice.events import StateChanged, VoiceEvent, event_json
 
     settings = load_settings(getattr(args, "config", None))
-    from agent.voice.turn_detector import load_detector
+    from agent.adapters.turn_detector import load_detector
 
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
                                        settings.tts)

@@ -14,7 +14,7 @@ Two parts:
 - `CopilotEngine`: runs it against real engines: VAD, streaming STT, the context index, the
   LLM. A speculative answer generates into a buffer; nothing reaches the sink before the
   endpoint confirms it, then the buffer goes out at once and the rest as it streams. With a
-  `Prefiller` (agent.copilot.prefill), the question is read into the LLM's prompt cache from
+  `Prefiller` (agent.adapters.llm.prefill), the question is read into the LLM's prompt cache from
   the STT's partials while it is being asked.
 
 Unlike the voice agent, answering never blocks listening: the interviewer may go on while an
@@ -32,6 +32,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from agent.adapters.llm.prefill import (
+    ANSWER_CUE,
+    QUESTION_LABEL,
+    Prefiller,
+    PrefillResult,
+    QuestionPrefill,
+)
+from agent.adapters.turn_detector import TurnDetector, TurnScorer
 from agent.copilot.answer_guard import guarded_answer, vocabulary
 from agent.copilot.context.retrieval import (
     general_pieces,
@@ -53,13 +61,6 @@ from agent.copilot.events import (
     UtteranceStart,
     Warm,
 )
-from agent.copilot.prefill import (
-    ANSWER_CUE,
-    QUESTION_LABEL,
-    Prefiller,
-    PrefillResult,
-    QuestionPrefill,
-)
 from agent.copilot.question_detector import check_question
 from agent.engines import (
     ChatMessage,
@@ -67,9 +68,8 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
-from agent.voice.events import Speculative, Transcript
-from agent.voice.listener import Listener, VoiceDetector, tick_forever
-from agent.voice.turn_detector import TurnDetector, TurnScorer
+from agent.events import Speculative, Transcript
+from agent.pipeline.listener import Listener, VoiceDetector, tick_forever
 from state_machine import actions as A
 from state_machine import endpointing  # the decisions: the same core as the voice agent's
 from state_machine.endpointing import (
@@ -555,7 +555,7 @@ class CopilotEngine:
         turn_detector: TurnDetector | None = None,
     ) -> None:
         """`prefill`: reads the question into the LLM's prompt cache while it is being asked
-        (agent.copilot.prefill; only for the server behind `llm`, in the layout of `llm`'s
+        (agent.adapters.llm.prefill; only for the server behind `llm`, in the layout of `llm`'s
         prompts: the bundled server's `CopilotLlamaClient` is both). `turn_detector`: the
         end-of-turn model whose score sets the question's endpoint silence."""
         options = options or CopilotOptions()

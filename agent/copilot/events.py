@@ -1,5 +1,5 @@
 """The copilot engine's events (`CopilotEngine(on_event=...)`), typed as the turn engine's are
-(agent.voice.events, whose `Transcript`, `Speculative` and `TurnScore` it emits too, and whose
+(agent.events, whose `Transcript`, `Speculative` and `TurnScore` it emits too, and whose
 `event_json` gives their JSON)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agent.voice.events import Event, Speculative, Transcript, TurnScore
+from agent.events import Event, Speculative, Transcript, TurnScore
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class NotAQuestion(Event):
 
 @dataclass(frozen=True)
 class Prefill(Event):
-    """The question so far was read into the LLM's prompt cache (agent.copilot.prefill)."""
+    """The question so far was read into the LLM's prompt cache (agent.adapters.llm.prefill)."""
 
     kind: ClassVar[str] = "prefill"
     question: str

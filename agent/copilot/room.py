@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from agent.copilot.events import CopilotEvent, NotAQuestion, QuestionTranscript, Warm
 from agent.copilot.voice import MAX_CONTROL_CHARS, SpokenAnswerSink, parse_control
 from agent.engines import INPUT_RATE
+from agent.events import event_json
 from agent.protocol import (
     ATTR_AGENT_STATE,
     ATTR_ANSWER_FINAL,
@@ -78,14 +79,13 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
-from agent.voice.events import event_json
 
 if TYPE_CHECKING:
     from livekit import rtc
 
     from agent.copilot.context.index import ContextIndex
     from agent.copilot.engine import CopilotOptions
-    from agent.voice.playout import Playout
+    from agent.pipeline.playout import Playout
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def context_file(directory: str | None, name: object) -> Path | None:
 @functools.cache
 def shared_embedder() -> Any:
     """The MiniLM embedder of this process, loaded on first use (~0.5 s, ~90 MB)."""
-    from agent.copilot.context.embedder import MiniLMEmbedder
+    from agent.adapters.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.load()
@@ -236,7 +236,8 @@ class CopilotSession:
         self.candidate: str | None = None
         self.index: ContextIndex | None = None
         self.engine: Any = None
-        self._prefill: Any = None  # agent.copilot.prefill.CopilotLlamaClient, for the bundled LLM
+        # agent.adapters.llm.prefill.CopilotLlamaClient, for the bundled LLM.
+        self._prefill: Any = None
         self.sink: Any = None  # LiveKitAnswerSink, or with a TTS the SpokenAnswerSink around it
         self._voice: tuple[rtc.AudioSource, Playout] | None = None  # once speech was turned on
         self._candidate_known = asyncio.Event()
@@ -253,9 +254,9 @@ class CopilotSession:
         ]
 
     async def run(self) -> None:
+        from agent.adapters.llm.prefill import llama_client_for
         from agent.copilot.context.index import ContextIndex
         from agent.copilot.engine import CopilotEngine
-        from agent.copilot.prefill import llama_client_for
 
         room = self.room
         for event, handler in self._handlers:
@@ -276,7 +277,7 @@ class CopilotSession:
             if self._tts is not None:
                 self.sink = SpokenAnswerSink(self.sink, self._tts)
             # The bundled llama.cpp server reads the question while it is asked, and answers
-            # in a layout of its own (agent.copilot.prefill).
+            # in a layout of its own (agent.adapters.llm.prefill).
             self._prefill = llama_client_for(self._llm)
             if self._prefill is not None:
                 self._prefill.on_answer_read = lambda r: log.info(
@@ -531,8 +532,8 @@ class CopilotSession:
     async def _publish_voice(self) -> tuple[rtc.AudioSource, Playout]:
         from livekit import rtc
 
+        from agent.pipeline.playout import Playout
         from agent.transports.room_session import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
-        from agent.voice.playout import Playout
 
         assert self.candidate is not None
         lp = self.room.local_participant

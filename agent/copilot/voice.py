@@ -2,10 +2,10 @@
 
 The candidate turns speech on or off with a text message on `voxroom.copilot.control`:
 {"speak": true} or {"speak": false}. While it is on, every answer shown is also spoken by
-Piper, as it is written, through the voice agent's own reply pipeline (agent.voice.reply: chunker,
-TTS, playout); agent.copilot.room publishes the voice as a track only the candidate may
-subscribe to. An answer that is superseded, fails or is shown while speech is being turned
-off falls silent at once.
+Piper, as it is written, through the reply pipeline the voice agent uses too
+(agent.pipeline.reply: chunker, TTS, playout); agent.copilot.room publishes the voice as a
+track only the candidate may subscribe to. An answer that is superseded, fails or is shown
+while speech is being turned off falls silent at once.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 
 from agent.copilot.engine import AnswerSink
 from agent.engines import ChatMessage, TextToSpeech
-from agent.voice.events import TtsChunk
-from agent.voice.playout import Playout
-from agent.voice.reply import ReplyPipeline
+from agent.events import TtsChunk
+from agent.pipeline.playout import Playout
+from agent.pipeline.reply import ReplyPipeline
 from tts.chunker import make_chunker
 
 log = logging.getLogger(__name__)

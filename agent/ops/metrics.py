@@ -1,7 +1,7 @@
 """Operators' view of the agent: Prometheus metrics, OpenTelemetry spans and JSON logs per turn.
 
 A `MetricsRecorder` per conversation is fed the turn engine's events as their JSON
-(`on_event(event)`, agent.voice.events.event_json) and turns them into:
+(`on_event(event)`, agent.events.event_json) and turns them into:
 
 - Prometheus: a histogram of voice-to-voice and one of every stage (label `stage`), counters
   of turns, barge-ins, false interruptions, speculative starts kept and wasted, failed replies

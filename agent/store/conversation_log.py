@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agent.llm.history import ChatHistory
+    from agent.adapters.llm.history import ChatHistory
     from agent.store.transcripts import TurnStore
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ transcription endpoints (`TTSServerDouble`, `TranscriptionServerDouble`) and Dee
 transcription websocket (`DeepgramServerDouble`).
 
 `voxroom loadtest --engines remote` and the tests point the workers' real adapters
-(tts/openai_tts.py, agent/stt/deepgram.py) at them, so that a worker's CPU goes to what a
+(tts/openai_tts.py, agent/adapters/stt/deepgram.py) at them, so that a worker's CPU goes to what a
 worker with cloud engines does, not to local models. Like agent/testing/scripted_llm_server.py they
 answer after a remote-like, seeded-random delay.
 

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import av
     from aiortc import RTCPeerConnection
 
-    from agent.voice.turn_detector import TurnDetector
+    from agent.adapters.turn_detector import TurnDetector
 
 log = logging.getLogger(__name__)
 
@@ -318,14 +318,14 @@ class DirectSession:
 
     async def _start_engine(self, participant: DataChannelParticipant, sink: DirectAudioSink
                             ) -> None:
-        from agent.llm.history import ChatHistory
+        from agent.adapters.llm.history import ChatHistory
         from agent.voice.engine import TurnEngine
 
         agent = self._agent
         publisher = RoomPublisher(DataChannelRoom(participant), USER_IDENTITY)  # type: ignore[arg-type]
 
         self._engine = TurnEngine(
-            stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
+            stt=agent.adapters.stt, llm=agent.adapters.llm, tts=agent.tts, sink=sink,
             history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
             options=agent.turn_options, turn_detector=agent.turn_detector,
         )

@@ -1,6 +1,6 @@
 """A phone caller's call, as livekit-sip brings it into the room: the participant of kind SIP,
 its number (`sip.phoneNumber`), and what the agent can do to the call through LiveKit's APIs
-(the tools' `PhoneLine`, agent/tools/base.py): send keypad digits (SIP DTMF packets, which
+(the tools' `PhoneLine`, agent/adapters/tools/base.py): send keypad digits (SIP DTMF packets, which
 livekit-sip plays to the caller), transfer it (the SIP service's TransferSIPParticipant) and
 hang up (the room service's RemoveParticipant of the caller)."""
 

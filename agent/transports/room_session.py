@@ -16,6 +16,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent.engines import INPUT_RATE
+from agent.events import (
+    AudioStart,
+    StateChanged,
+    Transcript,
+    TtsChunk,
+    Turn,
+    TurnRetracted,
+    VoiceEvent,
+    event_json,
+)
 from agent.protocol import (
     AGENT_VOICE_TRACK,
     ATTR_AGENT_STATE,
@@ -27,24 +37,14 @@ from agent.protocol import (
 )
 from agent.timeouts import finish_within
 from agent.transports.typed_input import TypedInput
-from agent.voice.events import (
-    AudioStart,
-    StateChanged,
-    Transcript,
-    TtsChunk,
-    Turn,
-    TurnRetracted,
-    VoiceEvent,
-    event_json,
-)
 from state_machine.options import TurnOptions
 
 if TYPE_CHECKING:
     from livekit import rtc
 
+    from agent.adapters.tools.toolbox import Toolbox
     from agent.store.conversation_log import RoomMemory
     from agent.store.transcripts import TurnStore
-    from agent.tools.toolbox import Toolbox
     from agent.transports.phone_call import PhoneCall
 
 log = logging.getLogger(__name__)
@@ -297,13 +297,13 @@ async def run_room_session(
     `phone`: the participant's call when it is a phone caller: its number is kept with the
     turns, its keypad digits are typed turns (`keypad` "text") or ignored ("ignore"),
     ending the conversation hangs it up, and its narrowband speech is heard by the STT's
-    phone-line tuning (agent/stt/phone_band.py)."""
+    phone-line tuning (agent/adapters/stt/phone_band.py)."""
     from livekit import rtc
 
-    from agent.llm.history import ChatHistory
+    from agent.adapters.llm.history import ChatHistory
+    from agent.adapters.tools.base import ToolContext
     from agent.ops.metrics import MetricsRecorder
     from agent.store.conversation_log import ConversationLog
-    from agent.tools.base import ToolContext
     from agent.transports.keypad import KeypadInput
     from agent.voice.engine import TurnEngine
 

@@ -1,3 +1,2 @@
-"""The voice agent's pipeline: the turn engine (engine) around the pure state machine, end-of-turn
-models (turn_detector), the reply (reply: chunker -> TTS -> playout), the per-turn latencies
-(turn_metrics) and the events the engines report (events)."""
+"""The voice agent: the turn engine (`engine.py`) that runs the pure state machine's actions
+against the engines and the shared pipeline, and each turn's latencies (`turn_metrics.py`)."""

@@ -6,7 +6,7 @@ gives partials while the user speaks and a candidate transcript at each pause (`
 streamed LLM, the TTS chunker and Piper, and the playout. Partial decoding is paused while the
 agent thinks or speaks, so it never competes with the LLM and TTS for the CPU. The machine
 decides; this module executes the actions, in order, and reports what happened as events
-(agent.voice.events).
+(agent.events).
 
 Nothing here blocks the event loop: transcription and synthesis run in the engines' worker
 threads, and `push_frame` only does the VAD (microseconds) and bookkeeping.
@@ -21,6 +21,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from agent.adapters.llm.history import ChatHistory
+from agent.adapters.stt.phone_band import for_phone_line, phone_line_vad
+from agent.adapters.tools.base import ToolContext
+from agent.adapters.tools.toolbox import Toolbox
+from agent.adapters.turn_detector import TurnDetector, TurnScorer
 from agent.audio.sinks import AudioSink
 from agent.audio.vad import VoiceActivityDetector
 from agent.engines import (
@@ -29,12 +34,7 @@ from agent.engines import (
     STTStream,
     TextToSpeech,
 )
-from agent.llm.history import ChatHistory
-from agent.ops.memory_trim import PROCESS_TRIMMER
-from agent.stt.phone_band import for_phone_line, phone_line_vad
-from agent.tools.base import ToolContext
-from agent.tools.toolbox import Toolbox
-from agent.voice.events import (
+from agent.events import (
     AudioStart,
     Backchannel,
     BargeIn,
@@ -57,11 +57,11 @@ from agent.voice.events import (
     UtteranceDiscarded,
     VoiceEvent,
 )
-from agent.voice.listener import Listener, tick_forever
-from agent.voice.playout import Playout
-from agent.voice.reply import ReplyPipeline
-from agent.voice.tool_round import FILLER_TEXTS, ToolSession
-from agent.voice.turn_detector import TurnDetector, TurnScorer
+from agent.ops.memory_trim import PROCESS_TRIMMER
+from agent.pipeline.listener import Listener, tick_forever
+from agent.pipeline.playout import Playout
+from agent.pipeline.reply import ReplyPipeline
+from agent.pipeline.tool_round import FILLER_TEXTS, ToolSession
 from agent.voice.turn_metrics import TurnRecord
 from state_machine import actions as A
 from state_machine.machine import CANNED_APOLOGY, ConversationStateMachine
@@ -95,7 +95,7 @@ class TurnEngine:
         toolbox: Toolbox | None = None,
         tool_context: ToolContext | None = None,
     ) -> None:
-        if phone_line:  # a phone caller (agent/stt/phone_band.py)
+        if phone_line:  # a phone caller (agent/adapters/stt/phone_band.py)
             stt, vad = for_phone_line(stt), phone_line_vad()
         else:
             vad = VoiceActivityDetector()

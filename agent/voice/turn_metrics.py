@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from agent.voice.reply import ReplyPipeline, ReplyTimings
+    from agent.pipeline.reply import ReplyPipeline, ReplyTimings
 
 
 def _ms(a: float | None, b: float | None) -> float | None:

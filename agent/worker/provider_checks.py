@@ -96,7 +96,7 @@ async def check_openai_llm(settings: LLMSettings, *, timeout_s: float = DEFAULT_
 async def check_deepgram(settings: STTSettings, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """A live stream opens (the handshake checks the key and the model) and finalizes half a
     second of silence. No retries: one failed connection is the answer."""
-    from agent.stt.deepgram import (
+    from agent.adapters.stt.deepgram import (
         DEFAULT_BASE_URL,
         DeepgramConnectionError,
         DeepgramError,
@@ -123,7 +123,7 @@ async def check_deepgram(settings: STTSettings, *, timeout_s: float = DEFAULT_TI
 
 async def check_openai_stt(settings: STTSettings, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """Half a second of silence is transcribed (the request checks the key and the model)."""
-    from agent.stt.openai_stt import OpenAISTT, STTRequestError
+    from agent.adapters.stt.openai_stt import OpenAISTT, STTRequestError
 
     stt = OpenAISTT(base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
                     connect_timeout_s=min(timeout_s, _CONNECT_TIMEOUT_S), max_duration_s=timeout_s)

@@ -125,10 +125,10 @@ def process_engines() -> ProcessEngines:
     global _engines
     with _engines_lock:
         if _engines is None:
-            from agent.providers import load_speech_engines
+            from agent.adapters.providers import load_speech_engines
+            from agent.adapters.turn_detector import load_detector
             from agent.store.transcripts import open_turn_store
             from agent.transports.room_session import OUTPUT_RATE
-            from agent.voice.turn_detector import load_detector
 
             settings = load_settings()
             store = open_turn_store(settings.store)  # first: a store it cannot open fails fast
@@ -143,8 +143,8 @@ def _tool_registry(settings: Settings) -> Any:
     """The tools of [tools], listed (blocking). A source that cannot start, or a profile that
     names a tool nobody offers, is a clear error in the log; the worker serves on with the
     rest (`voxroom doctor` fails on them)."""
+    from agent.adapters.tools.registry import ToolRegistry
     from agent.config import ConfigError
-    from agent.tools.registry import ToolRegistry
 
     registry = ToolRegistry(settings.tools)
     for status in registry.start().values():
@@ -294,8 +294,8 @@ async def entrypoint(ctx: object) -> None:
     """One job: join the room, wait for the user, converse until they leave."""
     from livekit.agents import AutoSubscribe, JobContext
 
+    from agent.adapters.providers import load_tts
     from agent.config import ConfigError
-    from agent.providers import load_tts
     from agent.transports.phone_call import PhoneCall, is_sip
     from agent.transports.room_session import OUTPUT_RATE, run_room_session
     from agent.worker.profiles import (
@@ -402,12 +402,12 @@ def served_kinds(job_metadata: str, room_metadata: str) -> list[int] | None:
 
 def _process_llm(settings: Settings) -> object:
     """The LLM client of this job process, with the local fallback when configured."""
-    from agent.providers import make_llm
+    from agent.adapters.providers import make_llm
 
     local_url = os.environ.get(LOCAL_LLM_URL_ENV)
     llm = make_llm(settings.llm, local_base_url=local_url)
     if settings.llm.provider == "openai" and settings.llm.fallback == "local":
-        from agent.llm.fallback import FallbackLLM
+        from agent.adapters.llm.fallback import FallbackLLM
         from agent.ops.metrics import record_fallback
 
         local = make_llm(
@@ -476,7 +476,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
     provider_check = asyncio.create_task(_check_providers(settings), name="provider-check")
     local_llm = None
     if settings.llm.provider == "local" or settings.llm.fallback == "local":
-        from agent.llm.llama_server import LocalLLMServer
+        from agent.adapters.llm.llama_server import LocalLLMServer
 
         local_llm = LocalLLMServer()
         url = await asyncio.to_thread(local_llm.start)

@@ -1,6 +1,6 @@
 """A tools module whose tool has a built-in's name."""
 
-from agent.tools.python_tools import tool
+from agent.adapters.tools.python_tools import tool
 
 
 @tool

@@ -6,8 +6,8 @@ import asyncio
 import threading
 from typing import Literal
 
-from agent.tools.base import ToolContext
-from agent.tools.python_tools import tool
+from agent.adapters.tools.base import ToolContext
+from agent.adapters.tools.python_tools import tool
 
 TIMERS: list[tuple[str, int, str]] = []  # (room, minutes, label): what set_timer did
 

@@ -1,7 +1,7 @@
 """The candidate's resume and the job description, as a small local search index for the copilot.
 
 Documents (plain text, markdown or PDF; size-limited) are cut into chunks of a few lines, each
-under the heading it belongs to, embedded with all-MiniLM-L6-v2 (agent.copilot.context.embedder) and
+under the heading it belongs to, embedded with all-MiniLM-L6-v2 (agent.adapters.embedder) and
 stored in SQLite with the `sqlite-vec` extension. A question is embedded once per normalized
 text (an LRU cache: the speculative and the final question are usually the same words) and
 the nearest few chunks go into the answer's prompt.
@@ -170,7 +170,7 @@ def _sqlite() -> ModuleType:
 class ContextIndex:
     """Chunks of the session's documents with their embeddings, searched by a question.
 
-    `embedder` has `embed(list[str]) -> (n, dims) unit float32` (agent.copilot.context.embedder).
+    `embedder` has `embed(list[str]) -> (n, dims) unit float32` (agent.adapters.embedder).
     The sync methods block (the bench and tests call them directly); the async ones run them on
     the index's worker thread.
     """

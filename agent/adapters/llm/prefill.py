@@ -19,7 +19,7 @@ So:
   assistant's, which the model continues after `\nMe:` (`CopilotLlamaClient.prompt`). Measured on 7
   sample questions (2026-12-01): 3 tokens read after the question's last word instead of 5-6
   (~220-250 ms instead of ~350 ms), first-person answers that use the resume as the chat
-  layout's do. Other servers get the chat messages (agent.llm.openai_chat) unchanged.
+  layout's do. Other servers get the chat messages (agent.adapters.llm.openai_chat) unchanged.
 
 `QuestionPrefill` keeps at most one read-ahead request in flight: a partial that comes
 meanwhile waits, and only the newest one waiting is sent next.
@@ -35,8 +35,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agent.adapters.llm.openai_chat import LLMError
 from agent.engines import ChatMessage
-from agent.llm.openai_chat import LLMError
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,10 @@ first text of the answer it streams."""
 
 
 class CopilotLlamaClient:
-    """The copilot's requests to a llama.cpp server (the bundled one: agent.llm.llama_server): a
-    `Prefiller`, and an `agent.engines.LanguageModel` whose `stream()` answers through
-    `/completion` in the layout of `prompt()`. Sampling settings are those of the chat client
-    it stands in for."""
+    """The copilot's requests to a llama.cpp server (the bundled one:
+    agent.adapters.llm.llama_server): a `Prefiller`, and an `agent.engines.LanguageModel`
+    whose `stream()` answers through `/completion` in the layout of `prompt()`.
+    Sampling settings are those of the chat client it stands in for."""
 
     def __init__(
         self,
@@ -220,7 +220,7 @@ def llama_client_for(llm: Any) -> CopilotLlamaClient | None:
     machine (an OpenAI-compatible client of the bundled model on 127.0.0.1), with `llm`'s
     sampling settings; else None: other servers (another local one included) lack llama.cpp's
     endpoints, and a remote one reads prompts fast enough."""
-    from agent.llm.llama_server import DEFAULT_MODEL_NAME
+    from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME
 
     base_url = str(getattr(llm, "base_url", None) or "")
     if not base_url.startswith("http://127.0.0.1:") or getattr(llm, "model", None) != (

@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from agent.adapters.tools.base import Tool, ToolContext, ToolOutcome
 from agent.engines import ToolCall, ToolSpec
-from agent.tools.base import Tool, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The LLM and TTS run concurrently: a chunk goes to TTS as soon as the chunker releases it, while
 the LLM keeps generating. When the session offers tools, the LLM may call them instead of (or
-after) speaking: the calls run (agent/voice/tool_round.py), their results go back to the LLM and
+after) speaking: the calls run (agent/pipeline/tool_round.py), their results go back to the LLM and
 it goes on, for at most MAX_TOOL_ROUNDS rounds. Cancelling the reply closes the LLM stream (the
 HTTP request ends), cancels the running calls and the pending synthesis, and leaves nothing
 running.
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.engines import ChatMessage, LanguageModel, TextToSpeech, ToolCall, ToolSpec
-from agent.voice.events import ToolCalled, TtsChunk
-from agent.voice.playout import Playout
-from agent.voice.tool_round import (
+from agent.events import ToolCalled, TtsChunk
+from agent.pipeline.playout import Playout
+from agent.pipeline.tool_round import (
     MAX_TOOL_ROUNDS,
     TOOL_APOLOGY,
     SilenceFiller,

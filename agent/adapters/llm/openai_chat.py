@@ -1,5 +1,5 @@
 """`agent.engines.LanguageModel` over any OpenAI-compatible chat completions endpoint: OpenAI,
-a self-hosted server, or the bundled llama.cpp server (agent.llm.llama_server).
+a self-hosted server, or the bundled llama.cpp server (agent.adapters.llm.llama_server).
 
 Latency rules from the design: one long-lived client per process (its keep-alive pool saves
 the TCP/TLS handshake on every turn), no retries on a streaming call (a retry doubles the
@@ -12,8 +12,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from agent.adapters.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 from agent.engines import ChatMessage, ToolCall, ToolSpec
-from agent.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 
 
 class LLMError(RuntimeError):
@@ -59,8 +59,8 @@ class OpenAIChatLLM:
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[str | ToolCall]:
         """Text deltas of the reply, then its tool calls (streamed `tool_calls`, or calls the
-        model wrote as text: agent.llm.tool_calls). `aclose()` on the iterator (or cancelling
-        the task that iterates it) closes the HTTP response, which makes the server stop
+        model wrote as text: agent.adapters.llm.tool_calls). `aclose()` on the iterator (or
+        cancelling the task that iterates it) closes the HTTP response, which makes the server stop
         generating."""
         import openai
 

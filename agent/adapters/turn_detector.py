@@ -47,8 +47,8 @@ import numpy as np
 
 from agent.config import TURN_DETECTORS
 from agent.engines import INPUT_RATE
+from agent.events import TurnScore
 from agent.models import INSTALL_WHEELS_HINT
-from agent.voice.events import TurnScore
 from state_machine.similarity import spoken_words
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,8 @@ class TextTurnDetector(_ThreadedDetector):
     def _load(self) -> None:
         from agent.models import passive_openmp
 
-        passive_openmp()  # before xllamacpp loads the OpenMP runtime (agent.llm.llama_server)
+        # Before xllamacpp loads the OpenMP runtime (agent.adapters.llm.llama_server).
+        passive_openmp()
         import xllamacpp
 
         params = xllamacpp.CommonParams()

@@ -1,7 +1,7 @@
 """One configured MCP server (the `mcp` SDK, over stdio or Streamable HTTP): connected at
 start, its tools listed and kept fresh, reconnected with backoff when it goes away.
 
-Everything here runs on the registry's loop (agent/tools/loop_thread.py); a Tool's `invoke`
+Everything here runs on the registry's loop (agent/adapters/tools/loop_thread.py); a Tool's `invoke`
 hops there. A server that is down costs its tools' calls a clear error, nothing more.
 """
 
@@ -21,10 +21,10 @@ from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from agent.adapters.tools.base import Tool, ToolContext
+from agent.adapters.tools.loop_thread import LoopThread
 from agent.config import NAME_PATTERN, MCPServerSettings
 from agent.engines import ToolSpec
-from agent.tools.base import Tool, ToolContext
-from agent.tools.loop_thread import LoopThread
 
 log = logging.getLogger(__name__)
 

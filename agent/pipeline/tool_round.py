@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.adapters.tools.base import ToolContext, ToolOutcome
+from agent.adapters.tools.toolbox import Toolbox
 from agent.engines import ChatMessage, ToolCall
-from agent.tools.base import ToolContext, ToolOutcome
-from agent.tools.toolbox import Toolbox
 
 # Rounds of calls in one reply. A response after the last that still calls, or one that only
-# repeats calls already made, is answered with what the tools returned (agent/voice/reply.py).
+# repeats calls already made, is answered with what the tools returned (agent/pipeline/reply.py).
 MAX_TOOL_ROUNDS = 3
 # A reply still waiting this long after a round of calls began (on the calls, or on the LLM
 # reading their results) gets a spoken filler (the design's ~0.7 s).

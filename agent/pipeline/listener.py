@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
+from agent.adapters.stt.guard import GuardedSTTStream
+from agent.adapters.turn_detector import TurnScorer
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, STTStream
-from agent.stt.guard import GuardedSTTStream
-from agent.voice.turn_detector import TurnScorer
 
 log = logging.getLogger(__name__)
 

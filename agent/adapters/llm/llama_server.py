@@ -5,8 +5,8 @@ Either way one model in memory serves every session of a worker over HTTP (its s
 concurrent requests):
 - `LocalLLMServer` in the calling process. llama.cpp serves from its own native threads and
   never takes the GIL, so it does not slow the event loop.
-- `LocalLLMProcess`, a child `python -m agent.llm.llama_server`: a llama.cpp crash or abort takes
-  down the child, not the worker and its calls, and its memory is returned on stop.
+- `LocalLLMProcess`, a child `python -m agent.adapters.llm.llama_server`: a llama.cpp crash
+  or abort takes down the child, not the worker and its calls, and its memory is returned on stop.
 
 Prompt caching: requests that share a prefix with a slot's cache skip its prefill (llama.cpp
 picks the idle slot whose cache shares the longest prefix); `warm()` fills every slot with the
@@ -45,7 +45,8 @@ from agent.engines import ToolSpec
 from agent.ops.processes import stop_process
 
 DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
-SSE_PING_INTERVAL_S = 2  # < the stall timeout of agent.llm.openai_chat.OpenAIChatLLM (10 s)
+# Under the stall timeout of agent.adapters.llm.openai_chat.OpenAIChatLLM (10 s).
+SSE_PING_INTERVAL_S = 2
 
 
 # The serving defaults, measured on 2 cores (see the module docstring): one server per worker,
@@ -123,7 +124,7 @@ class LocalLLMServer(_Serving):
 
 
 class LocalLLMProcess(_Serving):
-    """The same server in a child process (`python -m agent.llm.llama_server`)."""
+    """The same server in a child process (`python -m agent.adapters.llm.llama_server`)."""
 
     def __init__(self, **serving: int) -> None:
         super().__init__(**serving)
@@ -137,7 +138,7 @@ class LocalLLMProcess(_Serving):
         command = [
             sys.executable,
             "-m",
-            "agent.llm.llama_server",
+            "agent.adapters.llm.llama_server",
             "--port",
             "0",
             "--parallel",
@@ -199,7 +200,7 @@ def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m agent.llm.llama_server",
+        prog="python -m agent.adapters.llm.llama_server",
         description="Serve the bundled LLM on 127.0.0.1 until SIGTERM; prints "
         '{"base_url": ...} on stdout once listening.',
     )

@@ -14,14 +14,14 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from agent.adapters.tools.base import Tool
+from agent.adapters.tools.builtins import SOURCE as BUILTIN
+from agent.adapters.tools.builtins import builtin_tools
+from agent.adapters.tools.loop_thread import LoopThread
+from agent.adapters.tools.mcp_client import MCPServerConnection
+from agent.adapters.tools.python_tools import module_tools
+from agent.adapters.tools.toolbox import MAX_RESULT_CHARS, Toolbox
 from agent.config import ConfigError, Settings, ToolsSettings, check_profile_tools
-from agent.tools.base import Tool
-from agent.tools.builtins import SOURCE as BUILTIN
-from agent.tools.builtins import builtin_tools
-from agent.tools.loop_thread import LoopThread
-from agent.tools.mcp_client import MCPServerConnection
-from agent.tools.python_tools import module_tools
-from agent.tools.toolbox import MAX_RESULT_CHARS, Toolbox
 
 log = logging.getLogger(__name__)
 

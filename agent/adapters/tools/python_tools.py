@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from agent.adapters.tools.base import Tool, ToolContext
+from agent.adapters.tools.schema import describe_function
 from agent.engines import ToolSpec
-from agent.tools.base import Tool, ToolContext
-from agent.tools.schema import describe_function
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__voxroom_tool__"

@@ -11,8 +11,8 @@ import sys
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.tools.base import PhoneLine, Tool, ToolContext
-from agent.tools.python_tools import marked_tools, tool
+from agent.adapters.tools.base import PhoneLine, Tool, ToolContext
+from agent.adapters.tools.python_tools import marked_tools, tool
 
 SOURCE = "builtin"
 TRANSFER_TIMEOUT_S = 60.0  # the destination rings before the SIP service says how it went

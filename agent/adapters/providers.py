@@ -25,7 +25,7 @@ SPEC_HELP = "local | openai:MODEL | script:PATH"
 
 
 def _whisper(settings: STTSettings) -> SpeechToText:
-    from agent.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
 
     stt = WhisperSTT(Path(settings.model_dir) if settings.model_dir else None)
     stt.load()
@@ -35,14 +35,14 @@ def _whisper(settings: STTSettings) -> SpeechToText:
 
 def _deepgram(settings: STTSettings) -> SpeechToText:
     # Nothing to load: its reachability is checked at worker start (agent.worker.provider_checks).
-    from agent.stt.deepgram import DeepgramSTT
+    from agent.adapters.stt.deepgram import DeepgramSTT
 
     return DeepgramSTT.from_settings(settings)
 
 
 def _openai_transcription(settings: STTSettings) -> SpeechToText:
     # Nothing to load: its reachability is checked at worker start (agent.worker.provider_checks).
-    from agent.stt.openai_stt import OpenAISTT
+    from agent.adapters.stt.openai_stt import OpenAISTT
 
     return OpenAISTT(base_url=settings.base_url, api_key=settings.api_key, model=settings.model)
 
@@ -85,14 +85,14 @@ TTS_PROVIDERS: dict[str, Callable[[TTSSettings, int], TextToSpeech]] = {
 
 
 def _chat_client(settings: LLMSettings, base_url: str | None, model: str) -> LanguageModel:
-    from agent.llm.openai_chat import OpenAIChatLLM
+    from agent.adapters.llm.openai_chat import OpenAIChatLLM
 
     return OpenAIChatLLM(model=model, base_url=base_url, api_key=settings.api_key,
                          max_tokens=settings.max_tokens, temperature=settings.temperature)
 
 
 def _local_chat(settings: LLMSettings, local_base_url: str | None) -> LanguageModel:
-    from agent.llm.llama_server import DEFAULT_MODEL_NAME
+    from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME
 
     if not local_base_url:
         raise ConfigError("llm.provider = 'local' needs the local LLM server to be running")
@@ -104,7 +104,7 @@ def _openai_chat(settings: LLMSettings, _local_base_url: str | None) -> Language
 
 
 # llm.provider -> an OpenAI-compatible client; "local" needs the base URL of the running local
-# server (agent.llm.llama_server).
+# server (agent.adapters.llm.llama_server).
 LLM_PROVIDERS: dict[str, Callable[[LLMSettings, str | None], LanguageModel]] = {
     "local": _local_chat,
     "openai": _openai_chat,
@@ -152,9 +152,9 @@ def make_llm_from_spec(
     script_words_per_s: float = 15.0,
 ) -> LanguageModel:
     """The model named by a simulate spec; `settings` supply the rest (key, base URL, limits).
-    A "local" spec needs `local_base_url` (start agent.llm.llama_server.LocalLLMServer first); a
-    "script" one is the scripted test double (agent.testing.scripted_llm), for repeatable
-    benchmarks."""
+    A "local" spec needs `local_base_url` (start
+    agent.adapters.llm.llama_server.LocalLLMServer first); a "script" one is the scripted
+    test double (agent.testing.scripted_llm), for repeatable benchmarks."""
     kind, arg = parse_llm_spec(spec)
     if kind == "script":
         from agent.testing.scripted_llm import ScriptedLLM
@@ -187,7 +187,7 @@ async def open_llm(
     server = None
     local_url = None
     if parse_llm_spec(spec)[0] == "local":
-        from agent.llm.llama_server import LocalLLMServer
+        from agent.adapters.llm.llama_server import LocalLLMServer
 
         server = LocalLLMServer()
         local_url = await asyncio.to_thread(server.start)
