@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from agent.ops.processes import stop_process
+from agent.ops.processes import log_output, stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
     INTERRUPTION_KINDS,
@@ -505,20 +504,9 @@ def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
     `ready`, and stops it (SIGTERM, then SIGKILL) afterwards."""
     proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    registered = threading.Event()
-
-    def drain() -> None:
-        with open(log_path, "w") as log:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if ready in line:
-                    registered.set()
-
-    threading.Thread(target=drain, daemon=True).start()
+    output = log_output(proc, log_path, ready)
     try:
-        if not registered.wait(timeout_s):
+        if not output.ready.wait(timeout_s):
             raise RuntimeError(f"{' '.join(argv)} did not print {ready!r} within "
                                f"{timeout_s:.0f} s; its log:\n{log_path.read_text()[-3000:]}")
         yield proc

@@ -8,17 +8,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from agent.ops.processes import stop_process
+from agent.ops.processes import OutputLog, log_output, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PODMAN_DIR = REPO / "infra" / "podman"
@@ -62,8 +61,7 @@ class Container:
     proc: subprocess.Popen[str]
     log: Path
     started: float  # monotonic time `podman run` was called
-    registered_at: float | None = None
-    _registered: threading.Event = field(default_factory=threading.Event)
+    output: OutputLog  # registered: the line that says the worker registered with LiveKit
 
     def text(self) -> str:
         return self.log.read_text()
@@ -100,22 +98,10 @@ def container(log: Path, env: dict[str, str], agent_args: list[str], image: str 
     proc = subprocess.Popen(["podman", *run_args(name, env, image), *agent_args],
                             env=podman_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    box = Container(name, proc, log, started)
-
-    def drain() -> None:
-        with open(log, "w") as out:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                out.flush()
-                if REGISTERED in line and not box._registered.is_set():
-                    box.registered_at = time.monotonic()
-                    box._registered.set()
-
-    threading.Thread(target=drain, daemon=True).start()
+    box = Container(name, proc, log, started, log_output(proc, log, REGISTERED))
     try:
         deadline = time.monotonic() + timeout_s
-        while not box._registered.wait(0.2):
+        while not box.output.ready.wait(0.2):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"{name} did not register (exit {proc.poll()}); its log:\n"
                                      f"{log.read_text()[-3000:]}")

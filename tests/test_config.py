@@ -115,27 +115,21 @@ def test_stt_model_dir_must_hold_a_model(empty_dir: Path) -> None:
         empty_dir)
 
 
-def test_stt_partials_are_checked(empty_dir: Path) -> None:
-    assert load_settings(env={}).stt.partials == "listening"
-    assert load_settings(env={"VOXROOM_STT_PARTIALS": "off"}).stt.partials == "off"
-    with pytest.raises(ConfigError, match=r"stt\.partials must be one of listening, always, off"):
-        load_settings(env={"VOXROOM_STT_PARTIALS": "sometimes"})
-
-
-def test_the_turn_detector_is_checked(empty_dir: Path) -> None:
-    assert load_settings(env={}).turn.detector == "text+smart-turn"
-    assert load_settings(env={"VOXROOM_TURN_DETECTOR": "smart-turn"}).turn.detector == "smart-turn"
-    with pytest.raises(
-        ConfigError, match=r"turn\.detector must be one of text\+smart-turn, text, smart-turn"
-    ):
-        load_settings(env={"VOXROOM_TURN_DETECTOR": "vad"})
-
-
-def test_the_barge_in_mode_is_checked(empty_dir: Path) -> None:
-    assert load_settings(env={}).turn.barge_in == "duck"
-    assert load_settings(env={"VOXROOM_TURN_BARGE_IN": "pause"}).turn.barge_in == "pause"
-    with pytest.raises(ConfigError, match=r"turn\.barge_in must be 'duck' or 'pause'"):
-        load_settings(env={"VOXROOM_TURN_BARGE_IN": "stop"})
+@pytest.mark.parametrize(("section", "key", "default", "other", "bad", "message"), [
+    ("stt", "partials", "listening", "off", "sometimes",
+     r"stt\.partials must be one of listening, always, off"),
+    ("turn", "detector", "text+smart-turn", "smart-turn", "vad",
+     r"turn\.detector must be one of text\+smart-turn, text, smart-turn"),
+    ("turn", "barge_in", "duck", "pause", "stop", r"turn\.barge_in must be 'duck' or 'pause'"),
+])
+def test_a_setting_of_a_few_values_is_checked(
+    empty_dir: Path, section: str, key: str, default: str, other: str, bad: str, message: str
+) -> None:
+    var = f"VOXROOM_{section}_{key}".upper()
+    assert getattr(getattr(load_settings(env={}), section), key) == default
+    assert getattr(getattr(load_settings(env={var: other}), section), key) == other
+    with pytest.raises(ConfigError, match=message):
+        load_settings(env={var: bad})
 
 
 def test_missing_explicit_file(empty_dir: Path) -> None:

@@ -152,6 +152,15 @@ async def _stop(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
+async def _ask(user: RoomUser, text: str) -> float:
+    """Say `text` and wait for the whole answer; returns when it was said."""
+    said, mic = await _say(user, text)
+    await user.wait_for_state("speaking", after=said, timeout_s=30)
+    await user.wait_for_state("listening", after=said, timeout_s=60)
+    await _stop(mic)
+    return said
+
+
 def _user_messages(request: dict) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "user"]
 
@@ -239,10 +248,7 @@ async def test_kill_9_mid_reply_the_other_host_continues_with_the_history(
             await user.wait_for_state("listening", after=killed, timeout_s=30)
             await _stop(mic)
             before = len(c.requests)
-            said, mic = await _say(user, "What did I ask you about?")
-            await user.wait_for_state("speaking", after=said, timeout_s=30)
-            await user.wait_for_state("listening", after=said, timeout_s=60)
-            await _stop(mic)
+            said = await _ask(user, "What did I ask you about?")
             assert len(c.requests) > before, "the new agent never asked the LLM"
             messages = c.requests[-1]["messages"]
             assert _user_messages(c.requests[-1])[0] == first_question
@@ -316,10 +322,7 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
     async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm,
                        config=config) as c:
         async with _joined(c, "clock") as (user, first_agent, victim, survivor):
-            said, mic = await _say(user, "What time is it?")
-            await user.wait_for_state("speaking", after=said, timeout_s=30)
-            await user.wait_for_state("listening", after=said, timeout_s=60)
-            await _stop(mic)
+            said = await _ask(user, "What time is it?")
             await _wait_for_turns(c.store_url, "clock", 1, timeout_s=10)
             [stored] = await _stored_turns(c.store_url, "clock")
             call, result = stored["tool_messages"]
@@ -335,10 +338,7 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
             assert await c.serving(user.agent_identity) == (survivor, victim)
             await user.wait_for_state("listening", after=said, timeout_s=30)
             before = len(c.requests)
-            said, mic = await _say(user, "And what did you just tell me?")
-            await user.wait_for_state("speaking", after=said, timeout_s=30)
-            await user.wait_for_state("listening", after=said, timeout_s=60)
-            await _stop(mic)
+            said = await _ask(user, "And what did you just tell me?")
             assert len(c.requests) > before, "the new agent never asked the LLM"
             roles = [m["role"] for m in c.requests[-1]["messages"]]
             assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]

@@ -409,17 +409,26 @@ def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() ->
     assert onset(phone_line=True) - pre_roll < first_word
 
 
+def _whole_question_early() -> FakeSTT:
+    """Partials that hold the whole question from the 50th frame (1 s) on."""
+    return FakeSTT(partial_every=10,
+                   partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+
+
+def _reading_ahead(score: float) -> ScriptedTurnDetector:
+    """A detector whose candidates score 0.9 and whose partials score `score`."""
+    detector = ScriptedTurnDetector(0.9)
+    detector.reads_ahead = score
+    return detector
+
+
 def test_a_partial_the_model_reads_as_complete_starts_the_answer_before_the_speech_ends(
     question_pcm,
 ) -> None:
     pcm, speech_end = question_pcm
     # The whole question is in the partials from the first second of audio on (its last word
     # is still being said), and the end-of-turn model reads it as complete.
-    stt = FakeSTT(partial_every=10,
-                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
-    detector = ScriptedTurnDetector(0.9)
-    detector.reads_ahead = 0.9
-    events = converse(pcm, stt, detector=detector)
+    events = converse(pcm, _whole_question_early(), detector=_reading_ahead(0.9))
     [started] = of(events, "reply_started")
     assert started["speculative"] and started["t"] < speech_end
     thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
@@ -432,11 +441,7 @@ def test_a_partial_the_model_reads_as_complete_starts_the_answer_before_the_spee
 
 def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) -> None:
     pcm, speech_end = question_pcm
-    stt = FakeSTT(partial_every=10,
-                  partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
-    detector = ScriptedTurnDetector(0.9)
-    detector.reads_ahead = 0.001
-    events = converse(pcm, stt, detector=detector)
+    events = converse(pcm, _whole_question_early(), detector=_reading_ahead(0.001))
     [started] = of(events, "reply_started")
     assert started["t"] > speech_end  # on the pause's candidate
 
