@@ -41,11 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.copilot.engine import CopilotOptions
 from agent.copilot.events import CopilotEvent
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from agent.events import event_json
 from bench.copilot_quality import word_count
+from state_machine.options import CopilotOptions
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
 """The default document set (a backend engineer); nurse/ and marketing/ hold two more, and

@@ -127,3 +127,67 @@ class TurnOptions(ListenOptions):
 
     speaking_stall_s: float = 4.0
     """SPEAKING timeout: the reply produced no audio for this long while unfinished; end it."""
+
+
+@dataclass(frozen=True)
+class CopilotOptions(ListenOptions):
+    """The copilot's question endpointing and answers."""
+
+    resume_frames: int = 3
+    """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
+    dropped)."""
+    speculative_start: bool = True
+    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(
+        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400,
+        silence_unfinished_s=1.200))
+    """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
+    interviewer's numbers. Without an end-of-turn model, 0.7 s of silence ends anything that
+    is not a complete question (state_machine.question_detector): interviewers pause inside
+    long questions, and 0.7 s lets most "Tell me about a time when... you" pauses pass. A
+    statement that ends is dropped (kept as the next question's preamble). With a model, its
+    score sets the silence, as for the voice agent, up to 1.2 s: the voice agent waits longer
+    for a speaker who thinks (it would talk over them); an answer shown early is not heard.
+
+    A question that looks complete (by its words or its score) ends after 0.4 s, not the
+    voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
+    and what did you study?"), and the comma's pause (~0.2 s when espeak-ng says it) ended it
+    there, answering half the question. The wait has a price: the answer starts
+    speculatively at the pause and its first token is often ready before 0.4 s, so its first
+    words come up to 0.2 s later (measured in docs/benchmarks.md). An answer to half the
+    question, then another, costs the candidate more."""
+    similarity_keep: float = 0.92
+    """A speculative answer is kept when its question is this similar to the final one."""
+    preamble_keep_s: float = 20.0
+    """A statement this recent is put before the next question as its context."""
+    preamble_max_chars: int = 300
+    llm_release_s: float = 0.25
+    """After an LLM request is closed before its end (a cancelled answer, a warm-up step),
+    the next waits this long: the server frees its slot only then (see `_llm_slot_free`)."""
+    stable_prefix_max_chars: int = 6000
+    """Documents up to this size (every chunk together) go whole into every prompt, in
+    document order: the same prompt prefix for every question, which `warm()` puts into the
+    LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
+    model reads ~20-35 prompt tokens a second on 2 shared cores: the sample resume and job
+    description (~700 tokens) cost ~21-39 s once, a question ~0.2-0.5 s each; the nearest two
+    chunks instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
+    `context_pieces` nearest chunks."""
+    warm_step_chars: int = 300
+    """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
+    prefill with the bundled model, inside the client's limits on a reply)."""
+    context_pieces: int = 3
+    """Pieces retrieved for a question (agent.copilot.context.retrieval): in its prompt when
+    the documents are not a (warm) stable prefix (then with the job description's head), and
+    what the guard checks the answer against and builds its fallback from."""
+    guard: bool = True
+    """Check each finished answer (agent.copilot.answer_guard: the candidate's voice, nothing
+    the documents do not hold, on the question's topic); one that fails is replaced on the
+    candidate's screen by an answer made of the retrieved pieces themselves."""
+    max_answer_lines: int = 3
+    """Generation stops after this many lines: the answer stays short and its end comes
+    early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
+    max_answer_words: int = 30
+    """Past this many words generation stops at the next sentence or line end: for a model
+    that ignores the line format."""
+    answer_word_limit: int = 60
+    """Generation stops here even inside a sentence: a model caught in a loop may never end
+    one. A loop is also stopped as soon as a phrase comes a third time in a row."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -18,10 +18,6 @@ from agent.copilot.engine import (
     COPILOT_SYSTEM_PROMPT,
     FAILED_ANSWER,
     CopilotEngine,
-    CopilotOptions,
-    NoQuestion,
-    QuestionAsked,
-    QuestionEndpointer,
     _looping,
     copilot_messages,
     prefix_steps,
@@ -30,8 +26,7 @@ from agent.copilot.events import CopilotEvent, Warm
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.events import event_json
 from agent.testing.scripted_llm import ScriptedLLM
-from state_machine import actions as A
-from state_machine.endpointing import EndpointOptions
+from state_machine.options import CopilotOptions
 from tests.stt_stream_double import STTStreamDouble
 from tests.virtual_time import run_virtual
 
@@ -716,189 +711,6 @@ def test_silence_and_noise_alone_ask_nothing():
     assert run.sink.events == [] and llm.requests == []
 
 
-# ---- the endpointer alone -------------------------------------------------------------------
-
-
-def _frames(ep: QuestionEndpointer, voiced: bool, start: float, seconds: float) -> list[A.Action]:
-    out = []
-    for i in range(1, round(seconds / FRAME_S) + 1):
-        out += ep.on_frame(voiced, round(start + i * FRAME_S, 6))
-    return out
-
-
-def _question_heard(ep: QuestionEndpointer) -> A.RequestCandidate:
-    """A second of question, then 60 ms of quiet: the candidate transcript it asks for."""
-    _frames(ep, True, 0.0, 1.0)
-    [req] = [a for a in _frames(ep, False, 1.0, 0.06) if isinstance(a, A.RequestCandidate)]
-    return req
-
-
-def test_endpointer_restarts_the_answer_when_the_final_question_differs():
-    ep = QuestionEndpointer()
-    out = _frames(ep, True, 0.0, 1.0)
-    [open_] = [a for a in out if isinstance(a, A.OpenUtterance)]
-    out = _frames(ep, False, 1.0, 0.1)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    # A candidate without a cue: the speculative start waits for 250 ms of silence.
-    out = ep.on_candidate(req.utterance_id, "What was the hardest bug", 1.0, 1.1)
-    assert not [a for a in out if isinstance(a, A.StartReply)]
-    out = _frames(ep, False, 1.1, 0.16)
-    [spec] = [a for a in out if isinstance(a, A.StartReply)]
-    assert spec.speculative and spec.user_text == "What was the hardest bug"
-    # Speech again: the speculative answer goes; then a new candidate with other words.
-    out = _frames(ep, True, 1.26, 0.3)
-    assert A.CancelReply(spec.reply_id, "the interviewer went on") in out
-    out = _frames(ep, False, 1.56, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    _frames(ep, False, 1.62, 0.08)
-    out = ep.on_candidate(req.utterance_id, "What was the hardest bug you fixed?", 1.56, 1.7)
-    [final] = [a for a in out if isinstance(a, A.StartReply)]
-    assert final.user_text == "What was the hardest bug you fixed?"
-    assert open_.utterance_id == req.utterance_id
-    out = _frames(ep, False, 1.7, 0.3)  # 0.4 s of silence after the question
-    assert A.ConfirmReply(final.reply_id) in out
-    assert A.CommitUserTurn(final.user_text, req.utterance_id) in out
-
-
-def test_endpointer_keeps_a_nearly_identical_speculative_answer():
-    ep = QuestionEndpointer(
-        CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5)))
-    req = _question_heard(ep)
-    _frames(ep, False, 1.06, 0.14)  # the quiet goes on while it is decoded
-    out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.2)
-    [spec] = [a for a in out if isinstance(a, A.StartReply)]
-    out = _frames(ep, False, 1.2, 0.4)
-    assert A.ConfirmReply(spec.reply_id) in out
-    assert not [a for a in out if isinstance(a, A.StartReply | A.CancelReply)]
-    [kept] = [a for a in out if isinstance(a, A.Speculative)]
-    assert kept.kept is True
-
-
-def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
-    # The decode is slower than the endpoint: the turn ends when the transcript arrives.
-    ep = QuestionEndpointer(CopilotOptions(speculative_start=False))
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 1.0)
-    assert len([a for a in out if isinstance(a, A.RequestCandidate)]) == 1
-    notices = A.Notice | NoQuestion | QuestionAsked
-    assert [type(a) for a in out if isinstance(a, notices)] == [A.SpeechEnd]
-    assert not [a for a in out if isinstance(a, A.ConfirmReply)]
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    out = ep.on_candidate(req.utterance_id, "Where did you study?", 1.0, 2.2)
-    [start] = [a for a in out if isinstance(a, A.StartReply)]
-    assert not start.speculative
-    assert A.ConfirmReply(start.reply_id) in out
-
-
-def test_endpointer_drops_a_candidate_asked_at_a_pause_when_the_interviewer_goes_on():
-    # Without the drop, the end of the question would wait for the stale transcript of the
-    # pause, and only then ask for one that covers the question.
-    ep = QuestionEndpointer()
-    req = _question_heard(ep)
-    out = _frames(ep, True, 1.06, 0.06)
-    assert A.DropCandidate(req.utterance_id) in out
-    out = _frames(ep, True, 1.12, 0.5) + _frames(ep, False, 1.62, 0.06)
-    [again] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    assert again.utterance_id == req.utterance_id
-    out = ep.on_candidate(again.utterance_id, "Where did you study?", 1.62, 1.7)
-    assert [a for a in out if isinstance(a, A.StartReply)]
-
-
-def test_endpointer_keeps_a_candidate_through_a_single_voiced_frame():
-    ep = QuestionEndpointer()
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.06)
-    assert [a for a in out if isinstance(a, A.RequestCandidate)]
-    out = _frames(ep, True, 1.06, 0.02) + _frames(ep, False, 1.08, 0.1)
-    assert not [a for a in out if isinstance(a, A.DropCandidate | A.RequestCandidate)]
-
-
-def _scored() -> QuestionEndpointer:
-    return QuestionEndpointer(CopilotOptions(
-        endpoint=replace(CopilotOptions().endpoint, scored=True)))
-
-
-def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
-    # The same core as the voice agent: "Tell me about a time when." scores unfinished, so
-    # the question waits past its 0.7 s plain silence for the rest of it.
-    ep = _scored()
-    req = _question_heard(ep)
-    out = ep.on_candidate(req.utterance_id, "Tell me about a time when.", 1.0, 1.2)
-    [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
-    assert score.text == "Tell me about a time when."
-    out = ep.on_turn_score(req.utterance_id, score.text, 0.0, 1.25)
-    out += _frames(ep, False, 1.26, 0.9)  # 1.16 s of silence in all
-    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
-    out = _frames(ep, True, 2.16, 1.0) + _frames(ep, False, 3.16, 0.06)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    question = "Tell me about a time when you disagreed with a manager."
-    _frames(ep, False, 3.22, 0.08)  # the quiet goes on while it is decoded and scored
-    out = ep.on_candidate(req.utterance_id, question, 3.16, 3.3)
-    [score] = [a for a in out if isinstance(a, A.ScoreTurn)]
-    _frames(ep, False, 3.3, 0.06)
-    out = ep.on_turn_score(req.utterance_id, question, 0.9, 3.36)
-    assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
-    out = _frames(ep, False, 3.36, 0.2)
-    [commit] = [a for a in out if isinstance(a, A.CommitUserTurn)]
-    assert commit.text == question  # scored complete: ended at 0.4 s of silence
-
-
-def test_endpointer_lets_a_comma_pause_pass_when_the_model_scores_the_half_complete():
-    ep = _scored()
-    req = _question_heard(ep)
-    text = "Where did you go to university?"
-    ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
-    out = ep.on_turn_score(req.utterance_id, text, 0.9, 1.15)
-    out += _frames(ep, False, 1.06, 0.3)  # a comma's pause
-    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
-    out = _frames(ep, False, 1.36, 0.06)  # had it gone on: 0.4 s of silence ends it
-    assert [a for a in out if isinstance(a, A.CommitUserTurn)]
-
-
-def test_endpointer_ends_a_question_at_the_bound_when_the_model_says_unfinished():
-    ep = _scored()
-    req = _question_heard(ep)
-    _frames(ep, False, 1.06, 0.14)  # the quiet goes on while it is decoded and scored
-    out = ep.on_candidate(req.utterance_id, "What did you do at", 1.0, 1.2)
-    _frames(ep, False, 1.2, 0.04)
-    ep.on_turn_score(req.utterance_id, "What did you do at", 0.0, 1.25)
-    bound = CopilotOptions().endpoint.silence_unfinished_s
-    out = _frames(ep, False, 1.26, bound - 0.3)
-    assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
-    out = _frames(ep, False, 1.26 + bound - 0.3, 0.1)
-    assert [a for a in out if isinstance(a, A.CommitUserTurn)]
-
-
-def test_endpointer_counts_no_pause_while_the_frames_are_held_up():
-    # The same core as the voice agent: 0.38 s of timer ticks with no frame (the worker or
-    # the network stalled mid-question) is not 0.38 s of silence.
-    ep = _scored()
-    _frames(ep, True, 0.0, 1.0)
-    out = [a for i in range(1, 20) for a in ep.tick(round(1.0 + i * FRAME_S, 6))]
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    text = "What is your biggest weakness?"
-    out += ep.on_candidate(req.utterance_id, text, 1.0, 1.3)
-    out += ep.on_turn_score(req.utterance_id, text, 0.9, 1.36)
-    out += _frames(ep, True, 1.38, 0.5)  # the held-up frames, and more of the question
-    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
-
-
-def test_quiet_frames_that_come_in_a_bunch_count_the_audio_they_hold():
-    # The worker's event loop stalls 0.8 s in a 0.14 s pause mid-question, its candidate
-    # already scored complete: the frames of the stall come together, stamped on arrival.
-    # The pause is their 0.14 s of quiet, not the 0.9 s since the last voiced frame.
-    ep = _scored()
-    _frames(ep, True, 0.0, 1.0)
-    out = _frames(ep, False, 1.0, 0.1)
-    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
-    text = "What is your biggest weakness?"
-    out += ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
-    out += ep.on_turn_score(req.utterance_id, text, 0.9, 1.12)
-    for voiced in [False] * 2 + [True] * 38:  # 1.1-1.14 quiet, then more of the question
-        out += ep.on_frame(voiced, 1.9)
-    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.CommitUserTurn)]
-
-
 # ---- reading the question ahead (prefill) ---------------------------------------------------
 
 GROWING = [(0.4, "Tell me"), (0.8, "Tell me about a..."), (1.2, "Tell me about a time you?"),
@@ -1046,9 +858,3 @@ def test_without_a_prefill_no_partials_are_decoded():
     assert stt.streams[0].paused and set(stt.streams[0].pauses) == {True}
     [(aid, _)] = run.sink.opened()
     assert run.sink.status(aid) == "complete"
-
-
-def test_with_an_end_of_turn_model_the_question_keeps_its_own_silences_scored() -> None:
-    options = CopilotOptions().scored()
-    assert isinstance(options, CopilotOptions) and options.endpoint.scored
-    assert options.endpoint.silence_s == CopilotOptions().endpoint.silence_s == 0.7

@@ -1,10 +1,10 @@
-"""The question check the copilot uses as its endpoint cue (agent.copilot.question_detector)."""
+"""The question check the copilot uses as its endpoint cue (state_machine.question_detector)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.copilot.question_detector import check_question, is_complete_question
+from state_machine.question_detector import check_question, is_complete_question
 
 COMPLETE = [
     "What is your biggest weakness?",

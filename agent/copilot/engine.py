@@ -4,18 +4,12 @@ LiveKit-independent (agent.copilot.room connects it to a room): 20 ms frames of 
 go in through `push_frame`; answers come out through an `AnswerSink`, one stream per answer,
 written delta by delta.
 
-Two parts:
-- `QuestionEndpointer`, pure: decides where a question ends from the VAD decisions and the
-  candidate transcripts (as the voice turn engine's state machine does), with the question
-  check of agent.copilot.question_detector as the text cue. It starts an answer speculatively on a
-  stable candidate that asks something, keeps it when the final text is nearly the same, and
-  drops utterances that ask nothing (kept briefly as the next question's preamble: "I see you
-  were at Northwind. What did you do there?").
-- `CopilotEngine`: runs it against real engines: VAD, streaming STT, the context index, the
-  LLM. A speculative answer generates into a buffer; nothing reaches the sink before the
-  endpoint confirms it, then the buffer goes out at once and the rest as it streams. With a
-  `Prefiller` (agent.adapters.llm.prefill), the question is read into the LLM's prompt cache from
-  the STT's partials while it is being asked.
+`CopilotEngine` runs the pure `state_machine.question_endpointing.QuestionEndpointer` (where a
+question ends, when an answer starts speculatively) against real engines: VAD, streaming STT,
+the context index, the LLM. A speculative answer generates into a buffer; nothing reaches the
+sink before the endpoint confirms it, then the buffer goes out at once and the rest as it
+streams. With a `Prefiller` (agent.adapters.llm.prefill), the question is read into the LLM's
+prompt cache from the STT's partials while it is being asked.
 
 Unlike the voice agent, answering never blocks listening: the interviewer may go on while an
 answer streams, and a newer confirmed answer supersedes an unfinished older one.
@@ -61,7 +55,6 @@ from agent.copilot.events import (
     UtteranceStart,
     Warm,
 )
-from agent.copilot.question_detector import check_question
 from agent.engines import (
     ChatMessage,
     LanguageModel,
@@ -71,16 +64,15 @@ from agent.engines import (
 from agent.events import Speculative, Transcript
 from agent.pipeline.listener import Listener, VoiceDetector, tick_forever
 from state_machine import actions as A
-from state_machine import endpointing  # the decisions: the same core as the voice agent's
-from state_machine.endpointing import (
-    EPS,
-    Candidate,
-    EndpointOptions,
-    SpeechVote,
-    Utterance,
+from state_machine.endpointing import EPS
+from state_machine.options import CopilotOptions
+from state_machine.question_detector import check_question
+from state_machine.question_endpointing import (
+    EndpointerAction,
+    NoQuestion,
+    QuestionAsked,
+    QuestionEndpointer,
 )
-from state_machine.options import ListenOptions
-from state_machine.similarity import spoken_words, text_similarity
 
 log = logging.getLogger(__name__)
 
@@ -98,264 +90,6 @@ candidate's."""
 FAILED_ANSWER = "(no answer: the language model did not respond)"
 
 EventSink = Callable[[CopilotEvent], None]
-
-
-@dataclass(frozen=True)
-class CopilotOptions(ListenOptions):
-    """The copilot's question endpointing and answers."""
-
-    resume_frames: int = 3
-    """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
-    dropped)."""
-    speculative_start: bool = True
-    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(
-        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400,
-        silence_unfinished_s=1.200))
-    """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
-    interviewer's numbers. Without an end-of-turn model, 0.7 s of silence ends anything that
-    is not a complete question (agent.copilot.question_detector): interviewers pause inside
-    long questions, and 0.7 s lets most "Tell me about a time when... you" pauses pass. A
-    statement that ends is dropped (kept as the next question's preamble). With a model, its
-    score sets the silence, as for the voice agent, up to 1.2 s: the voice agent waits longer
-    for a speaker who thinks (it would talk over them); an answer shown early is not heard.
-
-    A question that looks complete (by its words or its score) ends after 0.4 s, not the
-    voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
-    and what did you study?"), and the comma's pause (~0.2 s when espeak-ng says it) ended it
-    there, answering half the question. The wait has a price: the answer starts
-    speculatively at the pause and its first token is often ready before 0.4 s, so its first
-    words come up to 0.2 s later (measured in docs/benchmarks.md). An answer to half the
-    question, then another, costs the candidate more."""
-    similarity_keep: float = 0.92
-    """A speculative answer is kept when its question is this similar to the final one."""
-    preamble_keep_s: float = 20.0
-    """A statement this recent is put before the next question as its context."""
-    preamble_max_chars: int = 300
-    llm_release_s: float = 0.25
-    """After an LLM request is closed before its end (a cancelled answer, a warm-up step),
-    the next waits this long: the server frees its slot only then (see `_llm_slot_free`)."""
-    stable_prefix_max_chars: int = 6000
-    """Documents up to this size (every chunk together) go whole into every prompt, in
-    document order: the same prompt prefix for every question, which `warm()` puts into the
-    LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
-    model reads ~20-35 prompt tokens a second on 2 shared cores: the sample resume and job
-    description (~700 tokens) cost ~21-39 s once, a question ~0.2-0.5 s each; the nearest two
-    chunks instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
-    `context_pieces` nearest chunks."""
-    warm_step_chars: int = 300
-    """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
-    prefill with the bundled model, inside the client's limits on a reply)."""
-    context_pieces: int = 3
-    """Pieces retrieved for a question (agent.copilot.context.retrieval): in its prompt when
-    the documents are not a (warm) stable prefix (then with the job description's head), and
-    what the guard checks the answer against and builds its fallback from."""
-    guard: bool = True
-    """Check each finished answer (agent.copilot.answer_guard: the candidate's voice, nothing
-    the documents do not hold, on the question's topic); one that fails is replaced on the
-    candidate's screen by an answer made of the retrieved pieces themselves."""
-    max_answer_lines: int = 3
-    """Generation stops after this many lines: the answer stays short and its end comes
-    early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
-    max_answer_words: int = 30
-    """Past this many words generation stops at the next sentence or line end: for a model
-    that ignores the line format."""
-    answer_word_limit: int = 60
-    """Generation stops here even inside a sentence: a model caught in a loop may never end
-    one. A loop is also stopped as soon as a phrase comes a third time in a row."""
-
-
-# ---- the pure part ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    id: int
-    text: str
-
-
-@dataclass(frozen=True)
-class NoQuestion:
-    """Notice: the utterance ended asking nothing (its words are kept as the preamble)."""
-
-    utterance_id: int
-    text: str
-
-
-@dataclass(frozen=True)
-class QuestionAsked:
-    """Notice: the utterance ended with a question; `question` is what the answer is asked
-    (the preamble included), `heard` the utterance's own words."""
-
-    utterance_id: int
-    question: str
-    heard: str
-
-
-EndpointerAction = A.Action | NoQuestion | QuestionAsked
-
-
-class QuestionEndpointer:
-    """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
-    and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
-    ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
-    ConfirmReply + CommitUserTurn, and notices (its own NoQuestion and QuestionAsked among
-    them). Its endpointing is the voice agent's core (`state_machine.endpointing`), with the
-    question check as the text cue."""
-
-    def __init__(self, options: CopilotOptions | None = None) -> None:
-        self.options = o = options or CopilotOptions()
-        self._vote = SpeechVote(o.frames(o.vad_window_s), o.vad_start_ratio, o.frame_s)
-        self._utt: Utterance | None = None
-        self._pending: _Pending | None = None  # a speculative answer, not yet confirmed
-        self._next_id = 0
-        self._preamble = ""
-        self._preamble_at = -1e9
-
-    def on_frame(self, voiced: bool, now: float) -> list[EndpointerAction]:
-        o = self.options
-        out: list[EndpointerAction] = []
-        vote = self._vote.push(voiced, now)
-        utt = self._utt
-        if utt is not None:
-            utt.hear(now, o.frame_s)
-        if utt is None:
-            if vote:
-                self._next_id += 1
-                onset = self._vote.run_start
-                self._utt = Utterance(self._next_id, onset, now)
-                out.append(A.OpenUtterance(self._next_id, o.pre_roll_s + now - onset))
-                out.append(A.SpeechStart(self._next_id, onset))
-        elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
-            utt.voice(now)
-            if self._vote.run == o.resume_frames:
-                utt.endpoint_reached = False
-                self._cancel_pending("the interviewer went on", out)
-                if utt.candidate_in_flight:  # asked at a pause: it would end before the words
-                    utt.candidate_in_flight = False
-                    out.append(A.DropCandidate(utt.id))
-        return out + self.tick(now)
-
-    def on_candidate(
-        self, utterance_id: int, text: str, covered_until: float, now: float
-    ) -> list[EndpointerAction]:
-        utt = self._utt
-        if utt is None or utt.id != utterance_id:
-            return []
-        utt.candidate_in_flight = False
-        utt.candidate = Candidate(text, covered_until)
-        return [A.Transcript(text, final=False), *self.tick(now)]
-
-    def on_turn_score(
-        self, utterance_id: int, text: str, score: float | None, now: float
-    ) -> list[EndpointerAction]:
-        """The end-of-turn model's P(complete) of the candidate `text` (None: it failed)."""
-        utt = self._utt
-        if utt is None or utt.id != utterance_id:
-            return []
-        utt.take_score(score)
-        return self.tick(now)
-
-    def tick(self, now: float) -> list[EndpointerAction]:
-        o = self.options.endpoint
-        out: list[EndpointerAction] = []
-        utt = self._utt
-        if utt is None:
-            return out
-        if endpointing.candidate_due(o, utt, now):
-            utt.candidate_in_flight = True
-            out.append(A.RequestCandidate(utt.id))
-        if endpointing.score_due(o, utt):
-            out.append(A.ScoreTurn(utt.id, utt.start_scoring()))
-        fresh = utt.fresh()
-        if utt.endpoint_reached:
-            if fresh:
-                self._end(utt, now, out)
-            return out
-        complete = False
-        if fresh:
-            assert utt.candidate is not None
-            check = check_question(utt.candidate.text)
-            complete = check.complete
-            if not check.is_question:
-                self._cancel_pending("the text asks nothing", out)
-            elif endpointing.speculation_due(o, utt, now, complete):
-                self._maybe_speculate(utt, now, out)
-        if endpointing.endpoint_due(o, utt, now, complete):
-            utt.endpoint_reached = True
-            out.append(A.SpeechEnd(utt.id, utt.last_voiced))
-            if fresh:
-                self._end(utt, now, out)
-        return out
-
-    def _maybe_speculate(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
-        if not self.options.speculative_start:
-            return
-        assert utt.candidate is not None
-        text = self._with_preamble(utt.candidate.text, now)
-        p = self._pending
-        if p is not None:
-            if text_similarity(p.text, text) >= self.options.similarity_keep:
-                return
-            self._cancel_pending("the question changed", out)
-        self._start(text, speculative=True, out=out)
-
-    def _end(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
-        assert utt.candidate is not None
-        self._utt = None
-        text = spoken_words(utt.candidate.text)
-        if not check_question(text).is_question:
-            out.append(A.DiscardUtterance(utt.id))
-            self._cancel_pending("no question", out)
-            if text:
-                fresh = now - self._preamble_at <= self.options.preamble_keep_s
-                joined = f"{self._preamble} {text}" if fresh else text
-                self._preamble = joined[-self.options.preamble_max_chars :].strip()
-                self._preamble_at = now
-            out.append(NoQuestion(utt.id, text))
-            return
-        question = self._with_preamble(text, now)
-        self._preamble = ""
-        p = self._pending
-        kept = False
-        if p is not None:
-            similarity = text_similarity(p.text, question)
-            kept = similarity >= self.options.similarity_keep
-            out.append(A.Speculative(kept, round(similarity, 3)))
-            if not kept:
-                self._cancel_pending("the final question differs", out)
-        if not kept:
-            self._start(question, speculative=False, out=out)
-        assert self._pending is not None
-        reply_id, self._pending = self._pending.id, None
-        out.append(QuestionAsked(utt.id, question, text))
-        out.append(A.CommitUserTurn(question, utt.id))
-        out.append(A.ConfirmReply(reply_id))
-
-    def question_text(self, transcript: str, now: float) -> str:
-        """The question an answer prompt would carry for `transcript` heard now: what an
-        answer started now would ask (the preamble included)."""
-        return self._with_preamble(transcript, now)
-
-    def _with_preamble(self, text: str, now: float) -> str:
-        text = spoken_words(text)
-        if self._preamble and now - self._preamble_at <= self.options.preamble_keep_s:
-            return f"{self._preamble} {text}"
-        return text
-
-    def _start(self, text: str, *, speculative: bool, out: list[EndpointerAction]) -> None:
-        self._next_id += 1
-        self._pending = _Pending(self._next_id, text)
-        out.append(A.StartReply(self._next_id, text, speculative))
-
-    def new_answer_id(self) -> int:
-        """An id no answer has had (the guard's replacement answers take one)."""
-        self._next_id += 1
-        return self._next_id
-
-    def _cancel_pending(self, reason: str, out: list[EndpointerAction]) -> None:
-        if self._pending is not None:
-            out.append(A.CancelReply(self._pending.id, reason))
-            self._pending = None
 
 
 # ---- prompts --------------------------------------------------------------------------------

@@ -84,8 +84,8 @@ if TYPE_CHECKING:
     from livekit import rtc
 
     from agent.copilot.context.index import ContextIndex
-    from agent.copilot.engine import CopilotOptions
     from agent.pipeline.playout import Playout
+    from state_machine.options import CopilotOptions
 
 log = logging.getLogger(__name__)
 
