@@ -139,7 +139,8 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
     from agent.adapters.providers import open_llm
     from agent.adapters.stt.whisper import WhisperSTT
     from agent.copilot.context.index import ContextIndex
-    from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, CopilotEngine
+    from agent.copilot.engine import CopilotEngine
+    from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT
     from agent.models import offline_env
     from bench.speech import last_voiced_sample
 

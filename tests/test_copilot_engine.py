@@ -2,7 +2,7 @@
 engines around it: a VAD that hears any non-zero frame, a streaming STT that answers from a
 script after a fixed delay, the ScriptedLLM (recording the prompts it gets), a prefill client
 that records what it reads ahead, and a sink that records what the candidate would see and
-when. Plus the pure endpointer on its own."""
+when. (The pure endpointer on its own: tests/test_question_endpointing.py.)"""
 
 from __future__ import annotations
 
@@ -14,15 +14,10 @@ import numpy as np
 import pytest
 
 from agent.adapters.llm.prefill import PrefillResult
-from agent.copilot.engine import (
-    COPILOT_SYSTEM_PROMPT,
-    FAILED_ANSWER,
-    CopilotEngine,
-    _looping,
-    copilot_messages,
-    prefix_steps,
-)
+from agent.copilot.answers import FAILED_ANSWER, looping
+from agent.copilot.engine import CopilotEngine
 from agent.copilot.events import CopilotEvent, Warm
+from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT, copilot_messages, prefix_steps
 from agent.engines import FRAME_SAMPLES, ChatMessage, Transcript
 from agent.events import event_json
 from agent.testing.scripted_llm import ScriptedLLM
@@ -646,7 +641,7 @@ def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():
     assert llm.closed_early == 1
 
 
-@pytest.mark.parametrize(("text", "looping"), [
+@pytest.mark.parametrize(("text", "loops"), [
     ("caused by a full disk outage caused by a full disk outage caused by a full disk outage",
      True),
     ("ha ha ha ha ha ha", True),
@@ -654,8 +649,8 @@ def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():
     ("Go, Python, PostgreSQL, Redis, Kafka, Kubernetes, Terraform, Prometheus, gRPC.", False),
     ("I measure, I change, I measure again.", False),
 ])
-def test_a_loop_is_a_phrase_three_times_in_a_row(text: str, looping: bool) -> None:
-    assert _looping(text.split()) is looping
+def test_a_loop_is_a_phrase_three_times_in_a_row(text: str, loops: bool) -> None:
+    assert looping(text.split()) is loops
 
 
 def test_a_failed_llm_shows_a_short_notice_instead_of_nothing():

@@ -20,7 +20,7 @@ from agent.adapters.llm.prefill import (
     _after_opening,
     llama_client_for,
 )
-from agent.copilot.engine import COPILOT_SYSTEM_PROMPT, copilot_messages
+from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT, copilot_messages
 from tests.local_http import serve_app
 
 QUESTION = "Tell me about a time you had an outage"

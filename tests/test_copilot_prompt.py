@@ -27,7 +27,7 @@ from agent.copilot.context.retrieval import (
     relevant_pieces,
     search_text,
 )
-from agent.copilot.engine import COPILOT_SYSTEM_PROMPT
+from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT
 from tests.test_copilot_engine import RecordingLLM, ScriptedSTT, run_copilot
 
 DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"

@@ -20,28 +20,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from agent.adapters.llm.prefill import (
-    ANSWER_CUE,
-    QUESTION_LABEL,
-    Prefiller,
-    PrefillResult,
-    QuestionPrefill,
-)
+from agent.adapters.llm.prefill import Prefiller, PrefillResult, QuestionPrefill
 from agent.adapters.turn_detector import TurnDetector, TurnScorer
-from agent.copilot.answer_guard import guarded_answer, vocabulary
-from agent.copilot.context.retrieval import (
-    general_pieces,
-    grounding_pieces,
-    is_follow_up,
-    is_job_piece,
-    relevant_pieces,
+from agent.copilot.answers import (
+    AnswerRecord,
+    AnswerSink,
+    ContextSearch,
+    LiveAnswer,
+    check_answer,
+    publish_answer,
+    relevant_to,
+    show_replacement,
+    stream_answer,
 )
+from agent.copilot.context.retrieval import is_job_piece
 from agent.copilot.events import (
     AnswerCancelled,
     AnswerDone,
@@ -54,6 +51,13 @@ from agent.copilot.events import (
     UtteranceEnd,
     UtteranceStart,
     Warm,
+)
+from agent.copilot.prompts import (
+    COPILOT_SYSTEM_PROMPT,
+    chunk_ids,
+    copilot_messages,
+    prefix_steps,
+    prompt_pieces,
 )
 from agent.engines import (
     ChatMessage,
@@ -76,200 +80,7 @@ from state_machine.question_endpointing import (
 
 log = logging.getLogger(__name__)
 
-COPILOT_SYSTEM_PROMPT = (
-    "You are the candidate in a job interview. Answer the interviewer as yourself, in the first "
-    "person, in one or two short sentences (at most 40 words): first the direct answer, then "
-    "where you did it and what came of it, with its number, from your resume. Use only facts "
-    "from your resume and the job description; never invent an employer, school, number or "
-    "technology. Never ask for anything, and never describe the job back to the interviewer."
-)
-JOB_HEAD_CHARS = 500
-"""The job description's first characters in a prompt: its title, where, the pay, what the
-company does; the rest (requirements) a small model tends to recite as if they were the
-candidate's."""
-FAILED_ANSWER = "(no answer: the language model did not respond)"
-
 EventSink = Callable[[CopilotEvent], None]
-
-
-# ---- prompts --------------------------------------------------------------------------------
-
-
-def _looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
-    """The text ends with the same phrase of 2 to `longest` words `copies` times in a row:
-    the bundled model, once in a loop ("caused by a full disk outage caused by a full disk
-    outage ..."), does not leave it. llama.cpp's DRY sampler breaks such loops too, but costs
-    ~170 ms per request here (~45 ms with one sequence breaker), before the first token."""
-    for n in range(2, longest + 1):
-        if len(words) < n * copies:
-            break
-        tail = words[-n:]
-        if all(words[-n * (k + 1) : len(words) - n * k] == tail for k in range(1, copies)):
-            return True
-    return False
-
-
-EXCHANGE_MAX_WORDS = 40
-"""The previous answer in a prompt is cut at this many words (`copilot_messages`)."""
-
-
-def copilot_messages(system_prompt: str, pieces: list[Any], question: str,
-                     exchange: tuple[str, str] | None = None) -> list[ChatMessage]:
-    """Fixed system prompt, then the documents' pieces (`documents_text`: the resume's in
-    document order, so that questions that retrieve the same pieces share the prompt prefix,
-    then the job), then, as the last paragraph, the dialogue: the `exchange` before (the
-    previous question and the answer shown to it: "How much time did that save?" refers to
-    it), then the question. The exchange comes before the question, so that it is read into
-    the prompt cache before the question is asked (`CopilotEngine` reads it once an answer is
-    done); in the dialogue's own layout, so that the bundled model's prompt has it in the
-    answer's turn (`CopilotLlamaClient.prompt`): placed before the line that says who is who,
-    the model took that line for the answer to go on with ("I am the candidate. Next: ...")."""
-    user = QUESTION_LABEL + question
-    if exchange is not None and all(exchange):
-        asked, answered = exchange
-        words = answered.split()
-        answered = " ".join(words[:EXCHANGE_MAX_WORDS])
-        if len(words) > EXCHANGE_MAX_WORDS:
-            answered += " …"
-        user = f"{QUESTION_LABEL}{asked}{ANSWER_CUE} {answered}\n{user}"
-    if pieces:
-        user = f"{documents_text(pieces)}\n\n{user}"
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
-
-
-def documents_text(pieces: list[Any]) -> str:
-    """The candidate's pieces as a list ("My resume:"), then a line of company context (the
-    job description's title line: "Staff Engineer, Payments Platform — Lumen Pay") and the job
-    description's pieces. Each is a prefix of the text of more pieces in the same order, as
-    the warm-up's steps need (`prefix_steps`)."""
-    ordered = _prompt_order({_chunk_id(p): p for p in pieces}.values())
-    mine = [p for p in ordered if not is_job_piece(p)]
-    job = [p for p in ordered if is_job_piece(p)]
-    parts = []
-    if mine:
-        parts.append("My resume:\n" + "\n".join(f"- {p.text}" for p in mine))
-    if job:
-        title, sep, _ = job[0].text.partition(": ")
-        about = f"The job I am interviewing for: {title}\n" if sep else ""
-        parts.append(f"{about}From its description: " + " ".join(p.text for p in job))
-    return "\n\n".join(parts)
-
-
-def prompt_pieces(every: list[Any]) -> list[Any]:
-    """What of the documents goes into every prompt: the candidate's pieces and the job
-    description's head, its first pieces up to `JOB_HEAD_CHARS` (the first at least)."""
-    head: list[Any] = []
-    size = 0
-    for piece in _prompt_order(p for p in every if is_job_piece(p)):
-        size += len(piece.text)
-        if head and size > JOB_HEAD_CHARS:
-            break
-        head.append(piece)
-    return [*(p for p in every if not is_job_piece(p)), *head]
-
-
-def _chunk_id(piece: Any) -> int:
-    return int(piece.chunk_id)
-
-
-def _prompt_order(pieces: Iterable[Any]) -> list[Any]:
-    """The candidate's pieces, then the job description's, each in document order."""
-    return sorted(pieces, key=lambda p: (is_job_piece(p), _chunk_id(p)))
-
-
-def prefix_steps(pieces: list[Any], step_chars: int) -> list[list[Any]]:
-    """The growing prompt prefixes a warm-up reads one after the other: none of the pieces
-    (the system prompt alone), then about `step_chars` more of them (in the prompt's order) at
-    a time, the last one with them all."""
-    ordered = _prompt_order(pieces)
-    steps: list[list[Any]] = [[]]
-    added = 0
-    for i, piece in enumerate(ordered, 1):
-        added += len(piece.text)
-        if added >= step_chars or i == len(ordered):
-            steps.append(ordered[:i])
-            added = 0
-    return steps
-
-
-def _chunk_ids(pieces: list[Any]) -> tuple[int, ...]:
-    return tuple(sorted(_chunk_id(p) for p in pieces))
-
-
-# ---- the engine ---------------------------------------------------------------------------
-
-
-class AnswerSink(Protocol):
-    """Where answers are shown: one stream per answer."""
-
-    async def open(self, answer_id: int, question: str) -> None: ...
-
-    async def write(self, answer_id: int, text: str) -> None: ...
-
-    async def close(self, answer_id: int, status: str) -> None:
-        """`status`: complete | failed | cancelled (superseded by a newer answer, or the
-        session ended)."""
-        ...
-
-
-class ContextSearch(Protocol):
-    async def search_async(self, question: str, k: int = 3) -> list[Any]: ...
-
-    async def pieces_async(self) -> list[Any]: ...
-
-
-@dataclass
-class AnswerRecord:
-    """One confirmed answer and its timings (engine clock, seconds)."""
-
-    answer_id: int
-    question: str
-    speech_end: float
-    committed_at: float
-    started_at: float
-    speculative: bool
-    first_token_at: float | None = None
-    first_shown_at: float | None = None
-    done_at: float | None = None
-    status: str = ""
-    text: str = ""
-    pieces: list[Any] = field(default_factory=list)
-    relevant: list[Any] = field(default_factory=list)
-    """The pieces retrieved for the question, nearest first."""
-    llm_text: str = ""
-    """The model's answer, when the guard replaced it (`problems` says why)."""
-    problems: list[str] = field(default_factory=list)
-    replacement_id: int | None = None
-    """The answer stream that replaced this one's on the screen."""
-
-    def latency_ms(self) -> dict[str, float | None]:
-        def ms(t: float | None) -> float | None:
-            return None if t is None else round((t - self.speech_end) * 1000, 1)
-
-        return {"answer_started": ms(self.started_at), "first_token": ms(self.first_token_at),
-                "endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
-                "whole_answer": ms(self.done_at)}
-
-
-@dataclass
-class _Answer:
-    id: int
-    text_in: str
-    speculative: bool
-    started_at: float
-    confirmed: asyncio.Event = field(default_factory=asyncio.Event)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    first_token: asyncio.Event = field(default_factory=asyncio.Event)
-    text: str = ""
-    first_token_at: float | None = None
-    record: AnswerRecord | None = None
-    task: asyncio.Task[None] | None = None
-    pieces: list[Any] = field(default_factory=list)
-    previous: str = ""  # the question confirmed before this one
-    exchange: tuple[str, str] | None = None  # that question and the answer shown to it
-    relevant: list[Any] = field(default_factory=list)
-    replacement: str = ""  # what the guard shows instead of the model's answer
-    problems: list[str] = field(default_factory=list)
 
 
 class CopilotEngine:
@@ -316,7 +127,7 @@ class CopilotEngine:
         self._partials: asyncio.Task[None] | None = None
         self._voiced_at = -1e9  # the last voiced frame
         self._speech_end = 0.0
-        self._live: dict[int, _Answer] = {}
+        self._live: dict[int, LiveAnswer] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()  # answers cancelled, still closing
         self._closed_early_at = -1e9  # when an LLM request was last closed before its end
@@ -451,7 +262,7 @@ class CopilotEngine:
         """The answer prompt for `question`, when its documents are the warm prefix (the
         nearest pieces instead depend on the final question)."""
         every = await self._prompt_pieces()
-        if _chunk_ids(every) != self._warm_ids:
+        if chunk_ids(every) != self._warm_ids:
             return None
         return copilot_messages(self._system_prompt, every, question, self._last_exchange())
 
@@ -485,7 +296,7 @@ class CopilotEngine:
         for other in list(self._live.values()):
             if other.record is not None:
                 self._stop(other.id, "superseded")
-        answer = _Answer(rid, text, speculative, now, previous=self._previous_question,
+        answer = LiveAnswer(rid, text, speculative, now, previous=self._previous_question,
                          exchange=self._last_exchange())
         answer.task = asyncio.get_running_loop().create_task(
             self._run_answer(answer), name=f"copilot-answer-{rid}")
@@ -505,7 +316,7 @@ class CopilotEngine:
             answer.task.add_done_callback(self._stopped)
         self._emit(AnswerCancelled(self._clock(), rid, reason))
 
-    def _drop(self, rid: int) -> _Answer | None:
+    def _drop(self, rid: int) -> LiveAnswer | None:
         answer = self._live.pop(rid, None)
         if not self._live:
             self._no_answers.set()
@@ -555,7 +366,7 @@ class CopilotEngine:
         self.answers.append(answer.record)
         answer.confirmed.set()
 
-    async def _run_answer(self, answer: _Answer) -> None:
+    async def _run_answer(self, answer: LiveAnswer) -> None:
         generate = asyncio.create_task(self._generate(answer), name=f"copilot-llm-{answer.id}")
         opened = answered = False
         try:
@@ -564,12 +375,12 @@ class CopilotEngine:
             assert record is not None
             await self._sink.open(answer.id, record.question)
             opened = True
-            status = await self._publish(answer, record, generate)
+            status = await publish_answer(self._sink, answer, record, generate, self._clock)
             record.pieces, record.relevant = answer.pieces, answer.relevant
             if answer.replacement:
                 await self._sink.close(answer.id, "replaced")
                 record.replacement_id = self.endpointer.new_answer_id()
-                await self._replace(record, answer)
+                await show_replacement(self._sink, record, answer)
             else:
                 await self._sink.close(answer.id, status)
                 record.text = answer.text
@@ -595,128 +406,25 @@ class CopilotEngine:
             await self._llm_slot_free()  # the answer's request may have been cut short
             self._read_head()
 
-    async def _replace(self, record: AnswerRecord, answer: _Answer) -> None:
-        """Show the guard's answer as a new stream for the same question (the candidate's
-        client drops the one closed as "replaced")."""
-        assert record.replacement_id is not None
-        log.info("answer %d replaced by %d: %s", answer.id, record.replacement_id,
-                 "; ".join(answer.problems))
-        record.llm_text, record.problems = answer.text, answer.problems
-        record.text = answer.replacement
-        await self._sink.open(record.replacement_id, record.question)
-        try:
-            await self._sink.write(record.replacement_id, answer.replacement)
-        finally:
-            await self._sink.close(record.replacement_id, "complete")
-
-    async def _publish(
-        self, answer: _Answer, record: AnswerRecord, generate: asyncio.Task[None]
-    ) -> str:
-        """Write the answer's text as it grows (the buffer of a speculative start at once);
-        returns the status to close with."""
-        written = 0
-        while True:
-            answer.changed.clear()
-            if len(answer.text) > written:
-                delta, written = answer.text[written:], len(answer.text)
-                await self._sink.write(answer.id, delta)
-                if record.first_shown_at is None:
-                    record.first_shown_at = self._clock()
-                    record.first_token_at = answer.first_token_at
-                continue
-            if generate.done():
-                break
-            changed = asyncio.ensure_future(answer.changed.wait())
-            try:
-                await asyncio.wait({generate, changed}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                changed.cancel()
-        if generate.exception() is None:
-            return "complete"
-        e = generate.exception()
-        log.warning("answer %d failed: %s: %s", answer.id, type(e).__name__, e)
-        if written == 0:
-            await self._sink.write(answer.id, FAILED_ANSWER)
-        return "failed"
-
-    async def _generate(self, answer: _Answer) -> None:
+    async def _generate(self, answer: LiveAnswer) -> None:
         await self._llm_slot_free()  # this request then gets the slot with the cached prefix
-        warm = self.context is not None and _chunk_ids(
+        warm = self.context is not None and chunk_ids(
             await self._prompt_pieces()) == self._warm_ids
-        relevant = asyncio.create_task(self._relevant(answer, after_first_token=warm))
+        relevant = asyncio.create_task(relevant_to(
+            self.context, answer, self.options.context_pieces, after_first_token=warm))
         try:
             answer.pieces = await self._pieces(relevant)
             messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in,
                                         answer.exchange)
-            await self._stream_answer(answer, messages)
+            if await stream_answer(self._llm, answer, messages, self.options, self._clock):
+                self._closed_early_at = self._clock()  # the server stops at its next token
             if not answer.text.strip():  # (and no first token for the search to wait for)
                 raise RuntimeError("the LLM returned an empty answer")
             answer.relevant = await relevant
         finally:
             relevant.cancel()
         if self.options.guard and self.context is not None:
-            await self._check(answer)
-
-    async def _relevant(self, answer: _Answer, *, after_first_token: bool) -> list[Any]:
-        """The pieces that answer the question. When the whole documents are the prompt, the
-        search waits for the answer's first token: nothing is added before it, and the guard
-        needs them only once the answer is written."""
-        if self.context is None:
-            return []
-        if after_first_token:
-            await answer.first_token.wait()
-        return await relevant_pieces(
-            self.context, answer.text_in, answer.previous, self.options.context_pieces,
-            previous_answer=answer.exchange[1] if answer.exchange is not None else "")
-
-    async def _check(self, answer: _Answer) -> None:
-        """The guard: an answer that is not the candidate's, names what the documents do not
-        hold, or says nothing particular to the pieces retrieved for the question (beyond its
-        words, and for a follow-up beyond the exchange it follows) gets a replacement: its
-        sentences before the first that fails, or one made of the retrieved pieces (when
-        they make one)."""
-        assert self.context is not None
-        every = await self.context.pieces_async()
-        vocab = vocabulary([*(p.text for p in every), answer.text_in, answer.previous])
-        first = min((_chunk_id(p) for p in every if not is_job_piece(p)), default=None)
-        asked = answer.text_in
-        if answer.exchange is not None and is_follow_up(asked):
-            asked = " ".join([*answer.exchange, asked])
-        replacement, problems = guarded_answer(answer.text, vocab, answer.relevant,
-                                               asked=asked, first_resume_id=first,
-                                               general=general_pieces(every, answer.text_in),
-                                               grounding=grounding_pieces(answer.text_in))
-        if replacement:
-            answer.replacement, answer.problems = replacement, problems
-
-    async def _stream_answer(self, answer: _Answer, messages: list[ChatMessage]) -> None:
-        stream = self._llm.stream(messages)
-        cut = False  # closed before its end: the server stops at its next token
-        try:
-            async for delta in stream:
-                if not delta:
-                    continue
-                if answer.first_token_at is None:
-                    answer.first_token_at = self._clock()
-                    answer.first_token.set()
-                answer.text += delta
-                answer.changed.set()
-                lines = [x for x in answer.text.split("\n") if x.strip()]
-                if len(lines) > self.options.max_answer_lines:
-                    cut_at = answer.text.rstrip().rfind("\n")
-                    answer.text = answer.text[:cut_at + 1]
-                    cut = True
-                    break
-                words = answer.text.split()
-                if len(words) >= self.options.answer_word_limit or _looping(words) or (
-                        len(words) >= self.options.max_answer_words
-                        and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))):
-                    cut = True
-                    break
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-            if cut:
-                self._closed_early_at = self._clock()
+            await check_answer(self.context, answer)
 
     async def _pieces(self, relevant: asyncio.Task[list[Any]]) -> list[Any]:
         """The prompt's pieces (`prompt_pieces`) when they are the warm prompt prefix, else the
@@ -724,7 +432,7 @@ class CopilotEngine:
         if self.context is None:
             return []
         every = await self._prompt_pieces()
-        if _chunk_ids(every) == self._warm_ids:
+        if chunk_ids(every) == self._warm_ids:
             return every
         if not every or self.options.context_pieces <= 0:
             return []
@@ -751,7 +459,7 @@ class CopilotEngine:
             fit = sum(len(p.text) for p in every) <= self.options.stable_prefix_max_chars
             if not fit:
                 every = []
-            ids = _chunk_ids(every)
+            ids = chunk_ids(every)
             if ids != self._warm_ids:
                 if not await self._warm_steps(every):
                     return  # the answers still work, from a cold cache

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-from agent.copilot.engine import AnswerSink
+from agent.copilot.answers import AnswerSink
 from agent.engines import ChatMessage, TextToSpeech
 from agent.events import TtsChunk
 from agent.pipeline.playout import Playout
