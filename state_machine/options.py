@@ -167,13 +167,13 @@ class CopilotOptions(ListenOptions):
     """Documents up to this size (every chunk together) go whole into every prompt, in
     document order: the same prompt prefix for every question, which `warm()` puts into the
     LLM's prompt cache once, so that a question then costs only its own tokens. The bundled
-    model reads ~20-35 prompt tokens a second on 2 shared cores: the sample resume and job
-    description (~700 tokens) cost ~21-39 s once, a question ~0.2-0.5 s each; the nearest two
-    chunks instead cost ~2 s on every question. Larger documents, or a prefix not warm yet: the
-    `context_pieces` nearest chunks."""
+    model reads prompts slowly on a CPU: the documents cost tens of seconds once, a question
+    then a fraction of a second, where the nearest chunks would cost seconds on every question
+    (docs/benchmarks.md). Larger documents, or a prefix not warm yet: the `context_pieces`
+    nearest chunks."""
     warm_step_chars: int = 300
-    """A warm-up adds about this much of the documents per request (~75 tokens: 3-7 s of
-    prefill with the bundled model, inside the client's limits on a reply)."""
+    """A warm-up adds about this much of the documents per request (about 75 tokens: a few
+    seconds of prefill with the bundled model, inside the client's limits on a reply)."""
     context_pieces: int = 3
     """Pieces retrieved for a question (agent.copilot.context.retrieval): in its prompt when
     the documents are not a (warm) stable prefix (then with the job description's head), and
@@ -184,7 +184,7 @@ class CopilotOptions(ListenOptions):
     candidate's screen by an answer made of the retrieved pieces themselves."""
     max_answer_lines: int = 3
     """Generation stops after this many lines: the answer stays short and its end comes
-    early (the bundled model writes ~10-14 tokens a second here, ~12 tokens a line)."""
+    early (the bundled model on a CPU takes about a second to write a line)."""
     max_answer_words: int = 30
     """Past this many words generation stops at the next sentence or line end: for a model
     that ignores the line format."""

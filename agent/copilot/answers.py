@@ -142,8 +142,8 @@ async def stream_answer(
 def looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
     """The text ends with the same phrase of 2 to `longest` words `copies` times in a row:
     the bundled model, once in a loop ("caused by a full disk outage caused by a full disk
-    outage ..."), does not leave it. llama.cpp's DRY sampler breaks such loops too, but costs
-    ~170 ms per request here (~45 ms with one sequence breaker), before the first token."""
+    outage ..."), does not leave it. llama.cpp's DRY sampler breaks such loops too, but delays
+    every request's first token (docs/benchmarks.md)."""
     for n in range(2, longest + 1):
         if len(words) < n * copies:
             break

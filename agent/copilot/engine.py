@@ -329,8 +329,8 @@ class CopilotEngine:
         would share the cores, and both come late (a read-ahead that ran into the end of the
         question slowed its final decode and held up its answer). Without them the candidate
         at a pause is one decode of the utterance; with them, a partial decode still running
-        then (it cannot be stopped) shares the cores with it (scripted LLM bench, 20
-        questions: endpoint p50/p95 424/745 ms with partials, 364/578 ms without)."""
+        then (it cannot be stopped) shares the cores with it, and the endpoint comes later
+        (docs/benchmarks.md)."""
         if self._stream is not None:
             reading_ahead = self._prefill is not None and self._prefill.working
             reading_now = self._prefill is not None and self._prefill.in_flight
@@ -342,9 +342,9 @@ class CopilotEngine:
 
     async def _llm_slot_free(self) -> None:
         """Wait until requests closed early are over at the LLM server too. llama.cpp notices
-        a closed request only when it writes the next token (~100-200 ms here); until then the
-        slot that holds the cached prompt prefix is busy, and a new request would go to the
-        other, cold one (~25 s to read the documents again). A prefill in flight is short (a
+        a closed request only when it writes the next token; until then the slot that holds
+        the cached prompt prefix is busy, and a new request would go to the other, cold one
+        (which reads the documents again: tens of seconds). A prefill in flight is short (a
         few words of the question) and its slot is free once it returns: it is awaited."""
         if self._prefill is not None:
             await self._prefill.settled()

@@ -176,7 +176,8 @@ def context_file(directory: str | None, name: object) -> Path | None:
 
 @functools.cache
 def shared_embedder() -> Any:
-    """The MiniLM embedder of this process, loaded on first use (~0.5 s, ~90 MB)."""
+    """The MiniLM embedder of this process, loaded on first use and then shared (loading it
+    costs time and memory)."""
     from agent.adapters.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()

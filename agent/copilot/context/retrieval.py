@@ -120,9 +120,8 @@ MAX_SHARED_WORDS = 3
 """Each word (of four letters or more, not a function word) that a piece shares with what it is
 searched with brings it this much nearer, up to `MAX_SHARED_WORDS`: MiniLM misses some exact
 matches ("How do you support newly qualified nurses?" and "Precepted eleven newly qualified
-nurses"). On the three sets' 56 questions, a piece holding an expected fact among the three
-found: 51 without it, 52 at 0.08, 55 at 0.12, 54 at 0.16-0.3 (as Whisper heard them: 48, 49,
-52, 51)."""
+nurses"). 0.12 found the most expected facts on the three document sets' questions (the
+values tried: docs/benchmarks.md)."""
 _FUNCTION_WORDS = frozenset("""
     about after also been before being could does doing from have here into just like more
     most much over same should some such than that their them then there these they this those
