@@ -176,8 +176,7 @@ def context_file(directory: str | None, name: object) -> Path | None:
 
 @functools.cache
 def shared_embedder() -> Any:
-    """The MiniLM embedder of this process, loaded on first use and then shared (loading it
-    costs time and memory)."""
+    """The MiniLM embedder of this process, loaded once, on first use, and then shared."""
     from agent.adapters.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
