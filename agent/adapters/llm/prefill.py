@@ -59,7 +59,7 @@ class Prefiller(Protocol):
 
 
 QUESTION_LABEL = "Interviewer: "
-"""What comes before the question in an answer prompt (agent.copilot.engine.copilot_messages)."""
+"""What comes before the question in an answer prompt (agent.copilot.prompts.copilot_messages)."""
 ROLES_LINE = ("I am the candidate. Next: the interviewer's question, then what I could say to "
               "it, in the first person.")
 """Ends the user's turn of a `CopilotLlamaClient.prompt()`: the assistant's turn after it holds the
