@@ -16,10 +16,10 @@ So:
 - The answer prompt is laid out so that 2 tokens follow the question instead of the chat
   template's 5 (`<|im_end|>\n<|im_start|>assistant\n`, which must follow the user's turn): the
   documents and a line saying who is who are the user's turn, and the question opens the
-  assistant's, which the model continues after `\nMe:` (`CopilotLlamaClient.prompt`). Measured on 7
-  sample questions (2026-12-01): 3 tokens read after the question's last word instead of 5-6
-  (~220-250 ms instead of ~350 ms), first-person answers that use the resume as the chat
-  layout's do. Other servers get the chat messages (agent.adapters.llm.openai_chat) unchanged.
+  assistant's, which the model continues after `\nMe:` (`CopilotLlamaClient.prompt`): fewer
+  tokens are read after the question's last word, and the answers still use the resume in the
+  first person as the chat layout's do (docs/benchmarks.md, "The copilot's answer prompt").
+  Other servers get the chat messages (agent.adapters.llm.openai_chat) unchanged.
 
 `QuestionPrefill` keeps at most one read-ahead request in flight: a partial that comes
 meanwhile waits, and only the newest one waiting is sent next.
@@ -281,8 +281,8 @@ class QuestionPrefill:
     def offer(self, question: str, *, at_pause: bool = False) -> None:
         """The newest partial question; its words but the last are sent when nothing is in
         flight and `ready()`. A partial ends where the audio was cut, often inside a word:
-        in a bench run 7 of 12 last words were wrong ("your set" for "yourself", "entered
-        do" for "during"); reading them only delays the next request. A transcript taken
+        most such last words are wrong ("your set" for "yourself", "entered do" for
+        "during"); reading them only delays the next request. A transcript taken
         at a pause (`at_pause`) keeps its last word: the speaker had finished it. End
         punctuation goes too."""
         question = question.strip()

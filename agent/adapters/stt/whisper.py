@@ -1,29 +1,25 @@
 """Local streaming speech-to-text on Whisper tiny.en (faster-whisper's CTranslate2 model).
 
-Why the model is called directly instead of `WhisperModel.transcribe()` (measured on the shared
-2-core dev machine): `transcribe()` pads every clip to Whisper's 30 s window, so the encoder
-costs ~800 ms even for a 4 s utterance. Encoding only the utterance plus a 1 s zero pad costs
-150-250 ms for 2-6 s. What keeps that unpadded path accurate and its cost bounded (espeak-ng
-and Piper utterances of 2-5 s plus beckett.wav, greedy decoding):
+The model is called directly instead of `WhisperModel.transcribe()`: that pads every clip to
+Whisper's 30 s window, so a short utterance pays for the whole encoder; here only the utterance
+plus a short zero pad is encoded. What keeps that unpadded path accurate and its cost bounded
+(the figures behind each choice: docs/benchmarks.md, "Whisper's decoding, tuned"):
 
 - Not seeing a long silence after the speech, the decoder often starts the utterance over
-  ("Ever tried, ever failed. Ever tried, ever failed") until max_length: 18 of 61 finals,
-  WER 0.21. Repetition penalty 1.1 plus timestamp-mode decoding, where such a restart shows up
-  as a new segment that repeats the opening words or ends past the audio and is dropped: no
-  repeated finals, WER 0.09 (no_repeat_ngram_size=3: 16 repeats, WER 0.20; penalty alone: 2,
-  WER 0.12; 2 s pad: 9, WER 0.15). Any 3-word sequence said twice is cut as well.
-- Dropping a loop afterwards still pays for generating it (~10 ms a token here; one endpoint
-  decode looped 51 tokens, 656 ms). The decoder stops at the end of the text when the encoder
-  output continues with 5 s of silence frames, taken from a 30 s silence encoded once at load:
-  loops went from 8 of 60 finals to 0, tokens per partial from 13.0 to 9.9, WER 0.076 -> 0.070,
-  for a few ms more cross-attention per token.
+  ("Ever tried, ever failed. Ever tried, ever failed") until max_length. A repetition penalty
+  plus timestamp-mode decoding, where such a restart shows up as a new segment that repeats
+  the opening words or ends past the audio and is dropped, removes nearly all of them, better
+  than `no_repeat_ngram_size`, the penalty alone or a longer pad. Any 3-word sequence said
+  twice is cut as well.
+- Dropping a loop afterwards still pays for generating it. The decoder stops at the end of the
+  text when the encoder output continues with seconds of silence frames, taken from a 30 s
+  silence encoded once at load, for a few ms more cross-attention per token.
 - Partials decode audio cut mid-word, which is where the remaining errors are; local agreement
   (below) keeps such guesses out of the committed text.
 - No prompt of the conversation's text: given as the decoder's earlier text, a sentence
   ("Hello, can you hear me? Yes, I can hear you.") or a label ("A question for the
-  assistant:") came back as the start of nearly every transcript of the listening corpus's
-  tuning half (WER 0.95-1.78 against 0.25), so only a long utterance's earlier windows are
-  context.
+  assistant:") came back as the start of nearly every transcript, so only a long utterance's
+  earlier windows are context.
 
 Streaming: while the user speaks, the growing utterance is re-decoded every
 `partial_interval_s` of new audio, one decode per stream at a time, its audio taken when it
@@ -37,9 +33,6 @@ covers all the speech is reused, so the answer costs only what is left of it; on
 not is dropped, and the caller's decode does not wait for its encoder to finish (the pool has
 a second thread for it, agent.inference_pool). While a flush decodes, no other decode of the
 utterance starts (it would only compete for the CPU).
-bench/stt_bench.py, 30 utterances of 1.8-4.5 s, 300 ms trailing silence: final p50 34 ms,
-p95 204 ms, WER 0.063; decoding the whole utterance at finalize() without a committed prefix:
-p50 362 ms, p95 521 ms, WER 0.101.
 """
 
 from __future__ import annotations
@@ -87,21 +80,17 @@ class WhisperOptions:
     # The final decode (the one that covers all the speech once the audio has gone quiet, or
     # finalize()'s own) is greedy first; when the decoder is unsure of that text (its mean
     # log probability per token below `unsure_logprob`), the same encoder output is decoded
-    # again with a beam of `final_beam_size`, the committed prefix kept. On the listening
-    # corpus's tuning half (bench/listen_corpus.py, Opus round trip, streamed in real time),
-    # right transcripts scored -0.39 to -0.60 and wrong ones mostly below -0.65; WER 0.263
-    # greedy, 0.228 with this (final p50 30 -> 50 ms), 0.232 with a beam on every final (p50
-    # 97 ms), 0.241 with the beam dropping the committed prefix. Held-out half through
-    # livekit-server: 0.355 -> 0.273, part of it run-to-run spread (docs/benchmarks.md).
+    # again with a beam of `final_beam_size`, the committed prefix kept. Right transcripts
+    # score above the threshold and wrong ones mostly below it, so the beam is paid for only
+    # where it helps: nearly all of a beam-on-every-final's gain at a fraction of its time.
     final_beam_size: int = 5
     final_keeps_prefix: bool = True
     unsure_logprob: float = -0.6
     # A decode with nothing forced is no speech when the decoder's no-speech probability is
     # above `no_speech_prob` and its text scores below `no_speech_logprob` (faster-whisper's
     # rule and thresholds). A long utterance cut into windows can leave a last one of breath
-    # or room noise: beckett.wav's 0.2 s tail scored 0.98 / -1.40 and was written as "you" or,
-    # with the beam, "Go to the end of"; one-word answers ("Yes.", "Okay.", "Why?", Piper and
-    # espeak-ng) scored 0.20-0.53.
+    # or room noise, otherwise written as "you" or, with the beam, "Go to the end of"; one-word
+    # answers ("Yes.", "Okay.", "Why?") stay well under the thresholds.
     no_speech_prob: float = 0.6
     no_speech_logprob: float = -1.0
     # A 20 ms frame is voiced when it is louder than the floor and within `speech_range_db`
@@ -110,9 +99,8 @@ class WhisperOptions:
     speech_range_db: float = 26.0
     # Quiet audio after the last voiced frame that marks a likely end of speech: a decode then
     # starts at once, and a decode covering up to there is reused by finalize(). It also keeps
-    # soft word endings (an "s", an "f") that fall below the voicing threshold. 40 ms against
-    # 80 ms: the spoken question's reply starts ~250 instead of ~400 ms after its end (simulate,
-    # 8 runs each), WER 0.079 against 0.073 over bench/stt_bench.py's 30 utterances.
+    # soft word endings (an "s", an "f") that fall below the voicing threshold. Shorter
+    # starts the reply sooner at hardly any cost in words.
     endpoint_margin_s: float = 0.04
     # Reuse that decode as the final (False: finalize() always decodes the whole utterance).
     reuse_endpoint_decode: bool = True
@@ -133,9 +121,9 @@ class WhisperOptions:
 
 
 # A phone line's speech (8 kHz, 300-3400 Hz: nothing above 4 kHz) looks less like speech to
-# Whisper: whole questions of the listening corpus over the line scored a no-speech probability
-# of 0.55-0.73 where the same words clean scored 0.07-0.48, and two of 16 came out as no words
-# at all. Breath or room noise still scores above 0.9 (beckett.wav's tail: 0.98).
+# Whisper: whole questions over the line score a no-speech probability above the wideband
+# threshold, and some came out as no words at all. Breath or room noise still scores above
+# this one.
 PHONE_NO_SPEECH_PROB = 0.85
 
 
@@ -688,8 +676,7 @@ class WhisperSTT:
         offline_env()
         # oneDNN caches its primitives per input shape, up to 1024 of them (~0.8 MB each for
         # the encoder here): every new utterance length grew the process, the soak's memory
-        # steps. Uncached, the encoder and the decodes take the same time (measured: 2-5 s
-        # clips, encode p50 135 vs 135 ms; real questions, decode p50 217-229 vs 231-236 ms).
+        # steps. Uncached, the encoder and the decodes take the same time.
         os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")
         from faster_whisper import WhisperModel
 
