@@ -164,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    from agent.adapters.stt.whisper import WhisperOptions, WhisperSTT
+    from agent.adapters.stt.whisper import WhisperSTT
+    from agent.adapters.stt.whisper_options import WhisperOptions
 
     options = WhisperOptions()
     if args.end_pad_s is not None:

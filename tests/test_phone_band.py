@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from agent.adapters.stt.phone_band import for_phone_line
-from agent.adapters.stt.whisper import PHONE_NO_SPEECH_PROB, WhisperOptions, WhisperSTT
+from agent.adapters.stt.whisper import WhisperSTT
+from agent.adapters.stt.whisper_options import PHONE_NO_SPEECH_PROB, WhisperOptions
 from agent.engines import INPUT_RATE
 from bench.corpus import trim
 from bench.listen_corpus import phone_line, pink_noise

@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.adapters.stt.whisper import (
-    WhisperOptions,
-    WhisperSTT,
-    WhisperSTTStream,
+from agent.adapters.stt.whisper import WhisperSTT, WhisperSTTStream
+from agent.adapters.stt.whisper_decoding import (
     agreed_prefix,
     drop_late_segments,
     first_repeated_ngram,
 )
+from agent.adapters.stt.whisper_options import WhisperOptions
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
 from bench.measure import wait_until

@@ -26,7 +26,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "whisper-1"
 _ERROR_DETAIL_CHARS = 300
 # A 20 ms frame is speech when louder than the floor and within the range of the utterance's
-# loudest frame (the bundled Whisper's voicing rule, agent.adapters.stt.whisper.WhisperOptions).
+# loudest frame (the bundled Whisper's voicing rule,
+# agent.adapters.stt.whisper_options.WhisperOptions).
 _SPEECH_FLOOR_DBFS = -50.0
 _SPEECH_RANGE_DB = 26.0
 

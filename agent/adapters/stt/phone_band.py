@@ -1,7 +1,7 @@
 """How a phone caller is heard: a phone line carries 8 kHz speech, 300-3400 Hz, with no gain
 control in front of it. The VAD's energy gate sits lower (agent/audio/vad.py's
 `PHONE_MIN_SPEECH_RMS`), and the STT is its phone-line tuning where it has one: Whisper tuned on
-wideband speech takes much of it for no speech (agent/adapters/stt/whisper.py's
+wideband speech takes much of it for no speech (agent/adapters/stt/whisper_options.py's
 `PHONE_NO_SPEECH_PROB`).
 An engine that has such a tuning offers `phone_band()`."""
 

@@ -1,25 +1,6 @@
-"""Local streaming speech-to-text on Whisper tiny.en (faster-whisper's CTranslate2 model).
-
-The model is called directly instead of `WhisperModel.transcribe()`: that pads every clip to
-Whisper's 30 s window, so a short utterance pays for the whole encoder; here only the utterance
-plus a short zero pad is encoded. What keeps that unpadded path accurate and its cost bounded
-(the figures behind each choice: docs/benchmarks.md, "Whisper's decoding, tuned"):
-
-- Not seeing a long silence after the speech, the decoder often starts the utterance over
-  ("Ever tried, ever failed. Ever tried, ever failed") until max_length. A repetition penalty
-  plus timestamp-mode decoding, where such a restart shows up as a new segment that repeats
-  the opening words or ends past the audio and is dropped, removes nearly all of them, better
-  than `no_repeat_ngram_size`, the penalty alone or a longer pad. Any 3-word sequence said
-  twice is cut as well.
-- Dropping a loop afterwards still pays for generating it. The decoder stops at the end of the
-  text when the encoder output continues with seconds of silence frames, taken from a 30 s
-  silence encoded once at load, for a few ms more cross-attention per token.
-- Partials decode audio cut mid-word, which is where the remaining errors are; local agreement
-  (below) keeps such guesses out of the committed text.
-- No prompt of the conversation's text: given as the decoder's earlier text, a sentence
-  ("Hello, can you hear me? Yes, I can hear you.") or a label ("A question for the
-  assistant:") came back as the start of nearly every transcript, so only a long utterance's
-  earlier windows are context.
+"""Local streaming speech-to-text on Whisper tiny.en (faster-whisper's CTranslate2 model): the
+engine and its stream. The model's decoding: agent.adapters.stt.whisper_decoding; the tuning:
+agent.adapters.stt.whisper_options.
 
 Streaming: while the user speaks, the growing utterance is re-decoded every
 `partial_interval_s` of new audio, one decode per stream at a time, its audio taken when it
@@ -39,320 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import dataclasses
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent.adapters.stt.whisper_decoding import WhisperDecoder, agreed_prefix, samples
+from agent.adapters.stt.whisper_options import WhisperOptions, phone_band_options
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, WHISPER_POOL
-
-# Whisper's encoder has 1500 positions = 30 s of audio; a window plus its pad must fit.
-_MAX_ENCODER_S = 30.0
-_MEL_FRAMES_PER_S = 100
-_ENCODER_FRAMES_PER_S = 50  # the encoder halves the mel frame rate
-_PREVIOUS_TOKENS = 64  # text of earlier windows given to the decoder as context
-_TIMESTAMP_STEP_S = 0.02
-_SEGMENT_END_TOLERANCE_S = 0.5
-
-
-@dataclass(frozen=True)
-class WhisperOptions:
-    """Tuning of `WhisperSTT`; the defaults are the measured best on 2 cores."""
-
-    # Re-decode the utterance for a partial after this much new audio.
-    partial_interval_s: float = 0.4
-    # The first partial waits for this much audio after the first voiced frame.
-    first_partial_s: float = 0.5
-    # Zero samples appended to every decoded clip, and encoder frames of pure silence appended
-    # after those (see the module docstring).
-    end_pad_s: float = 1.0
-    end_silence_frames_s: float = 5.0
-    # Decoder settings: penalty on repeated tokens; generated tokens allowed per second of audio.
-    repetition_penalty: float = 1.1
-    max_tokens_per_s: float = 6.0
-    # The final decode (the one that covers all the speech once the audio has gone quiet, or
-    # finalize()'s own) is greedy first; when the decoder is unsure of that text (its mean
-    # log probability per token below `unsure_logprob`), the same encoder output is decoded
-    # again with a beam of `final_beam_size`, the committed prefix kept. Right transcripts
-    # score above the threshold and wrong ones mostly below it, so the beam is paid for only
-    # where it helps: nearly all of a beam-on-every-final's gain at a fraction of its time.
-    final_beam_size: int = 5
-    final_keeps_prefix: bool = True
-    unsure_logprob: float = -0.6
-    # A decode with nothing forced is no speech when the decoder's no-speech probability is
-    # above `no_speech_prob` and its text scores below `no_speech_logprob` (faster-whisper's
-    # rule and thresholds). A long utterance cut into windows can leave a last one of breath
-    # or room noise, otherwise written as "you" or, with the beam, "Go to the end of"; one-word
-    # answers ("Yes.", "Okay.", "Why?") stay well under the thresholds.
-    no_speech_prob: float = 0.6
-    no_speech_logprob: float = -1.0
-    # A 20 ms frame is voiced when it is louder than the floor and within `speech_range_db`
-    # of the loudest frame of the utterance.
-    speech_floor_dbfs: float = -50.0
-    speech_range_db: float = 26.0
-    # Quiet audio after the last voiced frame that marks a likely end of speech: a decode then
-    # starts at once, and a decode covering up to there is reused by finalize(). It also keeps
-    # soft word endings (an "s", an "f") that fall below the voicing threshold. Shorter
-    # starts the reply sooner at hardly any cost in words.
-    endpoint_margin_s: float = 0.04
-    # Reuse that decode as the final (False: finalize() always decodes the whole utterance).
-    reuse_endpoint_decode: bool = True
-    # Force the tokens two consecutive decodes agree on as the prefix of later decodes.
-    commit_agreed_prefix: bool = True
-    # Longer speech is cut at the quietest frame of the window's last `window_cut_search_s`
-    # and decoded window by window, each with the previous text as context.
-    max_window_s: float = 20.0
-    window_cut_search_s: float = 3.0
-
-    def __post_init__(self) -> None:
-        if self.max_window_s + self.end_pad_s > _MAX_ENCODER_S:
-            raise ValueError(f"max_window_s + end_pad_s must be <= {_MAX_ENCODER_S} s")
-        if not 0 < self.window_cut_search_s < self.max_window_s:
-            raise ValueError("window_cut_search_s must be in (0, max_window_s)")
-        if self.partial_interval_s <= 0 or self.first_partial_s <= 0:
-            raise ValueError("partial_interval_s and first_partial_s must be positive")
-
-
-# A phone line's speech (8 kHz, 300-3400 Hz: nothing above 4 kHz) looks less like speech to
-# Whisper: whole questions over the line score a no-speech probability above the wideband
-# threshold, and some came out as no words at all. Breath or room noise still scores above
-# this one.
-PHONE_NO_SPEECH_PROB = 0.85
-
-
-def phone_band_options(options: WhisperOptions) -> WhisperOptions:
-    """`options` for a phone caller's narrowband speech (see PHONE_NO_SPEECH_PROB)."""
-    return dataclasses.replace(options, no_speech_prob=max(options.no_speech_prob,
-                                                           PHONE_NO_SPEECH_PROB))
-
-
-def _samples(seconds: float) -> int:
-    return round(seconds * INPUT_RATE)
-
-
-class _Decoder:
-    """The CTranslate2 Whisper model and its tokenizer. `encode`, `generate` and `decode` run in
-    WHISPER_POOL's thread."""
-
-    def __init__(self, model: Any, options: WhisperOptions) -> None:
-        self._whisper = model.model
-        self._features = model.feature_extractor
-        self._tokenizer = model.hf_tokenizer
-        self._options = options
-        tok = self._tokenizer.token_to_id
-        self.eot = tok("<|endoftext|>")
-        self._sot = tok("<|startoftranscript|>")
-        self._prev = tok("<|startofprev|>")
-        self.timestamp_begin = tok("<|notimestamps|>") + 1
-        # A multilingual model is told the language and the task, or it may guess another
-        # language (or translate) from a few seconds of accented English.
-        self._task = (
-            (tok("<|en|>"), tok("<|transcribe|>")) if self._whisper.is_multilingual else ()
-        )
-        self._pieces: dict[int, str] = {}
-        # The encoder output of 30 s of silence: frames from here continue the silence after
-        # a clip (the encoder is bidirectional, but its frames deep in silence hardly depend
-        # on the audio before). Computed once, ~1 s.
-        self._silence = np.asarray(self._encode_features(self._mel(np.zeros(0, np.int16), 30.0)))
-
-    def with_options(self, options: WhisperOptions) -> _Decoder:
-        """This decoder (the same model, tokenizer and silence frames) tuned by `options`."""
-        twin = copy.copy(self)
-        twin._options = options
-        return twin
-
-    def encode(self, audio: np.ndarray) -> Any:
-        """The encoder output (a CTranslate2 StorageView) of int16 `audio` plus the end pad,
-        followed by `end_silence_frames_s` of silence frames."""
-        import ctranslate2
-
-        o = self._options
-        frames = np.asarray(self._encode_features(self._mel(audio, o.end_pad_s)))
-        n = frames.shape[1]
-        silence = self._silence[:, n : n + round(o.end_silence_frames_s * _ENCODER_FRAMES_PER_S)]
-        return ctranslate2.StorageView.from_array(np.concatenate([frames, silence], axis=1))
-
-    def _mel(self, audio: np.ndarray, pad_s: float) -> np.ndarray:
-        pad = np.zeros(_samples(pad_s), np.float32)
-        pcm = np.concatenate([audio.astype(np.float32) / 32768.0, pad])
-        return self._features(pcm)[None, :, : _MEL_FRAMES_PER_S * round(_MAX_ENCODER_S)]
-
-    def _encode_features(self, mel: np.ndarray) -> Any:
-        import ctranslate2
-
-        return self._whisper.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(mel)))
-
-    def generate(
-        self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
-    ) -> tuple[int, ...]:
-        """Text tokens of `seconds` of encoded audio, starting with `prefix` (forced);
-        `previous` is earlier text given as context. Greedy."""
-        return self.generate_scored(encoded, seconds, prefix, previous)[0]
-
-    def generate_final(
-        self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
-    ) -> tuple[int, ...]:
-        """`generate`, and when the decoder is unsure of that text (its mean log probability
-        per token is below `unsure_logprob`), a beam search of `final_beam_size` instead,
-        from the same encoder output (see WhisperOptions)."""
-        o = self._options
-        ids, score = self.generate_scored(encoded, seconds, prefix, previous)
-        if not ids or o.final_beam_size <= 1 or score >= o.unsure_logprob:
-            return ids  # no text is not unsure text: a beam over noise writes some
-        keep = prefix if o.final_keeps_prefix else ()
-        return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
-
-    def generate_scored(
-        self, encoded: Any, seconds: float, prefix: Sequence[int] = (),
-        previous: Sequence[int] = (), beam_size: int = 1,
-    ) -> tuple[tuple[int, ...], float]:
-        """`generate` with `beam_size`, and the decoder's mean log probability per token of
-        its result (before the clean-up below). No text when nothing is forced and the audio
-        is no speech (WhisperOptions.no_speech_prob)."""
-        o = self._options
-        context = [self._prev, *previous[-_PREVIOUS_TOKENS:]] if previous else []
-        # Timestamp mode (no <|notimestamps|>); the first timestamp is given so a prefix can follow.
-        prompt = [*context, self._sot, *self._task, self.timestamp_begin, *prefix]
-        budget = len(prefix) + 8 + math.ceil(seconds * o.max_tokens_per_s)
-        # CTranslate2 caps the result (prefix included) at
-        # min(max_length / 2, max_length - len(context)).
-        max_length = min(448, max(2 * budget, budget + len(context)))
-        result = self._whisper.generate(
-            encoded, [prompt], beam_size=beam_size, max_length=max_length,
-            repetition_penalty=o.repetition_penalty, return_scores=True,
-            return_no_speech_prob=True,
-        )[0]
-        score = float(result.scores[0])
-        if not prefix and result.no_speech_prob > o.no_speech_prob and score < o.no_speech_logprob:
-            return (), score
-        ids = drop_late_segments(
-            result.sequences_ids[0], self.timestamp_begin, self.eot, seconds + o.end_pad_s,
-            self.normalized,
-        )
-        starts = self.word_starts(ids)
-        repeat = first_repeated_ngram([self.normalized(ids[a:b]) for a, b in starts])
-        if repeat is not None:
-            ids = ids[: max(starts[repeat][0], len(prefix))]
-        return ids, score
-
-    def decode(
-        self, audio: np.ndarray, prefix: Sequence[int] = (), previous: Sequence[int] = ()
-    ) -> tuple[int, ...]:
-        return self.generate(self.encode(audio), len(audio) / INPUT_RATE, prefix, previous)
-
-    def hypotheses(self, audio: np.ndarray, n: int) -> list[tuple[str, float]]:
-        """The `n` best texts of a beam of `n` over the whole of `audio`, best first, each with
-        its mean log probability per token (for measuring what a model can hear: the finals
-        take only the best)."""
-        seconds = len(audio) / INPUT_RATE
-        budget = 8 + math.ceil(seconds * self._options.max_tokens_per_s)
-        result = self._whisper.generate(
-            self.encode(audio), [[self._sot, *self._task, self.timestamp_begin]], beam_size=n,
-            num_hypotheses=n, max_length=2 * budget,
-            repetition_penalty=self._options.repetition_penalty, return_scores=True,
-        )[0]
-        return [
-            (self.text(drop_late_segments(ids, self.timestamp_begin, self.eot,
-                                          seconds + self._options.end_pad_s, self.normalized)),
-             float(score))
-            for ids, score in zip(result.sequences_ids, result.scores, strict=True)
-        ]
-
-    def text(self, ids: Sequence[int]) -> str:
-        return self._tokenizer.decode(list(ids)).strip()
-
-    def normalized(self, ids: Sequence[int]) -> str:
-        text = self.text(ids).lower()
-        return " ".join("".join(c for c in text if c.isalnum() or c == " ").split())
-
-    def _piece(self, token: int) -> str:
-        if token not in self._pieces:
-            self._pieces[token] = self._tokenizer.id_to_token(token) or ""
-        return self._pieces[token]
-
-    def starts_word(self, ids: Sequence[int], i: int) -> bool:
-        """Token `i` begins a word (byte-level BPE marks a leading space with "Ġ")."""
-        return i == 0 or self._piece(ids[i]).startswith("Ġ")
-
-    def word_starts(self, ids: Sequence[int]) -> list[tuple[int, int]]:
-        """(start, end) token indices of each word; punctuation belongs to the word before."""
-        starts = [i for i in range(len(ids)) if self.starts_word(ids, i)]
-        return list(zip(starts, [*starts[1:], len(ids)], strict=True))
-
-    def is_word_boundary(self, ids: Sequence[int], i: int) -> bool:
-        """Whether a committed prefix may end before token `i` (a new word or punctuation)."""
-        if i >= len(ids):
-            return True
-        piece = self._piece(ids[i])
-        return piece.startswith("Ġ") or not any(c.isalnum() for c in piece)
-
-
-def drop_late_segments(
-    ids: Sequence[int], timestamp_begin: int, eot: int, total_s: float,
-    normalized: Callable[[Sequence[int]], str],
-) -> tuple[int, ...]:
-    """The text tokens of a timestamp-mode decode, without its hallucinated tail segments.
-
-    A decode that does not see the audio end tends to restart the utterance as a new segment,
-    or to write a segment that ends after the audio: keep the segments before the first such
-    one (the first segment is always kept).
-    """
-    segments: list[tuple[list[int], float | None]] = []  # (text tokens, end time)
-    current: list[int] = []
-    for token in ids:
-        if token >= timestamp_begin:
-            if current:
-                segments.append((current, (token - timestamp_begin) * _TIMESTAMP_STEP_S))
-                current = []
-        elif token < eot:
-            current.append(token)
-    if current:
-        segments.append((current, None))
-    openings: list[list[str]] = []  # first two words of each kept segment
-    out: list[int] = []
-    for tokens, end in segments:
-        opening = normalized(tokens).split()[:2]
-        if openings:
-            past_end = end is not None and end > total_s + _SEGMENT_END_TOLERANCE_S
-            if past_end or opening in openings:
-                break
-        openings.append(opening)
-        out.extend(tokens)
-    return tuple(out)
-
-
-def first_repeated_ngram(words: Sequence[str], n: int = 3) -> int | None:
-    """Index of the first word that starts an n-gram already said earlier in `words` (a
-    decoder loop, within a segment or across), or None. Real questions rarely repeat three
-    words in a row; a looping decoder always does."""
-    seen: set[tuple[str, ...]] = set()
-    for i in range(len(words) - n + 1):
-        gram = tuple(words[i : i + n])
-        if gram in seen:
-            return i
-        seen.add(gram)
-    return None
-
-
-def agreed_prefix(older: Sequence[int], newer: Sequence[int], decoder: _Decoder) -> int:
-    """How many leading tokens of `newer` are confirmed by `older`: their common prefix, cut
-    back to a word boundary in both, and never reaching into `newer`'s last word (which may
-    be cut off mid-word)."""
-    n = 0
-    while n < min(len(older), len(newer)) and older[n] == newer[n]:
-        n += 1
-    last_word = max((i for i in range(len(newer)) if decoder.starts_word(newer, i)), default=0)
-    n = min(n, last_word)
-    while n > 0 and not (decoder.is_word_boundary(older, n) and decoder.is_word_boundary(newer, n)):
-        n -= 1
-    return n
 
 
 @dataclass(frozen=True)
@@ -399,14 +79,14 @@ class WhisperSTTStream:
     A cancelled `finalize()` drops its utterance; the stream stays usable.
     """
 
-    def __init__(self, decoder: _Decoder, options: WhisperOptions) -> None:
+    def __init__(self, decoder: WhisperDecoder, options: WhisperOptions) -> None:
         self._decoder = decoder
         self._options = options
         self._utt = _Utterance()
         self._paused = False
         self._closed = False
         self._partials: asyncio.Queue[Transcript | None] = asyncio.Queue(maxsize=32)
-        self._margin = _samples(options.endpoint_margin_s)
+        self._margin = samples(options.endpoint_margin_s)
 
     # --- the STTStream interface ------------------------------------------------------------
 
@@ -489,13 +169,13 @@ class WhisperSTTStream:
             if db >= max(o.speech_floor_dbfs, utt.peak_db - o.speech_range_db):
                 if utt.speech_start is None:
                     utt.speech_start = end - len(block)
-                    utt.next_due = utt.speech_start + _samples(o.first_partial_s)
+                    utt.next_due = utt.speech_start + samples(o.first_partial_s)
                 utt.voiced_end = end
 
     def _plan_windows(self, utt: _Utterance) -> None:
         """Cut speech longer than a window at its quietest frame near the window's end."""
         o = self._options
-        window, search = _samples(o.max_window_s), _samples(o.window_cut_search_s)
+        window, search = samples(o.max_window_s), samples(o.window_cut_search_s)
         while utt.length - (start := utt.cuts[-1] if utt.cuts else utt.window_start) > window:
             lo, hi = start + window - search, start + window
             candidates = [(db, end) for end, db in utt.levels if lo < end <= hi]
@@ -564,7 +244,7 @@ class WhisperSTTStream:
                 if n > len(utt.committed):
                     utt.committed = ids[:n]
             utt.last = _Hypothesis(ids, end)
-            utt.next_due = end + _samples(self._options.partial_interval_s)
+            utt.next_due = end + samples(self._options.partial_interval_s)
             text = self._decoder.text(utt.closed + ids)
             if utt is self._utt and text:  # no speech yet (a breath, the first syllable)
                 self._publish(Transcript(text, final=False))
@@ -640,7 +320,7 @@ class WhisperSTTStream:
 
     def _generate(self, encoded: Any, seconds: float, prefix: tuple[int, ...],
                   context: tuple[int, ...], *, final: bool) -> tuple[int, ...]:
-        """A partial's generation, or a final's (`_Decoder.generate_final`)."""
+        """A partial's generation, or a final's (`WhisperDecoder.generate_final`)."""
         generate = self._decoder.generate_final if final else self._decoder.generate
         return generate(encoded, seconds, prefix, context)
 
@@ -664,7 +344,7 @@ class WhisperSTT:
         self._model_dir = model_dir
         self._cpu_threads = cpu_threads
         self.options = options or WhisperOptions()
-        self._decoder: _Decoder | None = None
+        self._decoder: WhisperDecoder | None = None
 
     def load(self) -> None:
         """Load the model and encode 30 s of silence (blocking, ~1.5 s); a second call does
@@ -685,7 +365,7 @@ class WhisperSTT:
             str(path), device="cpu", compute_type="int8", cpu_threads=self._cpu_threads,
             num_workers=WHISPER_POOL.threads,  # one model replica per pool thread
         )
-        self._decoder = _Decoder(model, self.options)
+        self._decoder = WhisperDecoder(model, self.options)
 
     def warmup(self) -> None:
         """One blocking decode of a second of quiet noise, so the first real one is not cold."""
@@ -704,7 +384,8 @@ class WhisperSTT:
         return twin
 
     async def hypotheses(self, pcm: np.ndarray, n: int = 8) -> list[tuple[str, float]]:
-        """The n-best transcripts of a whole 16 kHz int16 utterance (`_Decoder.hypotheses`)."""
+        """The n-best transcripts of a whole 16 kHz int16 utterance
+        (`WhisperDecoder.hypotheses`)."""
         decoder = self._loaded()
         return await WHISPER_POOL.run(lambda: decoder.hypotheses(pcm, n),
                                       priority=PRIORITY_FINAL)
@@ -719,7 +400,7 @@ class WhisperSTT:
         finally:
             await stream.aclose()
 
-    def _loaded(self) -> _Decoder:
+    def _loaded(self) -> WhisperDecoder:
         if self._decoder is None:
             raise RuntimeError("WhisperSTT.load() has not been called")
         return self._decoder
