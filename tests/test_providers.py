@@ -57,7 +57,8 @@ def test_whisper_loads_the_configured_model_dir(tmp_path: Path) -> None:
 
 def test_every_configurable_provider_has_a_factory() -> None:
     """agent.config validates the names; agent.adapters.providers builds the engines they name."""
-    from agent import config, providers
+    from agent import config
+    from agent.adapters import providers
 
     assert set(providers.STT_PROVIDERS) == set(config.STT_PROVIDERS)
     assert set(providers.TTS_PROVIDERS) == set(config.TTS_PROVIDERS)
