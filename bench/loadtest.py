@@ -9,10 +9,10 @@ first token: a random 300-600 ms. With `--engines local` STT and TTS are the bun
 models (Whisper tiny.en, Piper), running in the workers, so the figures are those of a
 self-contained worker. With `--engines remote` the workers use their cloud adapters
 (agent/adapters/stt/deepgram.py, tts/openai_tts.py) against test doubles of those services in this
-process (agent/testing/remote_doubles.py): a Deepgram double that recognises the users' questions
-and answers after a remote-like delay, and an OpenAI-compatible speech double that streams
-Piper speech after a remote-like time to first byte. The figures are then those of a worker
-whose engines all run elsewhere.
+process (agent/testing/deepgram_server_double.py, tts_server_double.py): a Deepgram double that
+recognises the users' questions and answers after a remote-like delay, and an OpenAI-compatible
+speech double that streams Piper speech after a remote-like time to first byte. The figures are
+then those of a worker whose engines all run elsewhere.
 
 Measured per step: dispatch time (the user's join, which creates the room, until the agent
 joins it), voice-to-voice at the listener (end of the question until the agent's first audible
@@ -403,12 +403,9 @@ class LoadTest:
                              llm: Any) -> dict[str, str]:
         """The test doubles of Deepgram and of OpenAI speech, and the workers' settings for
         them (agent/config.py)."""
-        from agent.testing.remote_doubles import (
-            DeepgramServerDouble,
-            TTSServerDouble,
-            Utterance,
-            utterance_recogniser,
-        )
+        from agent.testing.deepgram_double_recognisers import Utterance, utterance_recogniser
+        from agent.testing.deepgram_server_double import DeepgramServerDouble
+        from agent.testing.tts_server_double import TTSServerDouble
 
         a = self.args
         said = [Utterance(text, pcm) for item in items for text, pcm in item.utterances()]

@@ -14,12 +14,8 @@ import pytest
 from agent.apps.doctor import FAIL, OK, SKIP, Doctor, Speech, format_table
 from agent.cli import main
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings, TurnSettings
-from agent.testing.remote_doubles import (
-    DeepgramServerDouble,
-    silence,
-    speech,
-    word_code_recogniser,
-)
+from agent.testing.deepgram_double_recognisers import silence, speech, word_code_recogniser
+from agent.testing.deepgram_server_double import DeepgramServerDouble
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 

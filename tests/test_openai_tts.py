@@ -1,5 +1,5 @@
 """tts/openai_tts.py against the OpenAI-compatible speech TEST DOUBLE
-(agent/testing/remote_doubles.py): audio at the requested rate, clear errors, cancellation that
+(agent/testing/tts_server_double.py): audio at the requested rate, clear errors, cancellation that
 closes the request, and its selection by the settings."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from agent.adapters.providers import load_tts
 from agent.config import ConfigError, TTSSettings, load_settings
-from agent.testing.remote_doubles import PCM_RATE, TTSServerDouble
+from agent.testing.tts_server_double import PCM_RATE, TTSServerDouble
 from tts.openai_tts import OpenAITTS, TTSError
 
 

@@ -10,7 +10,8 @@ import pytest
 from aiohttp import web
 
 from agent.config import LiveKitSettings, LLMSettings, Settings, STTSettings
-from agent.testing.remote_doubles import DeepgramServerDouble, word_code_recogniser
+from agent.testing.deepgram_double_recognisers import word_code_recogniser
+from agent.testing.deepgram_server_double import DeepgramServerDouble
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from agent.worker.provider_checks import (

@@ -12,12 +12,8 @@ import pytest
 from agent.adapters.providers import load_speech_engines, load_stt
 from agent.adapters.stt.deepgram import DeepgramSTT
 from agent.config import STTSettings
-from agent.testing.remote_doubles import (
-    DeepgramServerDouble,
-    silence,
-    speech,
-    word_code_recogniser,
-)
+from agent.testing.deepgram_double_recognisers import silence, speech, word_code_recogniser
+from agent.testing.deepgram_server_double import DeepgramServerDouble
 
 
 async def test_deepgram_provider_is_chosen_and_transcribes() -> None:

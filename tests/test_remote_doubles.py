@@ -1,7 +1,7 @@
-"""The remote speech TEST DOUBLES of agent/testing/remote_doubles.py: the Deepgram double recognises
-real (espeak) speech it was given, through the real adapter (agent/adapters/stt/deepgram.py), also
-after the level and resampling changes of a WebRTC path; the speech double speaks each text
-once."""
+"""The remote speech TEST DOUBLES of agent/testing/ (deepgram_server_double.py,
+tts_server_double.py): the Deepgram double recognises real (espeak) speech it was given,
+through the real adapter (agent/adapters/stt/deepgram.py), also after the level and resampling
+changes of a WebRTC path; the speech double speaks each text once."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ import numpy as np
 import soxr
 
 from agent.adapters.stt.deepgram import DeepgramSTT
-from agent.testing.remote_doubles import (
-    DeepgramServerDouble,
-    TTSServerDouble,
-    Utterance,
-    utterance_recogniser,
-)
+from agent.testing.deepgram_double_recognisers import Utterance, utterance_recogniser
+from agent.testing.deepgram_server_double import DeepgramServerDouble
+from agent.testing.tts_server_double import TTSServerDouble
 from bench.speech import espeak, with_silence
 
 SENTENCES = (

@@ -1,6 +1,6 @@
 """The Deepgram streaming adapter against the test double of Deepgram's websocket
-(agent/testing/remote_doubles.py, hearing word codes): results, events, Finalize, keep-alive,
-reconnect with replay, errors, cancellation."""
+(agent/testing/deepgram_server_double.py, hearing word codes): results, events, Finalize,
+keep-alive, reconnect with replay, errors, cancellation."""
 
 from __future__ import annotations
 
@@ -24,13 +24,8 @@ from agent.adapters.stt.deepgram import (
     UtteranceEnd,
 )
 from agent.engines import FRAME_SAMPLES, Transcript
-from agent.testing.remote_doubles import (
-    FRAME_BYTES,
-    DeepgramServerDouble,
-    silence,
-    speech,
-    word_code_recogniser,
-)
+from agent.testing.deepgram_double_recognisers import silence, speech, word_code_recogniser
+from agent.testing.deepgram_server_double import FRAME_BYTES, DeepgramServerDouble
 
 SCRIPT = ["hello there general kenobi", "what time is it in paris", "ignore this please"]
 FAST = DeepgramOptions(reconnect_backoff_s=0.01, reconnect_backoff_max_s=0.05,

@@ -13,7 +13,7 @@ from agent.adapters.providers import load_stt
 from agent.adapters.stt.openai_stt import OpenAISTT, STTRequestError
 from agent.config import STTSettings
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.testing.remote_doubles import TranscriptionServerDouble
+from agent.testing.transcription_server_double import TranscriptionServerDouble
 from agent.worker.provider_checks import ProviderError, check_openai_stt
 from bench.measure import wait_until
 from bench.speech import with_silence
