@@ -87,4 +87,4 @@ class InferencePool:
 WHISPER_POOL = InferencePool("whisper", threads=2)
 """Every Whisper encode/decode of this process runs here. Two threads: the encoder keeps about
 one core busy, so a final transcript beside a running partial costs little, while waiting for
-that partial cost the answer 35-125 ms (LiveKit copilot bench traces)."""
+that partial delayed the answer (LiveKit copilot bench traces: docs/bench/copilot.md)."""

@@ -1,8 +1,8 @@
 """Written forms Piper's phonemizer (espeak-ng) reads wrong, rewritten as they are said.
 
-espeak-ng reads "$19.99" as "dollar nineteen point nine nine" (measured: the TTS -> STT round
-trip of bench/tts_roundtrip.py lost 3 of 8 words on a price). Amounts of money become
-"19 dollars 99 cents"; other text is left as it is.
+espeak-ng reads "$19.99" as "dollar nineteen point nine nine" (the TTS -> STT round trip of
+bench/tts_roundtrip.py lost words on a price: docs/bench/tts_roundtrip.md). Amounts of money
+become "19 dollars 99 cents"; other text is left as it is.
 """
 
 from __future__ import annotations

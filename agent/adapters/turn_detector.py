@@ -182,9 +182,9 @@ class LiveKitTurnDetector(_ThreadedDetector):
 # would see typed text end: lower case, no punctuation (Whisper ends unfinished starts with a
 # full stop too, so its punctuation says nothing). As the first message of a chat, the model
 # took a user's words for the start of a longer text and ranked complete requests low ("where
-# is the nearest train station": " to" 0.52, P(end) 0.16); a line saying that each message is
-# one spoken request and two earlier requests that end where their words end make it end a
-# complete one and still not an unfinished start ("could you tell me" 0.000). The opening
+# is the nearest train station" most likely went on with " to"); a line saying that each
+# message is one spoken request and two earlier requests that end where their words end make
+# it end a complete one and still not an unfinished start ("could you tell me"). The opening
 # is the same for every call, so llama.cpp's prompt cache keeps it: no cost per decision.
 # None of its requests is in a bench corpus. Figures: docs/benchmarks.md, "End-of-turn
 # detectors".
@@ -287,7 +287,7 @@ def _ends(token: str) -> bool:
 
 HESITATION_P = 0.01  # Smart Turn's P(complete) below which the voice trails off unfinished
 # A text score this sure the words end is not overruled: espeak-ng's flat British "Why is the
-# sky blue?" scores 0.010 by Smart Turn. Every hesitant case of bench/turn_detectors.py
+# sky blue?" scores about HESITATION_P by Smart Turn. Every hesitant case of bench/turn_detectors.py
 # scores below it by text, so the veto still catches them all.
 HESITATION_TEXT_MAX = 0.4
 
@@ -299,9 +299,9 @@ class TextWithHesitationDetector:
     real speech ending in "um"/"uh", hears that in the audio: below HESITATION_P the turn is
     unfinished, unless the text model is sure (HESITATION_TEXT_MAX).
 
-    Measured by bench/turn_detectors.py (docs/benchmarks.md, "End-of-turn detectors"): the
-    longest wait for 90% of the utterances that end in a filler (text alone: 67%), at the
-    price of 10% of the complete questions waiting as long (text alone: 5%). Both models run
+    Measured by bench/turn_detectors.py (docs/benchmarks.md, "End-of-turn detectors"): far
+    more of the utterances that end in a filler get the longest wait than by the text alone,
+    at the price of a few more complete questions waiting as long. Both models run
     at once, each on its own thread, so a score waits for the slower one (~35-60 ms each)."""
 
     name = "text+smart-turn"

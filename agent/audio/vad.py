@@ -17,9 +17,9 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE
 MIN_SPEECH_RMS = 120.0  # -49 dBFS: quieter frames are never speech
 # A phone line has no browser's gain control in front of it: its nominal speech level is
 # -26 dBov, quieter callers lower, and the 300 Hz high-pass takes the loudest part of a voice
-# away. At -12 dB under the bench corpus's level (~ -32 dBFS) the -49 dBFS gate cut the first
-# words of 4 of 18 phone items (bench/phone_band.py); this floor cut 1, and steady phone-line
-# noise still opened no utterance.
+# away. At such a level the -49 dBFS gate cut the first words of quiet callers; this floor cuts
+# far fewer, and steady phone-line noise still opens no utterance (bench/phone_band.py;
+# docs/benchmarks.md, "Phone callers").
 PHONE_MIN_SPEECH_RMS = 30.0  # -61 dBFS
 FLOOR_MARGIN = 2.0  # speech is at least 6 dB over the noise floor
 FLOOR_DOWN = 0.5  # the floor follows quieter frames quickly...

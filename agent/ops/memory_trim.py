@@ -2,9 +2,9 @@
 
 The speech models, the HTTP clients and WebRTC allocate and free buffers of every size from
 several threads. glibc keeps what they free in its arenas, so a long-lived worker's resident
-memory creeps up in steps although nothing stays alive (the soak bench: Python's own heap flat
-at ~75 MB, RSS still growing). Trimming after a turn, at most every `MIN_INTERVAL_S` per process,
-returns those pages. Elsewhere than glibc this does nothing.
+memory creeps up in steps although nothing stays alive (the soak bench: Python's own heap flat,
+RSS still growing; docs/benchmarks.md, "Soak"). Trimming after a turn, at most every
+`MIN_INTERVAL_S` per process, returns those pages. Elsewhere than glibc this does nothing.
 """
 
 from __future__ import annotations

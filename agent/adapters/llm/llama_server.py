@@ -12,16 +12,15 @@ Prompt caching: requests that share a prefix with a slot's cache skip its prefil
 picks the idle slot whose cache shares the longest prefix); `warm()` fills every slot with the
 system prompt before the first question, and the copilot warms its own prefix (system prompt
 and documents, agent.copilot.engine). The model is the shipped GGUF requantized to Q4_0 blocks
-(agent.models.gguf_requant). On the 2-core development machine, idle: two threads read a prompt at
-~61 tokens/s (~16 ms a token; slower under load), one thread generates ~15 tokens/s.
+(agent.models.gguf_requant).
 
 Threads: one to generate, two to read prompts. This llama.cpp build runs its threads with
 OpenMP, which meet after every graph node. Generating a token is a small step per node, so
 two threads spend it waiting on each other, and while another engine (Piper, Whisper) holds
-a core they fall to ~1-3 tokens/s; one thread keeps ~9-12 tokens/s there, which outpaces
-speech (~4 tokens/s). Reading a prompt is a batch of tokens per node, and it comes right
-after the end of speech, when the STT has finished its decode and the TTS has nothing yet:
-two threads read it ~1.7x as fast (a question's last tokens: 4 in ~165 ms against ~285 ms).
+a core they fall far behind speech; one thread still outpaces it there. Reading a prompt is a
+batch of tokens per node, and it comes right after the end of speech, when the STT has
+finished its decode and the TTS has nothing yet: two threads read it nearly twice as fast.
+(The figures: docs/benchmarks.md, "Why the engines' defaults are what they are".)
 OMP_WAIT_POLICY=PASSIVE (set below unless already set) makes a waiting thread sleep, not spin,
 so a busy core slows a read back to about one thread's speed instead of stalling it.
 """
