@@ -1,55 +1,68 @@
 """What the engines report as they go: one typed event per happening, each with its `kind` (the
 "type" of its JSON) and `t`, when it happened on the engine's clock (seconds).
 
-The turn engine's sink (`TurnEngine(on_event=...)`) gets these; its consumers turn them into
-JSON at their edge with `event_json`: `voxroom simulate --events` writes it, the turn logs and
-the turn store keep it. The copilot's own events are in agent.copilot.events; `Transcript`,
-`Speculative` and `TurnScore` are both engines'.
+The state machine's notices are events of this vocabulary (`state_machine.events`, re-exported
+here): the turn engine reports them as the machine gives them. Here are the engines' own
+events beside them. The turn engine's sink (`TurnEngine(on_event=...)`) gets these; its
+consumers turn them into JSON at their edge with `event_json`: `voxroom simulate --events`
+writes it, the turn logs and the turn store keep it. The copilot's own events are in
+agent.copilot.events; `Transcript`, `Speculative` and `TurnScore` are both engines'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from enum import Enum
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from state_machine.events import (
+    Backchannel,
+    BargeIn,
+    Event,
+    FalseInterruption,
+    Notice,
+    PlaybackDucked,
+    PlaybackPaused,
+    ReplyDone,
+    ReplyFailed,
+    Speculative,
+    SpeechEnd,
+    SpeechStart,
+    Transcript,
+    UtteranceDiscarded,
+    event_json,
+)
 from state_machine.states import AgentState
 
-
-@dataclass(frozen=True)
-class Event:
-    kind: ClassVar[str]
-    t: float
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    """`{"t": t, "type": kind, ...}` with the event's fields in order (a state by its name)."""
-    out: dict[str, Any] = {"t": event.t, "type": event.kind}
-    for f in fields(event):
-        value = getattr(event, f.name)
-        out[f.name] = value.name if isinstance(value, Enum) else value
-    return out
-
+__all__ = [  # the machine's notices and the JSON of an event, with the engines' own events
+    "AudioStart",
+    "Backchannel",
+    "BargeIn",
+    "Event",
+    "FalseInterruption",
+    "Notice",
+    "PlaybackDucked",
+    "PlaybackPaused",
+    "PlaybackStopped",
+    "ReplyCancelled",
+    "ReplyDone",
+    "ReplyFailed",
+    "ReplyStarted",
+    "Speculative",
+    "SpeechEnd",
+    "SpeechStart",
+    "StateChanged",
+    "ToolCalled",
+    "Transcript",
+    "TtsChunk",
+    "Turn",
+    "TurnRetracted",
+    "TurnScore",
+    "UtteranceDiscarded",
+    "VoiceEvent",
+    "event_json",
+]
 
 # ---- both engines ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Transcript(Event):
-    """The user's words: a partial or candidate transcript, or (`final`) the committed turn."""
-
-    kind: ClassVar[str] = "transcript"
-    text: str
-    final: bool
-
-
-@dataclass(frozen=True)
-class Speculative(Event):
-    """The final transcript kept the reply started on a candidate, or wasted it."""
-
-    kind: ClassVar[str] = "speculative"
-    kept: bool
-    similarity: float
 
 
 @dataclass(frozen=True)
@@ -70,26 +83,6 @@ class TurnScore(Event):
 class StateChanged(Event):
     kind: ClassVar[str] = "state"
     state: AgentState
-
-
-@dataclass(frozen=True)
-class SpeechStart(Event):
-    """The user started speaking (`t`: the first voiced frame)."""
-
-    kind: ClassVar[str] = "speech_start"
-
-
-@dataclass(frozen=True)
-class SpeechEnd(Event):
-    """The endpoint of the user's turn (`t`: its last voiced frame)."""
-
-    kind: ClassVar[str] = "speech_end"
-
-
-@dataclass(frozen=True)
-class UtteranceDiscarded(Event):
-    kind: ClassVar[str] = "utterance_discarded"
-    utterance_id: int
 
 
 @dataclass(frozen=True)
@@ -115,19 +108,6 @@ class ReplyCancelled(Event):
 
 
 @dataclass(frozen=True)
-class ReplyDone(Event):
-    kind: ClassVar[str] = "reply_done"
-    reply_id: int
-
-
-@dataclass(frozen=True)
-class ReplyFailed(Event):
-    kind: ClassVar[str] = "reply_failed"
-    reply_id: int
-    reason: str
-
-
-@dataclass(frozen=True)
 class TtsChunk(Event):
     """A chunk of the reply's text, synthesized and handed to the playout."""
 
@@ -142,47 +122,6 @@ class AudioStart(Event):
 
     kind: ClassVar[str] = "audio_start"
     reply_id: int
-
-
-@dataclass(frozen=True)
-class PlaybackPaused(Event):
-    """A sound of the user's (from `onset`) paused the reply."""
-
-    kind: ClassVar[str] = "playback_paused"
-    onset: float
-
-
-@dataclass(frozen=True)
-class PlaybackDucked(Event):
-    """A sound of the user's (from `onset`) ducked the reply: it plays on, quieter, while the
-    sound is judged."""
-
-    kind: ClassVar[str] = "playback_ducked"
-    onset: float
-
-
-@dataclass(frozen=True)
-class BargeIn(Event):
-    """The user interrupted (`t`: when the reply paused), saying `text`."""
-
-    kind: ClassVar[str] = "barge_in"
-    text: str
-
-
-@dataclass(frozen=True)
-class Backchannel(Event):
-    """The pausing sound was "mm-hmm": the reply resumed."""
-
-    kind: ClassVar[str] = "backchannel"
-    text: str
-
-
-@dataclass(frozen=True)
-class FalseInterruption(Event):
-    """The pausing sound had no words: the reply resumed."""
-
-    kind: ClassVar[str] = "false_interruption"
-    text: str
 
 
 @dataclass(frozen=True)
@@ -220,24 +159,14 @@ class Turn(Event):
 
 
 VoiceEvent = (
-    Transcript
-    | Speculative
+    Notice  # the state machine's, reported as it gives them
     | TurnScore
     | StateChanged
-    | SpeechStart
-    | SpeechEnd
-    | UtteranceDiscarded
     | TurnRetracted
     | ReplyStarted
     | ReplyCancelled
-    | ReplyDone
-    | ReplyFailed
     | TtsChunk
     | AudioStart
-    | PlaybackPaused
-    | BargeIn
-    | Backchannel
-    | FalseInterruption
     | PlaybackStopped
     | ToolCalled
     | Turn

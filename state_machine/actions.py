@@ -1,4 +1,5 @@
-"""What the state machine asks the engine to do, and the notices of what happened. The engine
+"""What the state machine asks the engine to do. Its notices of what happened come among its
+actions, in order (`Action` includes them): they are events (`state_machine.events`). The engine
 executes actions in order; the machine always emits cancellations before the state change they
 lead to."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from state_machine.events import Notice
 from state_machine.states import AgentState
 
 
@@ -122,113 +124,6 @@ class PlayFiller:
 class PlayCanned:
     reply_id: int
     text: str
-
-
-# ---- notices: what happened, for the engine to report (its events, logs and metrics); they
-# ask the engine to do nothing.
-
-
-@dataclass(frozen=True)
-class SpeechStart:
-    """The user started speaking at `onset` (the first frame of the voiced run)."""
-
-    utterance_id: int
-    onset: float
-
-
-@dataclass(frozen=True)
-class SpeechEnd:
-    """The endpoint: the utterance's speech ended with its last voiced frame."""
-
-    utterance_id: int
-    last_voiced: float
-
-
-@dataclass(frozen=True)
-class Transcript:
-    """What the user said: a candidate (`final` False) or the committed turn's text."""
-
-    text: str
-    final: bool
-
-
-@dataclass(frozen=True)
-class UtteranceDiscarded:
-    """The utterance ended with no words: a false start."""
-
-    utterance_id: int
-
-
-@dataclass(frozen=True)
-class Speculative:
-    """The final transcript decided the speculative reply's fate."""
-
-    kept: bool
-    similarity: float
-
-
-@dataclass(frozen=True)
-class ReplyDone:
-    reply_id: int
-
-
-@dataclass(frozen=True)
-class ReplyFailed:
-    reply_id: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class PlaybackPaused:
-    """A sound of the user's, starting at `onset`, paused the reply."""
-
-    onset: float
-
-
-@dataclass(frozen=True)
-class PlaybackDucked:
-    """A sound of the user's, starting at `onset`, ducked the reply."""
-
-    onset: float
-
-
-@dataclass(frozen=True)
-class BargeIn:
-    """The pause became an interruption: its words (`text`) cut the reply."""
-
-    paused_at: float
-    onset: float
-    text: str
-
-
-@dataclass(frozen=True)
-class Backchannel:
-    """The pausing sound was "mm-hmm" (`text`): the reply resumed."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class FalseInterruption:
-    """The pausing sound had no words (or none came in time): the reply resumed."""
-
-    text: str
-
-
-Notice = (
-    SpeechStart
-    | SpeechEnd
-    | Transcript
-    | UtteranceDiscarded
-    | Speculative
-    | ReplyDone
-    | ReplyFailed
-    | PlaybackPaused
-    | PlaybackDucked
-    | BargeIn
-    | Backchannel
-    | FalseInterruption
-)
 
 
 Action = (

@@ -27,36 +27,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from state_machine import events as E
 from state_machine.actions import (
     Action,
-    Backchannel,
-    BargeIn,
     CancelReply,
     CommitBargeIn,
     CommitUserTurn,
     ConfirmReply,
     DiscardUtterance,
     DuckPlayback,
-    FalseInterruption,
     OpenUtterance,
     PausePlayback,
-    PlaybackDucked,
-    PlaybackPaused,
     PlayCanned,
     PlayFiller,
-    ReplyDone,
-    ReplyFailed,
     RequestCandidate,
     ResumePlayback,
     RetractUserTurn,
     ScoreTurn,
     SetState,
-    Speculative,
-    SpeechEnd,
-    SpeechStart,
     StartReply,
-    Transcript,
-    UtteranceDiscarded,
 )
 from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
 from state_machine.endpointing import (
@@ -203,7 +192,7 @@ class ConversationStateMachine:
         utt.candidate_in_flight = False
         utt.take_candidate(Candidate(text, covered_until, failed), self.options.endpoint,
                            self.options.frame_s)
-        out: list[Action] = [Transcript(text, final=False)]
+        out: list[Action] = [E.Transcript(now, text, final=False)]
         if self._yielding():
             self._barge_in_candidate(utt, now, out)
             return out
@@ -272,7 +261,7 @@ class ConversationStateMachine:
         if r is None or r.id != reply_id or not r.confirmed:
             return []
         self._reply = None
-        out: list[Action] = [ReplyDone(reply_id)]
+        out: list[Action] = [E.ReplyDone(now, reply_id)]
         # The answer ended while ducked under a sound of the user's: the sound goes on as an
         # utterance of theirs (`_end_user_turn` drops it if it was only a backchannel).
         self._ducked_at = None
@@ -286,7 +275,7 @@ class ConversationStateMachine:
         r = self._reply
         if r is None or r.id != reply_id:
             return []
-        out: list[Action] = [ReplyFailed(reply_id, reason)]
+        out: list[Action] = [E.ReplyFailed(now, reply_id, reason)]
         if not r.confirmed:
             self._reply = None
             return out
@@ -389,7 +378,7 @@ class ConversationStateMachine:
         onset = self._vote.run_start
         self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
         out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - onset))
-        out.append(SpeechStart(self._next_id, onset))
+        out.append(E.SpeechStart(onset, self._next_id))
 
     def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
         o = self.options.endpoint
@@ -403,7 +392,7 @@ class ConversationStateMachine:
             self._maybe_speculate(utt, out)
         if not utt.endpoint_reached and endpoint_due(o, utt, now, cue):
             utt.endpoint_reached = True
-            out.append(SpeechEnd(utt.id, utt.last_voiced))
+            out.append(E.SpeechEnd(utt.last_voiced, utt.id))
             if not utt.fresh() and not utt.candidate_in_flight:
                 utt.candidate_in_flight = True
                 out.append(RequestCandidate(utt.id))
@@ -455,7 +444,7 @@ class ConversationStateMachine:
             if self._reply is not None and not self._reply.confirmed:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("no words", out)
-            out.append(UtteranceDiscarded(utt.id))
+            out.append(E.UtteranceDiscarded(now, utt.id))
             if utt.candidate.failed:  # the user spoke and was not understood: say so
                 self._set_state(AgentState.THINKING, now, out)
                 self._play_canned(now, out)
@@ -468,7 +457,7 @@ class ConversationStateMachine:
         if r is not None and r.speculative and not r.confirmed:
             sim = text_similarity(r.user_text, user_text)
             kept = sim >= self.options.similarity_keep
-            out.append(Speculative(kept, round(sim, 3)))
+            out.append(E.Speculative(now, kept, round(sim, 3)))
             if kept:
                 self.counters.speculative_kept += 1
             else:
@@ -486,7 +475,7 @@ class ConversationStateMachine:
         assert self._reply is not None
         self._reply.confirmed = True
         self.counters.turns += 1
-        out.append(Transcript(user_text, final=True))
+        out.append(E.Transcript(now, user_text, final=True))
         out.append(CommitUserTurn(user_text, utterance_id))
         out.append(ConfirmReply(self._reply.id))
         self._filler_played = self._gave_up = False
@@ -521,7 +510,7 @@ class ConversationStateMachine:
                 if o.duck:
                     self._ducked_at = now
                     self.counters.ducks += 1
-                    out += [DuckPlayback(), PlaybackDucked(onset_at)]
+                    out += [DuckPlayback(), E.PlaybackDucked(now, onset_at)]
                 else:
                     self._pause(onset_at, now, out)
                 self._next_id += 1
@@ -546,7 +535,7 @@ class ConversationStateMachine:
     def _pause(self, onset: float, now: float, out: list[Action]) -> None:
         """Stop the reply's audio for the user's sound from `onset`, keeping it to resume."""
         self._paused_at, self._ducked_at = now, None
-        out += [PausePlayback(), PlaybackPaused(onset)]
+        out += [PausePlayback(), E.PlaybackPaused(now, onset)]
 
     def _paused_tick(self, now: float, out: list[Action]) -> None:
         """Playback is paused or ducked for a sound of the user's: once it stops, it is
@@ -606,7 +595,7 @@ class ConversationStateMachine:
             self._withdraw_answer(out)
         else:
             self._stop_reply("barge-in", out)
-        out.append(BargeIn(paused_at, utt.onset, text))
+        out.append(E.BargeIn(paused_at, text, utt.onset))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
@@ -658,7 +647,7 @@ class ConversationStateMachine:
         if self._reply is not None:
             self._reply.last_progress = now
         out.append(ResumePlayback())
-        out.append(Backchannel(text) if backchannel else FalseInterruption(text))
+        out.append(E.Backchannel(now, text) if backchannel else E.FalseInterruption(now, text))
 
     # ---- replies --------------------------------------------------------------------------
 

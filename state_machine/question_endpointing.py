@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from state_machine import actions as A
 from state_machine import endpointing  # the decisions: the same core as the voice agent's
+from state_machine import events as E
 from state_machine.endpointing import Candidate, SpeechVote, Utterance
 from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
@@ -77,7 +78,7 @@ class QuestionEndpointer:
                 onset = self._vote.run_start
                 self._utt = Utterance(self._next_id, onset, now)
                 out.append(A.OpenUtterance(self._next_id, o.pre_roll_s + now - onset))
-                out.append(A.SpeechStart(self._next_id, onset))
+                out.append(E.SpeechStart(onset, self._next_id))
         elif voiced and self._vote.run >= 2:  # a lone voiced frame is noise
             utt.voice(now)
             if self._vote.run == o.resume_frames:
@@ -96,7 +97,7 @@ class QuestionEndpointer:
             return []
         utt.candidate_in_flight = False
         utt.candidate = Candidate(text, covered_until)
-        return [A.Transcript(text, final=False), *self.tick(now)]
+        return [E.Transcript(now, text, final=False), *self.tick(now)]
 
     def on_turn_score(
         self, utterance_id: int, text: str, score: float | None, now: float
@@ -135,7 +136,7 @@ class QuestionEndpointer:
                 self._maybe_speculate(utt, now, out)
         if endpointing.endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
-            out.append(A.SpeechEnd(utt.id, utt.last_voiced))
+            out.append(E.SpeechEnd(utt.last_voiced, utt.id))
             if fresh:
                 self._end(utt, now, out)
         return out
@@ -173,7 +174,7 @@ class QuestionEndpointer:
         if p is not None:
             similarity = text_similarity(p.text, question)
             kept = similarity >= self.options.similarity_keep
-            out.append(A.Speculative(kept, round(similarity, 3)))
+            out.append(E.Speculative(now, kept, round(similarity, 3)))
             if not kept:
                 self._cancel_pending("the final question differs", out)
         if not kept:

@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.backchannel import interrupts, is_backchannel
 from state_machine.endpointing import EndpointOptions, silence_for_score
 from state_machine.options import TurnOptions
@@ -200,7 +201,7 @@ def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool
     # decoded again while it went on (3.36), and that decode is waited for first.
     assert t_resume == approx(3.76 if duck else 3.66)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
-    assert tl.of(A.CancelReply) == [] and tl.of(A.BargeIn) == []
+    assert tl.of(A.CancelReply) == [] and tl.of(E.BargeIn) == []
     assert sum(b - a for a, b in tl.audible) == approx(3.0)  # the whole answer was heard
     assert tl.machine.counters.backchannels == 1
 
@@ -211,7 +212,7 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
         transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)))
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    [(t_barge, _)] = tl.of(A.BargeIn)
+    [(t_barge, _)] = tl.of(E.BargeIn)
     assert t_pause == approx(3.04)  # silent at once
     assert t_barge == approx(3.86)  # "Wait, stop, I", while the user still talks
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
@@ -223,7 +224,7 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=4.0))
     tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=9.0)
     assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
-    assert tl.of(A.BargeIn)
+    assert tl.of(E.BargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
 
 
@@ -236,7 +237,7 @@ def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
     heard = answer_then("Thank you.", early="Thank.", heard_whole_at_s=3.4)
     tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
+    assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_resume == approx(resumed_at)  # the whole sound, transcribed once it stopped
     assert sum(b - a for a, b in tl.audible) == approx(3.0)
@@ -246,7 +247,7 @@ def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
     heard = answer_then("No, in Tokyo?", early="No.", heard_whole_at_s=3.4)
     tl = Timeline(engines=FakeEngines(transcript=heard))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    [(t_barge, _)] = tl.of(A.BargeIn)
+    [(t_barge, _)] = tl.of(E.BargeIn)
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
     assert commit.text == "No, in Tokyo?"
     assert t_barge == approx(3.76) and t_commit == approx(3.80)  # no second transcription
@@ -257,7 +258,7 @@ def test_a_sentence_made_up_from_a_short_hum_is_no_words() -> None:
     tl = Timeline(engines=FakeEngines(
         transcript=answer_then("and I'm not going to be able to do"), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
+    assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
@@ -273,7 +274,7 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
     opts = replace(TurnOptions(), backchannel_resume=False)
     tl = Timeline(options=opts, engines=FakeEngines(transcript=answer_then("Okay.")))
     tl.run(speech((0.5, 2.0), (3.0, 3.4)), until_s=8.0)
-    assert tl.of(A.BargeIn) and tl.of(A.ResumePlayback) == []
+    assert tl.of(E.BargeIn) and tl.of(A.ResumePlayback) == []
 
 
 @pytest.mark.parametrize(
@@ -302,13 +303,13 @@ def test_two_words_made_up_from_the_start_of_a_hum_wait_for_the_whole_sound() ->
     heard = answer_then("Mm-hmm.", early="and remember", heard_whole_at_s=3.4)
     tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
-    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
+    assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
 
 
 def test_a_cough_heard_as_you_is_no_words() -> None:
     tl = Timeline(engines=FakeEngines(transcript=answer_then("you"), reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=9.0)
-    assert tl.of(A.BargeIn) == [] and tl.of(A.CancelReply) == []
+    assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.machine.counters.false_interruptions == 1
     assert sum(b - a for a, b in tl.audible) == approx(3.0)

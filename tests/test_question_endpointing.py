@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.endpointing import EndpointOptions
 from state_machine.options import CopilotOptions
 from state_machine.question_endpointing import NoQuestion, QuestionAsked, QuestionEndpointer
@@ -64,7 +65,7 @@ def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     out = _frames(ep, False, 1.2, 0.4)
     assert A.ConfirmReply(spec.reply_id) in out
     assert not [a for a in out if isinstance(a, A.StartReply | A.CancelReply)]
-    [kept] = [a for a in out if isinstance(a, A.Speculative)]
+    [kept] = [a for a in out if isinstance(a, E.Speculative)]
     assert kept.kept is True
 
 
@@ -74,8 +75,8 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     _frames(ep, True, 0.0, 1.0)
     out = _frames(ep, False, 1.0, 1.0)
     assert len([a for a in out if isinstance(a, A.RequestCandidate)]) == 1
-    notices = A.Notice | NoQuestion | QuestionAsked
-    assert [type(a) for a in out if isinstance(a, notices)] == [A.SpeechEnd]
+    notices = E.Notice | NoQuestion | QuestionAsked
+    assert [type(a) for a in out if isinstance(a, notices)] == [E.SpeechEnd]
     assert not [a for a in out if isinstance(a, A.ConfirmReply)]
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
     out = ep.on_candidate(req.utterance_id, "Where did you study?", 1.0, 2.2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
@@ -26,15 +27,15 @@ def test_one_turn_cycles_listening_thinking_speaking_listening() -> None:
         (approx(2.66), "SPEAKING"),
         (approx(4.66), "LISTENING"),
     ]
-    [(t_start, start)] = tl.of(A.SpeechStart)
-    assert t_start == approx(0.66) and start.onset == approx(0.50)  # vote after 8 frames
+    [(t_start, start)] = tl.of(E.SpeechStart)
+    assert t_start == approx(0.66) and start.t == approx(0.50)  # vote after 8 frames; its onset
     [(t_req, _)] = tl.of(A.RequestCandidate)
     assert t_req == approx(2.06)  # 60 ms of silence
     [(t_spec, spec)] = tl.of(A.StartReply)
     assert spec.speculative and t_spec == approx(2.26)  # candidate ends with '?': start at once
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)
     assert commit.text == "what time is it?" and t_commit == approx(2.30)  # cued endpoint
-    assert tl.of(A.Speculative)[0][1].kept is True
+    assert tl.of(E.Speculative)[0][1].kept is True
     assert tl.machine.counters.speculative_kept == 1 and tl.machine.counters.speculative_wasted == 0
 
 
@@ -88,8 +89,8 @@ def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_tu
     assert t_pause == approx(3.04)  # onset 3.00 + 2 frames
     assert tl.audible[0] == (approx(2.66), approx(3.04))  # silent 40 ms after the onset
     # Asked at the vote (3.16: no words yet), again 0.5 s later: "stop, what is" at 3.86.
-    [(t_barge, barge)] = tl.of(A.BargeIn)
-    assert t_barge == approx(3.86) and barge.paused_at == approx(3.04)
+    [(t_barge, barge)] = tl.of(E.BargeIn)
+    assert t_barge == approx(3.86) and barge.t == approx(3.04)  # dated by the pause
     cancel_then_commit = [
         type(a)
         for t, a in tl.log
@@ -128,7 +129,7 @@ def test_a_cough_pauses_then_resumes_where_it_stopped() -> None:
     assert t_pause == approx(3.04) and t_resume == approx(3.56)
     assert tl.audible == [(approx(2.66), approx(3.04)), (approx(3.56), approx(5.18))]  # 2 s total
     assert tl.machine.counters.false_interruptions == 1 and tl.machine.counters.barge_ins == 0
-    assert tl.of(A.BargeIn) == []
+    assert tl.of(E.BargeIn) == []
 
 
 def test_thinking_too_long_plays_the_filler_then_the_canned_phrase() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pytest import approx
 
 from state_machine import actions as A
+from state_machine import events as E
 from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
 QUESTION = "what time is it?"
@@ -30,13 +31,13 @@ def test_a_backchannel_ducks_the_answer_and_never_silences_it() -> None:
     tl.run(speech((0.5, 2.0), (3.50, 4.00)), until_s=7.0)
     assert tl.of(A.PausePlayback) == [] and tl.of(A.CancelReply) == []
     [(t_duck, _)] = tl.of(A.DuckPlayback)
-    [(_, ducked)] = tl.of(A.PlaybackDucked)
+    [(_, ducked)] = tl.of(E.PlaybackDucked)
     assert t_duck == approx(3.54) and ducked.onset == approx(3.50)  # 2 voiced frames
     # Quiet at 4.06, heard whole at 4.14: "Mm-hmm." is a backchannel, full volume again.
     assert tl.ducked == [(approx(3.54), approx(4.14))]
     assert tl.audible == [(approx(2.54), approx(4.54))]  # the 2 s answer, never interrupted
-    assert [type(a) for _, a in tl.log if isinstance(a, (A.Backchannel, A.ResumePlayback))] == [
-        A.ResumePlayback, A.Backchannel]
+    assert [type(a) for _, a in tl.log if isinstance(a, (E.Backchannel, A.ResumePlayback))] == [
+        A.ResumePlayback, E.Backchannel]
     assert tl.machine.counters.backchannels == 1 and tl.machine.counters.ducks == 1
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [QUESTION]
 
@@ -49,8 +50,8 @@ def test_an_interruption_with_a_cue_word_stops_at_the_first_decode_that_hears_it
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause == approx(3.84)
     assert tl.audible[0] == (approx(2.54), approx(3.84))
-    [(_, barge)] = tl.of(A.BargeIn)
-    assert barge.paused_at == approx(3.84) and barge.onset == approx(3.50)
+    [(_, barge)] = tl.of(E.BargeIn)
+    assert barge.t == approx(3.84) and barge.onset == approx(3.50)  # dated by the pause
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == [QUESTION, "Wait, stop, I meant next winter."]
 
@@ -60,7 +61,7 @@ def test_an_interruption_without_a_cue_word_stops_once_three_words_are_heard() -
     tl.run(speech((0.5, 2.0), (3.50, 4.70)), until_s=8.0)
     # "Tell me" (4.04) could still be anything; "Tell me about" (4.24) is said to the agent.
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    [(t_barge, _)] = tl.of(A.BargeIn)
+    [(t_barge, _)] = tl.of(E.BargeIn)
     assert t_pause == t_barge == approx(4.24)
     assert tl.audible[0] == (approx(2.54), approx(4.24))
     cancel_first = [type(a) for t, a in tl.log if t == approx(4.24)
@@ -75,7 +76,7 @@ def test_an_interruption_that_begins_with_a_backchannel_word_stops_at_its_cue() 
     # "Okay" alone (3.84 to 4.04) is a backchannel: ducked on; "Okay but" (4.14) stops it.
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause == approx(4.14)
-    assert tl.of(A.BargeIn) and tl.of(A.CommitUserTurn)[-1][1].text == (
+    assert tl.of(E.BargeIn) and tl.of(A.CommitUserTurn)[-1][1].text == (
         "Okay but what about the price?")
 
 
@@ -86,7 +87,7 @@ def test_a_wordless_sound_longer_than_any_backchannel_pauses_then_resumes() -> N
     assert t_pause == approx(4.70)  # onset 3.50 + duck_max_s 1.2
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_resume == approx(5.24)  # quiet at 5.16, and the whole sound has no words
-    assert tl.of(A.FalseInterruption) and tl.of(A.BargeIn) == []
+    assert tl.of(E.FalseInterruption) and tl.of(E.BargeIn) == []
     assert tl.ducked == [(approx(3.54), approx(4.70))]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, speech
 
@@ -23,7 +24,7 @@ def test_a_complete_partial_starts_the_reply_and_it_is_heard_at_the_endpoint() -
     assert start.speculative and t_start == approx(1.9)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit == approx(2.30)
-    assert tl.of(A.Speculative)[0][1].kept is True
+    assert tl.of(E.Speculative)[0][1].kept is True
     # Ready at 2.20: heard at the endpoint, not 0.3 s after the candidate's start (2.26)
     # as without the partial.
     assert tl.audible[0][0] == approx(2.30)

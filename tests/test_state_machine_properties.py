@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.machine import ConversationStateMachine
 from state_machine.options import TurnOptions
 from state_machine.similarity import spoken_words
@@ -167,7 +168,7 @@ class Driver:
             self.progress[rid] = self.now
         elif kind == "done":
             batch = m.on_reply_done(rid, self.now)
-            if any(isinstance(a, A.ReplyDone) for a in batch):
+            if any(isinstance(a, E.ReplyDone) for a in batch):
                 self.done.add(rid)
             self.check(f"done:{rid}", batch)
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, speech
 
@@ -23,15 +24,16 @@ def test_a_typed_message_is_committed_and_answered_at_once() -> None:
     tl = Timeline()
     tl.type_at(1.0, "  what is\nthe weather?  ")
     tl.run(lambda t: False, until_s=4.0)
-    kinds = (A.StartReply, A.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState)
+    kinds = (A.StartReply, E.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState)
     assert at(tl, 1.0, kinds) == [
-        A.StartReply, A.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState]
+        A.StartReply, E.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState]
     [(_, start)] = tl.of(A.StartReply)
     assert start.user_text == "what is the weather?" and not start.speculative
     [(_, commit)] = tl.of(A.CommitUserTurn)
     assert commit == A.CommitUserTurn("what is the weather?", None)  # typed: no utterance
-    [(_, transcript)] = tl.of(A.Transcript)
-    assert transcript == A.Transcript("what is the weather?", final=True)  # published
+    [(t_final, transcript)] = tl.of(E.Transcript)
+    assert transcript == E.Transcript(t_final, "what is the weather?", final=True)  # published
+    assert t_final == approx(1.0)
     assert tl.states() == [
         (approx(1.0), "THINKING"), (approx(1.4), "SPEAKING"), (approx(3.4), "LISTENING")]
     assert tl.machine.counters.typed == 1 and tl.machine.counters.turns == 1
@@ -60,7 +62,7 @@ def test_typing_while_the_agent_speaks_cuts_it_like_a_barge_in() -> None:
     assert [s for _, s in tl.states()] == [
         "THINKING", "SPEAKING", "THINKING", "SPEAKING", "LISTENING"]
     assert tl.audible[1] == (approx(3.4), approx(5.4))  # the typed question's answer
-    assert tl.of(A.BargeIn) == [] and tl.machine.counters.barge_ins == 0  # not a spoken one
+    assert tl.of(E.BargeIn) == [] and tl.machine.counters.barge_ins == 0  # not a spoken one
 
 
 def test_typing_while_the_agent_thinks_merges_into_the_turn_being_answered() -> None:

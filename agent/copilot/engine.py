@@ -65,9 +65,9 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
-from agent.events import Speculative, Transcript
 from agent.pipeline.listener import Listener, VoiceDetector, tick_forever
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.endpointing import EPS
 from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
@@ -211,15 +211,13 @@ class CopilotEngine:
                 self._listener.close()  # the candidate that ended it was its transcript
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
-            case A.SpeechStart(utterance_id=uid, onset=onset):
+            case E.SpeechStart(t=onset, utterance_id=uid):
                 self._emit(UtteranceStart(now, uid, onset))
-            case A.SpeechEnd(utterance_id=uid, last_voiced=last_voiced):
+            case E.SpeechEnd(t=last_voiced, utterance_id=uid):
                 self._speech_end = last_voiced
                 self._emit(UtteranceEnd(now, uid, last_voiced))
-            case A.Transcript(text=text, final=final):
-                self._emit(Transcript(now, text, final))
-            case A.Speculative(kept=kept, similarity=similarity):
-                self._emit(Speculative(now, kept, similarity))
+            case E.Transcript() | E.Speculative():  # events of both engines: reported as they are
+                self._emit(a)
             case NoQuestion(utterance_id=uid, text=text):
                 self._emit(NotAQuestion(now, uid, text))
             case QuestionAsked(utterance_id=uid, question=question, heard=heard):

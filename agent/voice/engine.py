@@ -36,25 +36,13 @@ from agent.engines import (
 )
 from agent.events import (
     AudioStart,
-    Backchannel,
-    BargeIn,
-    FalseInterruption,
-    PlaybackDucked,
-    PlaybackPaused,
     PlaybackStopped,
     ReplyCancelled,
-    ReplyDone,
-    ReplyFailed,
     ReplyStarted,
-    Speculative,
-    SpeechEnd,
-    SpeechStart,
     StateChanged,
-    Transcript,
     TtsChunk,
     Turn,
     TurnRetracted,
-    UtteranceDiscarded,
     VoiceEvent,
 )
 from agent.ops.memory_trim import PROCESS_TRIMMER
@@ -64,6 +52,7 @@ from agent.pipeline.reply import ReplyPipeline
 from agent.pipeline.tool_round import FILLER_TEXTS, ToolSession
 from agent.voice.turn_metrics import TurnRecord
 from state_machine import actions as A
+from state_machine import events as E
 from state_machine.machine import CANNED_APOLOGY, ConversationStateMachine
 from state_machine.options import TurnOptions
 from state_machine.states import AgentState
@@ -256,36 +245,11 @@ class TurnEngine:
                     self._playout.play_filler(self._filler)
             case A.PlayCanned(reply_id=rid, text=text):
                 asyncio.get_running_loop().create_task(self._play_canned(rid, text))
-            case _:  # a notice
-                self._notify(a, now)
-
-    def _notify(self, notice: A.Notice, now: float) -> None:
-        match notice:
-            case A.SpeechStart(onset=onset):
-                self._emit(SpeechStart(onset))
-            case A.SpeechEnd(last_voiced=last_voiced):
-                self._speech_end = last_voiced
-                self._emit(SpeechEnd(last_voiced))
-            case A.Transcript(text=text, final=final):
-                self._emit(Transcript(now, text, final))
-            case A.BargeIn(paused_at=paused_at, text=text):
-                self._emit(BargeIn(paused_at, text))
-            case A.UtteranceDiscarded(utterance_id=uid):
-                self._emit(UtteranceDiscarded(now, uid))
-            case A.Speculative(kept=kept, similarity=similarity):
-                self._emit(Speculative(now, kept, similarity))
-            case A.ReplyDone(reply_id=rid):
-                self._emit(ReplyDone(now, rid))
-            case A.ReplyFailed(reply_id=rid, reason=reason):
-                self._emit(ReplyFailed(now, rid, reason))
-            case A.PlaybackPaused(onset=onset):
-                self._emit(PlaybackPaused(now, onset))
-            case A.PlaybackDucked(onset=onset):
-                self._emit(PlaybackDucked(now, onset))
-            case A.Backchannel(text=text):
-                self._emit(Backchannel(now, text))
-            case A.FalseInterruption(text=text):
-                self._emit(FalseInterruption(now, text))
+            case E.SpeechEnd(t=last_voiced):
+                self._speech_end = last_voiced  # the turn's latencies count from it
+                self._emit(a)
+            case _:  # a notice: an event, dated by the machine, reported as it is
+                self._emit(a)
 
     # ---- transcription --------------------------------------------------------------------
 
@@ -298,7 +262,7 @@ class TurnEngine:
         self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
 
     def _on_partial(self, text: str) -> None:
-        self._emit(Transcript(self._clock(), text, final=False))
+        self._emit(E.Transcript(self._clock(), text, final=False))
         if self._listener.scorer is None:  # no end-of-turn model to read it: the text decides
             self._on_partial_read(text, None)
 
