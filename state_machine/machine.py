@@ -18,7 +18,7 @@ Turn-taking, in short:
   was heard); a backchannel or no words within `false_interruption_s` play on at full volume
   (a paused reply from where it paused). Words that come within `continuation_s` of the end
   of the user's turn, and do not react to the answer, are the user going on after a pause:
-  the answer is withdrawn and the two are one turn.
+  the answer is withdrawn and the two are one turn (state_machine.barge_in).
 - A typed message (`on_text`) is a user turn like a spoken one: it cuts the agent's answer as a
   committed barge-in does, and is answered at once, or with the words the user is saying.
 """
@@ -31,11 +31,9 @@ from state_machine import events as E
 from state_machine.actions import (
     Action,
     CancelReply,
-    CommitBargeIn,
     CommitUserTurn,
     ConfirmReply,
     DiscardUtterance,
-    DuckPlayback,
     OpenUtterance,
     PausePlayback,
     PlayCanned,
@@ -47,7 +45,9 @@ from state_machine.actions import (
     SetState,
     StartReply,
 )
-from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
+from state_machine.backchannel import is_backchannel
+from state_machine.barge_in import BargeInHandling
+from state_machine.bookkeeping import Reply, TurnCounters
 from state_machine.endpointing import (
     EPS,
     Candidate,
@@ -61,7 +61,6 @@ from state_machine.endpointing import (
 from state_machine.options import TurnOptions
 from state_machine.similarity import (
     looks_complete,
-    normalize_words,
     spoken_words,
     text_similarity,
 )
@@ -71,36 +70,7 @@ CANNED_APOLOGY = "Sorry, I can't answer that right now."
 
 
 @dataclass
-class _Reply:
-    id: int
-    user_text: str
-    speculative: bool
-    confirmed: bool = False
-    # Started on a partial transcript while the user spoke: the words that follow are judged
-    # by the next transcript (partial or candidate), not cancelled at each voiced onset.
-    from_partial: bool = False
-    audio_started: bool = False
-    last_progress: float = 0.0
-
-
-@dataclass
-class TurnCounters:
-    turns: int = 0
-    speculative_started: int = 0
-    speculative_kept: int = 0
-    speculative_wasted: int = 0
-    barge_ins: int = 0
-    ducks: int = 0
-    backchannels: int = 0
-    false_interruptions: int = 0
-    fillers: int = 0
-    timeouts: int = 0
-    typed: int = 0
-    continued: int = 0  # answers withdrawn because the user went on with their turn
-
-
-@dataclass
-class ConversationStateMachine:
+class ConversationStateMachine(BargeInHandling):
     options: TurnOptions = field(default_factory=TurnOptions)
 
     def __post_init__(self) -> None:
@@ -109,15 +79,15 @@ class ConversationStateMachine:
         self.state_since = 0.0
         self.counters = TurnCounters()
         self._vote = SpeechVote(o.frames(o.vad_window_s), o.vad_start_ratio, o.frame_s)
-        self._utt: Utterance | None = None
+        # The state shared with the barge-in handling (declared in BargeInHandling).
+        self._utt = None
         self._next_id = 0
-        self._reply: _Reply | None = None
-        self._pending_prefix = ""  # a retracted turn waiting to be merged into the next
-        self._turn_end: float | None = None  # the last voiced frame of the last spoken turn
-        self._paused_at: float | None = None  # barge-in pending since, playback paused
-        self._ducked_at: float | None = None  # barge-in pending since, playback ducked
-        self._overlap_id: int | None = None  # the utterance that began over the agent's reply
-        self._asked_at = -1e9  # when the pausing sound was last transcribed while it went on
+        self._reply = None
+        self._pending_prefix = ""
+        self._turn_end = None
+        self._paused_at = self._ducked_at = None
+        self._overlap_id = None
+        self._asked_at = -1e9
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
         self._held = False  # the answer's first audio is held: the user made a sound
@@ -291,7 +261,7 @@ class ConversationStateMachine:
                 or self._reply is not None):
             return []
         self._next_id += 1
-        self._reply = _Reply(self._next_id, "", speculative=False, confirmed=True)
+        self._reply = Reply(self._next_id, "", speculative=False, confirmed=True)
         out: list[Action] = [PlayCanned(self._next_id, text)]
         self._set_state(AgentState.THINKING, now, out)
         return out
@@ -419,7 +389,7 @@ class ConversationStateMachine:
             self.counters.speculative_started += 1
             self._start_reply(text, speculative=True, out=out, from_partial=from_partial)
 
-    def _drop_stale_speculation(self, text: str, out: list[Action]) -> _Reply | None:
+    def _drop_stale_speculation(self, text: str, out: list[Action]) -> Reply | None:
         """Cancel the speculative reply unless it was started on words nearly `text`; returns
         it when it is kept."""
         r = self._reply
@@ -494,168 +464,13 @@ class ConversationStateMachine:
         self._cancel_reply("user continued before the answer", out)
         self._set_state(AgentState.LISTENING, now, out)
 
-    # ---- speaking and barge-in ------------------------------------------------------------
-
-    def _yielding(self) -> bool:
-        """A sound of the user's has made the agent duck or pause; it is being judged."""
-        return self._paused_at is not None or self._ducked_at is not None
-
-    def _speaking_frame(self, onset: bool, vote: bool, now: float, out: list[Action]) -> None:
-        o = self.options
-        utt = self._utt
-        if not self._yielding():
-            if onset:
-                self._asked_at = -1e9
-                onset_at = self._vote.run_start
-                if o.duck:
-                    self._ducked_at = now
-                    self.counters.ducks += 1
-                    out += [DuckPlayback(), E.PlaybackDucked(now, onset_at)]
-                else:
-                    self._pause(onset_at, now, out)
-                self._next_id += 1
-                self._overlap_id = self._next_id
-                self._utt = Utterance(self._next_id, onset=onset_at, last_voiced=now)
-                out.append(OpenUtterance(self._next_id, o.pre_roll_s + now - onset_at))
-            return
-        if utt is None:
-            return
-        if self._vote.run >= 2:
-            utt.voice(now, o.frame_s)
-        if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
-            self._pause(utt.onset, now, out)  # longer than any backchannel
-        recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
-        if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
-            # Words while the user still talks: a real interruption is committed before it
-            # ends; anything else is heard out and transcribed whole once the sound stops.
-            self._asked_at = now
-            utt.candidate_in_flight = True
-            out.append(RequestCandidate(utt.id))
-
-    def _pause(self, onset: float, now: float, out: list[Action]) -> None:
-        """Stop the reply's audio for the user's sound from `onset`, keeping it to resume."""
-        self._paused_at, self._ducked_at = now, None
-        out += [PausePlayback(), E.PlaybackPaused(now, onset)]
-
-    def _paused_tick(self, now: float, out: list[Action]) -> None:
-        """Playback is paused or ducked for a sound of the user's: once it stops, it is
-        transcribed whole (`_barge_in_candidate` decides). Quiet with no words for
-        `false_interruption_s` plays on, and so does a transcript that has not come within
-        `speaking_stall_s`."""
-        utt = self._utt
-        since = self._paused_at if self._paused_at is not None else self._ducked_at
-        assert since is not None
-        if utt is None:
-            return
-        e = self.options.endpoint
-        quiet = utt.silence(now, e.late_input_s) >= e.candidate_silence_s
-        if quiet and not utt.candidate_in_flight and not utt.fresh():
-            utt.candidate_in_flight = True
-            out.append(RequestCandidate(utt.id))
-        waited = now - since + EPS
-        if quiet and (
-            (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
-            or waited >= self.options.speaking_stall_s  # its transcript never came
-        ):
-            self._resume_after_false_interruption(now, out, backchannel=False)
-
-    def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
-        assert utt.candidate is not None
-        o = self.options
-        text = utt.candidate.text
-        heard_s = max(0.0, utt.candidate.covered_until - utt.onset)
-        if len(normalize_words(spoken_words(text))) > 1 + o.max_words_per_s * heard_s:
-            text = utt.candidate.text = ""  # more words than the sound could hold
-        words = bool(spoken_words(text))
-        if not utt.fresh():
-            if other_words(text) >= o.barge_in_words and interrupts(text):
-                self._commit_barge_in(utt, now, out)  # clearly talking to the agent
-                return
-            if self._ducked_at is not None and interrupts(text):
-                self._pause(utt.onset, now, out)  # it reads as an interruption: stop
-            utt.candidate = None  # the sound goes on: transcribed whole when it stops
-        elif (interrupts(text) or (words and not o.backchannel_resume)
-              or (words and not is_backchannel(text) and self._goes_on(utt, text))):
-            # Short words that are no backchannel, said just after the user's own turn, go on
-            # with it ("..., uh ... something funny"): the answer began inside their pause.
-            self._commit_barge_in(utt, now, out)
-        elif o.backchannel_resume:
-            # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
-            self._resume_after_false_interruption(now, out, backchannel=words)
-
-    def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
-        if self._paused_at is None:  # straight from a duck: every stop goes through a pause
-            self._pause(utt.onset, now, out)
-        paused_at = self._paused_at
-        assert paused_at is not None
-        self._overlap_id = None  # an interruption: its turn is answered, whatever it says
-        self.counters.barge_ins += 1
-        text = utt.candidate.text if utt.candidate is not None else ""
-        if self._goes_on(utt, text):
-            self._withdraw_answer(out)
-        else:
-            self._stop_reply("barge-in", out)
-        out.append(E.BargeIn(paused_at, text, utt.onset))
-        if not utt.fresh():
-            utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
-        self._set_state(AgentState.LISTENING, now, out)
-
-    def _goes_on(self, utt: Utterance, text: str) -> bool:
-        """The words that stop the answer go on with the turn it answers: they began within
-        `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
-        do not react to the answer ("Wait, ...", "Okay, and ...")."""
-        r = self._reply
-        return (r is not None and bool(r.user_text) and self._turn_end is not None
-                and utt.onset - self._turn_end <= self.options.continuation_s + EPS
-                and not reacts(text))
-
-    def _withdraw_answer(self, out: list[Action]) -> None:
-        """The answer began inside the user's pause: it is withdrawn, not cut to what was
-        heard, and its turn waits to be merged with the words that go on, as when the user goes
-        on before the answer (`_retract_turn`); the LLM is asked the whole question."""
-        r = self._reply
-        assert r is not None
-        self._paused_at = self._ducked_at = None
-        self.counters.continued += 1
-        self._pending_prefix = r.user_text
-        out.append(RetractUserTurn(r.user_text))  # first: the cancel then records no turn
-        self._cancel_reply("user went on after a pause", out)
-
-    def _stop_reply(self, reason: str, out: list[Action]) -> None:
-        """The user interrupted the reply being spoken: it is cancelled through every layer and
-        the history keeps what was heard of it."""
-        self._paused_at = self._ducked_at = None
-        r = self._reply
-        if r is not None:
-            self._cancel_reply(reason, out)
-            out.append(CommitBargeIn(r.id))
-
-    def _resume_after_false_interruption(
-        self, now: float, out: list[Action], *, backchannel: bool
-    ) -> None:
-        """Play on at full volume: the sound was "mm-hmm" (`backchannel`) or no words."""
-        self._paused_at = self._ducked_at = None
-        if backchannel:
-            self.counters.backchannels += 1
-        else:
-            self.counters.false_interruptions += 1
-        text = ""
-        if self._utt is not None:
-            text = self._utt.candidate.text if self._utt.candidate is not None else ""
-            out.append(DiscardUtterance(self._utt.id))
-            self._utt = None
-        if self._reply is not None:
-            self._reply.last_progress = now
-        out.append(ResumePlayback())
-        out.append(E.Backchannel(now, text) if backchannel else E.FalseInterruption(now, text))
-
     # ---- replies --------------------------------------------------------------------------
 
     def _start_reply(
         self, user_text: str, *, speculative: bool, out: list[Action], from_partial: bool = False
     ) -> None:
         self._next_id += 1
-        self._reply = _Reply(self._next_id, user_text, speculative, from_partial=from_partial)
+        self._reply = Reply(self._next_id, user_text, speculative, from_partial=from_partial)
         out.append(StartReply(self._next_id, user_text, speculative))
 
     def _cancel_reply(self, reason: str, out: list[Action]) -> None:
@@ -667,7 +482,7 @@ class ConversationStateMachine:
     def _play_canned(self, now: float, out: list[Action]) -> None:
         self._cancel_reply("fallback to canned phrase", out)
         self._next_id += 1
-        self._reply = _Reply(self._next_id, "", speculative=False, confirmed=True)
+        self._reply = Reply(self._next_id, "", speculative=False, confirmed=True)
         out.append(PlayCanned(self._next_id, CANNED_APOLOGY))
 
     def _set_state(self, state: AgentState, now: float, out: list[Action]) -> None:

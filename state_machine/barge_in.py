@@ -1,0 +1,209 @@
+"""The agent yields to the user: a sound of the user's while it speaks ducks the reply (plays on,
+quieter) or pauses it while the sound is judged. Words that interrupt commit the barge-in: the
+reply is cut to what was heard, or withdrawn when the words go on with the user's own turn;
+a backchannel, or no words within `false_interruption_s`, play on at full volume.
+
+Part of the conversation state machine (`ConversationStateMachine` in state_machine.machine
+derives from `BargeInHandling`), pure and clock-injected like it: every call carries `now`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from state_machine import events as E
+from state_machine.actions import (
+    Action,
+    CommitBargeIn,
+    DiscardUtterance,
+    DuckPlayback,
+    OpenUtterance,
+    PausePlayback,
+    RequestCandidate,
+    ResumePlayback,
+    RetractUserTurn,
+)
+from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
+from state_machine.bookkeeping import Reply, TurnCounters
+from state_machine.endpointing import EPS, SpeechVote, Utterance
+from state_machine.options import TurnOptions
+from state_machine.similarity import normalize_words, spoken_words
+from state_machine.states import AgentState
+
+
+class BargeInHandling(ABC):
+    """The machine's handling of a sound of the user's over its reply. The state it shares with
+    the rest of the machine is declared here and set by `ConversationStateMachine`."""
+
+    options: TurnOptions
+    state: AgentState
+    counters: TurnCounters
+    _vote: SpeechVote
+    _utt: Utterance | None
+    _next_id: int
+    _reply: Reply | None
+    _pending_prefix: str  # a retracted turn waiting to be merged into the next
+    _turn_end: float | None  # the last voiced frame of the last spoken turn
+    _paused_at: float | None  # barge-in pending since, playback paused
+    _ducked_at: float | None  # barge-in pending since, playback ducked
+    _overlap_id: int | None  # the utterance that began over the agent's reply
+    _asked_at: float  # when the pausing sound was last transcribed while it went on
+
+    @abstractmethod
+    def _cancel_reply(self, reason: str, out: list[Action]) -> None: ...
+
+    @abstractmethod
+    def _set_state(self, state: AgentState, now: float, out: list[Action]) -> None: ...
+
+    def _yielding(self) -> bool:
+        """A sound of the user's has made the agent duck or pause; it is being judged."""
+        return self._paused_at is not None or self._ducked_at is not None
+
+    def _speaking_frame(self, onset: bool, vote: bool, now: float, out: list[Action]) -> None:
+        o = self.options
+        utt = self._utt
+        if not self._yielding():
+            if onset:
+                self._asked_at = -1e9
+                onset_at = self._vote.run_start
+                if o.duck:
+                    self._ducked_at = now
+                    self.counters.ducks += 1
+                    out += [DuckPlayback(), E.PlaybackDucked(now, onset_at)]
+                else:
+                    self._pause(onset_at, now, out)
+                self._next_id += 1
+                self._overlap_id = self._next_id
+                self._utt = Utterance(self._next_id, onset=onset_at, last_voiced=now)
+                out.append(OpenUtterance(self._next_id, o.pre_roll_s + now - onset_at))
+            return
+        if utt is None:
+            return
+        if self._vote.run >= 2:
+            utt.voice(now, o.frame_s)
+        if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
+            self._pause(utt.onset, now, out)  # longer than any backchannel
+        recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
+        if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
+            # Words while the user still talks: a real interruption is committed before it
+            # ends; anything else is heard out and transcribed whole once the sound stops.
+            self._asked_at = now
+            utt.candidate_in_flight = True
+            out.append(RequestCandidate(utt.id))
+
+    def _pause(self, onset: float, now: float, out: list[Action]) -> None:
+        """Stop the reply's audio for the user's sound from `onset`, keeping it to resume."""
+        self._paused_at, self._ducked_at = now, None
+        out += [PausePlayback(), E.PlaybackPaused(now, onset)]
+
+    def _paused_tick(self, now: float, out: list[Action]) -> None:
+        """Playback is paused or ducked for a sound of the user's: once it stops, it is
+        transcribed whole (`_barge_in_candidate` decides). Quiet with no words for
+        `false_interruption_s` plays on, and so does a transcript that has not come within
+        `speaking_stall_s`."""
+        utt = self._utt
+        since = self._paused_at if self._paused_at is not None else self._ducked_at
+        assert since is not None
+        if utt is None:
+            return
+        e = self.options.endpoint
+        quiet = utt.silence(now, e.late_input_s) >= e.candidate_silence_s
+        if quiet and not utt.candidate_in_flight and not utt.fresh():
+            utt.candidate_in_flight = True
+            out.append(RequestCandidate(utt.id))
+        waited = now - since + EPS
+        if quiet and (
+            (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
+            or waited >= self.options.speaking_stall_s  # its transcript never came
+        ):
+            self._resume_after_false_interruption(now, out, backchannel=False)
+
+    def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
+        assert utt.candidate is not None
+        o = self.options
+        text = utt.candidate.text
+        heard_s = max(0.0, utt.candidate.covered_until - utt.onset)
+        if len(normalize_words(spoken_words(text))) > 1 + o.max_words_per_s * heard_s:
+            text = utt.candidate.text = ""  # more words than the sound could hold
+        words = bool(spoken_words(text))
+        if not utt.fresh():
+            if other_words(text) >= o.barge_in_words and interrupts(text):
+                self._commit_barge_in(utt, now, out)  # clearly talking to the agent
+                return
+            if self._ducked_at is not None and interrupts(text):
+                self._pause(utt.onset, now, out)  # it reads as an interruption: stop
+            utt.candidate = None  # the sound goes on: transcribed whole when it stops
+        elif (interrupts(text) or (words and not o.backchannel_resume)
+              or (words and not is_backchannel(text) and self._goes_on(utt, text))):
+            # Short words that are no backchannel, said just after the user's own turn, go on
+            # with it ("..., uh ... something funny"): the answer began inside their pause.
+            self._commit_barge_in(utt, now, out)
+        elif o.backchannel_resume:
+            # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
+            self._resume_after_false_interruption(now, out, backchannel=words)
+
+    def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
+        if self._paused_at is None:  # straight from a duck: every stop goes through a pause
+            self._pause(utt.onset, now, out)
+        paused_at = self._paused_at
+        assert paused_at is not None
+        self._overlap_id = None  # an interruption: its turn is answered, whatever it says
+        self.counters.barge_ins += 1
+        text = utt.candidate.text if utt.candidate is not None else ""
+        if self._goes_on(utt, text):
+            self._withdraw_answer(out)
+        else:
+            self._stop_reply("barge-in", out)
+        out.append(E.BargeIn(paused_at, text, utt.onset))
+        if not utt.fresh():
+            utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
+        self._set_state(AgentState.LISTENING, now, out)
+
+    def _goes_on(self, utt: Utterance, text: str) -> bool:
+        """The words that stop the answer go on with the turn it answers: they began within
+        `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
+        do not react to the answer ("Wait, ...", "Okay, and ...")."""
+        r = self._reply
+        return (r is not None and bool(r.user_text) and self._turn_end is not None
+                and utt.onset - self._turn_end <= self.options.continuation_s + EPS
+                and not reacts(text))
+
+    def _withdraw_answer(self, out: list[Action]) -> None:
+        """The answer began inside the user's pause: it is withdrawn, not cut to what was
+        heard, and its turn waits to be merged with the words that go on, as when the user goes
+        on before the answer (`_retract_turn`); the LLM is asked the whole question."""
+        r = self._reply
+        assert r is not None
+        self._paused_at = self._ducked_at = None
+        self.counters.continued += 1
+        self._pending_prefix = r.user_text
+        out.append(RetractUserTurn(r.user_text))  # first: the cancel then records no turn
+        self._cancel_reply("user went on after a pause", out)
+
+    def _stop_reply(self, reason: str, out: list[Action]) -> None:
+        """The user interrupted the reply being spoken: it is cancelled through every layer and
+        the history keeps what was heard of it."""
+        self._paused_at = self._ducked_at = None
+        r = self._reply
+        if r is not None:
+            self._cancel_reply(reason, out)
+            out.append(CommitBargeIn(r.id))
+
+    def _resume_after_false_interruption(
+        self, now: float, out: list[Action], *, backchannel: bool
+    ) -> None:
+        """Play on at full volume: the sound was "mm-hmm" (`backchannel`) or no words."""
+        self._paused_at = self._ducked_at = None
+        if backchannel:
+            self.counters.backchannels += 1
+        else:
+            self.counters.false_interruptions += 1
+        text = ""
+        if self._utt is not None:
+            text = self._utt.candidate.text if self._utt.candidate is not None else ""
+            out.append(DiscardUtterance(self._utt.id))
+            self._utt = None
+        if self._reply is not None:
+            self._reply.last_progress = now
+        out.append(ResumePlayback())
+        out.append(E.Backchannel(now, text) if backchannel else E.FalseInterruption(now, text))
