@@ -11,6 +11,7 @@ Clock-injected: every call carries the time (agent.copilot.engine runs it agains
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from state_machine import actions as A
 from state_machine import endpointing  # the decisions: the same core as the voice agent's
@@ -28,31 +29,35 @@ class _Pending:
 
 
 @dataclass(frozen=True)
-class NoQuestion:
-    """Notice: the utterance ended asking nothing (its words are kept as the preamble)."""
+class NotAQuestion(E.Event):
+    """Notice: the utterance asked nothing: no answer; its words are kept as the next
+    question's preamble."""
 
+    kind: ClassVar[str] = "not_a_question"
     utterance_id: int
     text: str
 
 
 @dataclass(frozen=True)
-class QuestionAsked:
-    """Notice: the utterance ended with a question; `question` is what the answer is asked
-    (the preamble included), `heard` the utterance's own words."""
+class QuestionTranscript(E.Event):
+    """Notice: a question's final transcript: `text` is what the answer is asked (the preamble
+    of a statement before it included), `heard` the utterance's own words."""
 
+    kind: ClassVar[str] = "transcript"
+    text: str
+    final: bool
     utterance_id: int
-    question: str
     heard: str
 
 
-EndpointerAction = A.Action | NoQuestion | QuestionAsked
+EndpointerAction = A.Action | NotAQuestion | QuestionTranscript
 
 
 class QuestionEndpointer:
     """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
     and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
     ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
-    ConfirmReply + CommitUserTurn, and notices (its own NoQuestion and QuestionAsked among
+    ConfirmReply + CommitUserTurn, and notices (its own NotAQuestion and QuestionTranscript among
     them). Its endpointing is the voice agent's core (`state_machine.endpointing`), with the
     question check as the text cue."""
 
@@ -165,7 +170,7 @@ class QuestionEndpointer:
                 joined = f"{self._preamble} {text}" if fresh else text
                 self._preamble = joined[-self.options.preamble_max_chars :].strip()
                 self._preamble_at = now
-            out.append(NoQuestion(utt.id, text))
+            out.append(NotAQuestion(now, utt.id, text))
             return
         question = self._with_preamble(text, now)
         self._preamble = ""
@@ -181,7 +186,7 @@ class QuestionEndpointer:
             self._start(question, speculative=False, out=out)
         assert self._pending is not None
         reply_id, self._pending = self._pending.id, None
-        out.append(QuestionAsked(utt.id, question, text))
+        out.append(QuestionTranscript(now, question, True, utt.id, heard=text))
         out.append(A.CommitUserTurn(question, utt.id))
         out.append(A.ConfirmReply(reply_id))
 

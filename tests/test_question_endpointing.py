@@ -9,7 +9,11 @@ from state_machine import actions as A
 from state_machine import events as E
 from state_machine.endpointing import EndpointOptions
 from state_machine.options import CopilotOptions
-from state_machine.question_endpointing import NoQuestion, QuestionAsked, QuestionEndpointer
+from state_machine.question_endpointing import (
+    NotAQuestion,
+    QuestionEndpointer,
+    QuestionTranscript,
+)
 
 FRAME_S = 0.02
 
@@ -75,7 +79,7 @@ def test_endpointer_waits_for_a_fresh_transcript_at_the_endpoint():
     _frames(ep, True, 0.0, 1.0)
     out = _frames(ep, False, 1.0, 1.0)
     assert len([a for a in out if isinstance(a, A.RequestCandidate)]) == 1
-    notices = E.Notice | NoQuestion | QuestionAsked
+    notices = E.Notice | NotAQuestion | QuestionTranscript
     assert [type(a) for a in out if isinstance(a, notices)] == [E.SpeechEnd]
     assert not [a for a in out if isinstance(a, A.ConfirmReply)]
     [req] = [a for a in out if isinstance(a, A.RequestCandidate)]

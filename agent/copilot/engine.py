@@ -73,8 +73,6 @@ from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
 from state_machine.question_endpointing import (
     EndpointerAction,
-    NoQuestion,
-    QuestionAsked,
     QuestionEndpointer,
 )
 
@@ -216,13 +214,8 @@ class CopilotEngine:
             case E.SpeechEnd(t=last_voiced, utterance_id=uid):
                 self._speech_end = last_voiced
                 self._emit(UtteranceEnd(now, uid, last_voiced))
-            case E.Transcript() | E.Speculative():  # events of both engines: reported as they are
-                self._emit(a)
-            case NoQuestion(utterance_id=uid, text=text):
-                self._emit(NotAQuestion(now, uid, text))
-            case QuestionAsked(utterance_id=uid, question=question, heard=heard):
-                self._emit(QuestionTranscript(now, question, final=True, utterance_id=uid,
-                                              heard=heard))
+            case E.Transcript() | E.Speculative() | QuestionTranscript() | NotAQuestion():
+                self._emit(a)  # an event, dated by the endpointer: reported as it is
 
     # ---- transcription ------------------------------------------------------------------
 

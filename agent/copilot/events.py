@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from agent.events import Event, Speculative, Transcript, TurnScore
+from state_machine.question_endpointing import NotAQuestion, QuestionTranscript
 
 
 @dataclass(frozen=True)
@@ -32,27 +33,6 @@ class UtteranceEnd(Event):
 class CandidateRequested(Event):
     kind: ClassVar[str] = "candidate_requested"
     utterance_id: int
-
-
-@dataclass(frozen=True)
-class QuestionTranscript(Event):
-    """A question's final transcript: `text` is what the answer is asked (the preamble of a
-    statement before it included), `heard` the utterance's own words."""
-
-    kind: ClassVar[str] = "transcript"
-    text: str
-    final: bool
-    utterance_id: int
-    heard: str
-
-
-@dataclass(frozen=True)
-class NotAQuestion(Event):
-    """The utterance asked nothing: no answer; its words are the next question's preamble."""
-
-    kind: ClassVar[str] = "not_a_question"
-    utterance_id: int
-    text: str
 
 
 @dataclass(frozen=True)
