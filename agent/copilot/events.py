@@ -1,6 +1,7 @@
 """The copilot engine's events (`CopilotEngine(on_event=...)`), typed as the turn engine's are
 (agent.events, whose `Transcript`, `Speculative` and `TurnScore` it emits too, and whose
-`event_json` gives their JSON)."""
+`event_json` gives their JSON). `NotAQuestion` and `QuestionTranscript` are its endpointer's
+notices (state_machine.question_endpointing), reported as they are."""
 
 from __future__ import annotations
 
