@@ -325,7 +325,7 @@ class DirectSession:
         publisher = RoomPublisher(DataChannelRoom(participant), USER_IDENTITY)  # type: ignore[arg-type]
 
         self._engine = TurnEngine(
-            stt=agent.adapters.stt, llm=agent.adapters.llm, tts=agent.tts, sink=sink,
+            stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
             history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
             options=agent.turn_options, turn_detector=agent.turn_detector,
         )
