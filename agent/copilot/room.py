@@ -533,7 +533,7 @@ class CopilotSession:
         from livekit import rtc
 
         from agent.pipeline.playout import Playout
-        from agent.transports.room_session import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
+        from agent.transports.room_io import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
 
         assert self.candidate is not None
         lp = self.room.local_participant

@@ -38,7 +38,7 @@ from aiohttp import web
 from agent.audio.frames import FrameRechunker
 from agent.engines import INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.protocol import DIRECT_CHANNEL_LABEL
-from agent.transports.room_session import OUTPUT_RATE, RoomPublisher
+from agent.transports.room_io import OUTPUT_RATE, RoomPublisher
 from agent.transports.web_server import (
     WebSettings,
     build_web_app,
