@@ -70,7 +70,6 @@ from agent.protocol import (
     KEY_CANDIDATE,
     KEY_MODE,
     MEETING_TRACK,
-    MODES,
     SPEAKER_INTERVIEWER,
     TOPIC_CONTEXT,
     TOPIC_CONTEXT_STATUS,
@@ -79,6 +78,7 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
+from agent.transports.room_io import parse_metadata, read_metadata
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -91,54 +91,6 @@ log = logging.getLogger(__name__)
 
 CONTEXT_DIR_ENV = "VOXROOM_CONTEXT_DIR"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-
-
-def parse_metadata(text: str | None) -> dict[str, Any]:
-    """A metadata string as a JSON object; anything else (empty, not JSON, not an object) is
-    no metadata."""
-    try:
-        value = json.loads(text or "")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[str, Any]:
-    """The dispatch's or the room's metadata with its voxroom keys checked: malformed JSON, an
-    unknown mode or a key of the wrong type is dropped, with a warning naming it (`warn`)."""
-    def problem(message: str, *args: object) -> None:
-        if warn:
-            log.warning("%s metadata: " + message, where, *args)
-
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        problem("not a JSON object, ignored (the voice assistant runs): %.80r", text)
-        return {}
-    mode = value.get(KEY_MODE)
-    if mode is not None and mode not in MODES:
-        problem("unknown %s %r (known: %s), ignored: the voice assistant runs", KEY_MODE, mode,
-                ", ".join(MODES))
-        del value[KEY_MODE]
-    for key in (KEY_CANDIDATE, *DOCUMENT_KEYS):
-        if key in value and not (isinstance(value[key], str) and value[key]):
-            problem("%s must be a non-empty string, ignored: %.80r", key, value[key])
-            del value[key]
-    return value
-
-
-def requested_mode(job_metadata: str, room: rtc.Room) -> str:
-    """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
-    "voice". Bad dispatch or room metadata is logged and ignored (see `read_metadata`)."""
-    sources = [read_metadata(job_metadata, "dispatch"), read_metadata(room.metadata, "room"),
-               *(parse_metadata(p.metadata) for p in room.remote_participants.values())]
-    if any(s.get(KEY_MODE) == "copilot" for s in sources):
-        return "copilot"
-    return "voice"
 
 
 def is_bridge(participant: rtc.RemoteParticipant) -> bool:

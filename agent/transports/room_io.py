@@ -1,7 +1,9 @@
-"""Room input and output: what a voice job writes into its LiveKit room, for the voice agent
-(agent.transports.room_session), the copilot (agent.copilot.room) and direct mode
-(agent.transports.direct, which carries the same room protocol over a data channel).
+"""Room input and output: what a voice job reads from its LiveKit room and writes into it, for
+the voice agent (agent.transports.room_session), the copilot (agent.copilot.room) and direct
+mode (agent.transports.direct, which carries the same room protocol over a data channel).
 
+In: the dispatch's and the room's metadata, its voxroom keys checked (`read_metadata`), and
+the mode they ask for (`requested_mode`).
 Out: the agent's voice through `LiveKitAudioSink` on an AudioSource, and its state and both
 sides' transcripts through `RoomPublisher` (the `lk.agent.state` attribute, `lk.transcription`
 text streams, each turn's latencies on `voxroom.metrics`)."""
@@ -9,9 +11,10 @@ text streams, each turn's latencies on `voxroom.metrics`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +29,10 @@ from agent.events import (
 )
 from agent.protocol import (
     ATTR_AGENT_STATE,
+    DOCUMENT_KEYS,
+    KEY_CANDIDATE,
+    KEY_MODE,
+    MODES,
     TOPIC_METRICS,
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
@@ -39,6 +46,54 @@ log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 48_000
 SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
+
+
+def parse_metadata(text: str | None) -> dict[str, Any]:
+    """A metadata string as a JSON object; anything else (empty, not JSON, not an object) is
+    no metadata."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[str, Any]:
+    """The dispatch's or the room's metadata with its voxroom keys checked: malformed JSON, an
+    unknown mode or a key of the wrong type is dropped, with a warning naming it (`warn`)."""
+    def problem(message: str, *args: object) -> None:
+        if warn:
+            log.warning("%s metadata: " + message, where, *args)
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        problem("not a JSON object, ignored (the voice assistant runs): %.80r", text)
+        return {}
+    mode = value.get(KEY_MODE)
+    if mode is not None and mode not in MODES:
+        problem("unknown %s %r (known: %s), ignored: the voice assistant runs", KEY_MODE, mode,
+                ", ".join(MODES))
+        del value[KEY_MODE]
+    for key in (KEY_CANDIDATE, *DOCUMENT_KEYS):
+        if key in value and not (isinstance(value[key], str) and value[key]):
+            problem("%s must be a non-empty string, ignored: %.80r", key, value[key])
+            del value[key]
+    return value
+
+
+def requested_mode(job_metadata: str, room: rtc.Room) -> str:
+    """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
+    "voice". Bad dispatch or room metadata is logged and ignored (see `read_metadata`)."""
+    sources = [read_metadata(job_metadata, "dispatch"), read_metadata(room.metadata, "room"),
+               *(parse_metadata(p.metadata) for p in room.remote_participants.values())]
+    if any(s.get(KEY_MODE) == "copilot" for s in sources):
+        return "copilot"
+    return "voice"
 
 
 class LiveKitAudioSink:

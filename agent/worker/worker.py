@@ -317,7 +317,8 @@ async def entrypoint(ctx: object) -> None:
     kinds = served_kinds(ctx.job.metadata, ctx.room.metadata)
     participant = await (ctx.wait_for_participant(identity=named, kind=kinds) if kinds
                          else ctx.wait_for_participant(identity=named))
-    from agent.copilot.room import requested_mode, run_copilot_session
+    from agent.copilot.room import run_copilot_session
+    from agent.transports.room_io import requested_mode
 
     try:
         profile = settings.profile(requested_profile(ctx.job.metadata, ctx.room.metadata))
