@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 from agent.copilot.events import CopilotEvent, NotAQuestion, QuestionTranscript, Warm
 from agent.copilot.voice import MAX_CONTROL_CHARS, SpokenAnswerSink, parse_control
-from agent.engines import INPUT_RATE
 from agent.events import event_json
 from agent.protocol import (
     ATTR_AGENT_STATE,
@@ -78,7 +77,7 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
-from agent.transports.room_io import parse_metadata, read_metadata
+from agent.transports.room_io import parse_metadata, push_frames, read_metadata, track_audio
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -347,22 +346,9 @@ class CopilotSession:
             task.cancel()
 
     async def _listen(self, track: rtc.Track) -> None:
-        from livekit import rtc
-
         from agent.audio.frames import FrameGuard
-        from agent.transports.ffi_router import bind_audio_stream
 
-        stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
-        bind_audio_stream(stream)
-        guard = FrameGuard()
-        try:
-            async for event in stream:
-                frame = event.frame
-                # Any rate, channel count or frame size: 20 ms frames at 16 kHz for the engine.
-                for pcm in guard.push(frame.data, frame.sample_rate, frame.num_channels):
-                    self.engine.push_frame(pcm)
-        finally:
-            await stream.aclose()
+        await push_frames(track_audio(track), FrameGuard(), self.engine.push_frame)
 
     # ---- documents ------------------------------------------------------------------------
 

@@ -3,7 +3,10 @@ the voice agent (agent.transports.room_session), the copilot (agent.copilot.room
 mode (agent.transports.direct, which carries the same room protocol over a data channel).
 
 In: the dispatch's and the room's metadata, its voxroom keys checked (`read_metadata`), and
-the mode they ask for (`requested_mode`).
+the mode they ask for (`requested_mode`); a participant's audio into an engine, each frame
+repaired by agent.audio.frames (`push_frames`), from a track (`track_audio`: the copilot's
+meeting audio) or from the user's microphone, or a phone caller's one track, followed across
+republishes (`listen_to_participant`).
 Out: the agent's voice through `LiveKitAudioSink` on an AudioSource, and its state and both
 sides' transcripts through `RoomPublisher` (the `lk.agent.state` attribute, `lk.transcription`
 text streams, each turn's latencies on `voxroom.metrics`)."""
@@ -14,10 +17,12 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.engines import INPUT_RATE
 from agent.events import (
     AudioStart,
     StateChanged,
@@ -41,6 +46,8 @@ from agent.protocol import (
 
 if TYPE_CHECKING:
     from livekit import rtc
+
+    from agent.audio.frames import FrameGuard
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +101,93 @@ def requested_mode(job_metadata: str, room: rtc.Room) -> str:
     if any(s.get(KEY_MODE) == "copilot" for s in sources):
         return "copilot"
     return "voice"
+
+
+def track_audio(track: rtc.Track) -> rtc.AudioStream:
+    """`track`'s audio as the engines take it (16 kHz mono, 20 ms frames), its frame events
+    routed to it alone (agent.transports.ffi_router)."""
+    from livekit import rtc
+
+    from agent.transports.ffi_router import bind_audio_stream
+
+    stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
+    bind_audio_stream(stream)
+    return stream
+
+
+def participant_audio(
+    participant: rtc.RemoteParticipant, source: rtc.TrackSource.ValueType
+) -> rtc.AudioStream:
+    """The audio of `participant`'s track from `source`, as `track_audio` gives it; the stream
+    waits for such a track to be subscribed."""
+    from livekit import rtc
+
+    from agent.transports.ffi_router import bind_audio_stream
+
+    stream = rtc.AudioStream.from_participant(
+        participant=participant,
+        track_source=source,
+        sample_rate=INPUT_RATE,
+        num_channels=1,
+        frame_size_ms=20,
+    )
+    bind_audio_stream(stream)
+    return stream
+
+
+async def push_frames(
+    stream: rtc.AudioStream,
+    guard: FrameGuard,
+    push: Callable[[np.ndarray], None],
+) -> None:
+    """Every frame of `stream` into `push` (an engine's `push_frame`) until the stream ends.
+    Any rate, channel count or frame size, NaN or clipping is fixed and counted by `guard`
+    (agent.audio.frames: one guard per participant's audio), so the engine gets 20 ms frames at
+    16 kHz. The stream is closed however this ends: its end, an error, or cancellation (the
+    track unsubscribed, the participant gone)."""
+    try:
+        async for event in stream:
+            frame = event.frame
+            for pcm in guard.push(frame.data, frame.sample_rate, frame.num_channels):
+                push(pcm)
+    finally:
+        await stream.aclose()
+
+
+async def listen_to_participant(
+    participant: rtc.RemoteParticipant, push: Callable[[np.ndarray], None],
+    publisher: RoomPublisher,
+) -> None:
+    """Feed the user's microphone to `push`; follow the track across unpublish/republish. The
+    publisher learns the track's id (its transcripts name it)."""
+    from livekit import rtc
+
+    from agent.audio.frames import FrameGuard
+
+    guard = FrameGuard()
+    while True:
+        source = heard_source(participant)
+        stream = participant_audio(participant, source)
+        for pub in participant.track_publications.values():
+            if pub.kind == rtc.TrackKind.KIND_AUDIO and pub.source == source:
+                publisher.user_track_id = pub.sid
+        await push_frames(stream, guard, push)
+        await asyncio.sleep(0.1)  # the track ended; wait for it to come back
+
+
+def heard_source(participant: rtc.RemoteParticipant) -> rtc.TrackSource.ValueType:
+    """The source of the user's track the agent listens to: a browser's (or any client's)
+    microphone; for a phone caller, its one audio track whatever its source: livekit-sip
+    publishes the caller's audio with none set (unknown), named after the participant."""
+    from livekit import rtc
+
+    from agent.transports.phone_call import is_sip
+
+    if not is_sip(participant):
+        return rtc.TrackSource.SOURCE_MICROPHONE
+    published = [p.source for p in participant.track_publications.values()
+                 if p.kind == rtc.TrackKind.KIND_AUDIO]
+    return published[0] if published else rtc.TrackSource.SOURCE_UNKNOWN
 
 
 class LiveKitAudioSink:

@@ -13,11 +13,16 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from agent.engines import INPUT_RATE
 from agent.events import Turn, VoiceEvent, event_json
 from agent.protocol import AGENT_VOICE_TRACK, TOPIC_CHAT
 from agent.timeouts import finish_within
-from agent.transports.room_io import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink, RoomPublisher
+from agent.transports.room_io import (
+    OUTPUT_RATE,
+    SOURCE_QUEUE_MS,
+    LiveKitAudioSink,
+    RoomPublisher,
+    listen_to_participant,
+)
 from agent.transports.typed_input import TypedInput
 from state_machine.options import TurnOptions
 
@@ -213,7 +218,8 @@ async def run_room_session(
             left.set()
 
     room.on("participant_disconnected", on_disconnected)
-    listen = asyncio.create_task(_listen(participant, engine, publisher), name="listen")
+    listen = asyncio.create_task(listen_to_participant(participant, engine.push_frame, publisher),
+                                 name="listen")
     try:
         await left.wait()
     finally:
@@ -242,52 +248,3 @@ async def _end_call(phone: PhoneCall, *, hang_up: bool) -> None:
         log.info("hanging up on %s: %s: %s", phone.identity, type(e).__name__, e)
     finally:
         await phone.aclose()
-
-
-async def _listen(
-    participant: rtc.RemoteParticipant, engine: Any, publisher: RoomPublisher
-) -> None:
-    """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
-    from livekit import rtc
-
-    from agent.audio.frames import FrameGuard
-    from agent.transports.ffi_router import bind_audio_stream
-
-    guard = FrameGuard()
-    while True:
-        source = heard_source(participant)
-        stream = rtc.AudioStream.from_participant(
-            participant=participant,
-            track_source=source,
-            sample_rate=INPUT_RATE,
-            num_channels=1,
-            frame_size_ms=20,
-        )
-        bind_audio_stream(stream)
-        for pub in participant.track_publications.values():
-            if pub.kind == rtc.TrackKind.KIND_AUDIO and pub.source == source:
-                publisher.user_track_id = pub.sid
-        try:
-            async for event in stream:
-                frame = event.frame
-                # Any rate, channel count or frame size, NaN or clipping: fixed and counted.
-                for f in guard.push(frame.data, frame.sample_rate, frame.num_channels):
-                    engine.push_frame(f)
-        finally:
-            await stream.aclose()
-        await asyncio.sleep(0.1)  # the track ended; wait for it to come back
-
-
-def heard_source(participant: rtc.RemoteParticipant) -> rtc.TrackSource.ValueType:
-    """The source of the user's track the agent listens to: a browser's (or any client's)
-    microphone; for a phone caller, its one audio track whatever its source: livekit-sip
-    publishes the caller's audio with none set (unknown), named after the participant."""
-    from livekit import rtc
-
-    from agent.transports.phone_call import is_sip
-
-    if not is_sip(participant):
-        return rtc.TrackSource.SOURCE_MICROPHONE
-    published = [p.source for p in participant.track_publications.values()
-                 if p.kind == rtc.TrackKind.KIND_AUDIO]
-    return published[0] if published else rtc.TrackSource.SOURCE_UNKNOWN
