@@ -33,8 +33,9 @@ Spoken answers (agent.copilot.voice) are off until the candidate sends {"speak":
 `voxroom.copilot.control`; the agent then publishes the track "copilot-voice", which only the
 candidate may subscribe to, and says each answer as it is written. The attribute
 `voxroom.copilot.speak` tells the state: "true", "false" or "unavailable" (no TTS here).
-The mode and the rest come from the dispatch or room metadata; malformed JSON, an unknown
-mode or a key of the wrong type is logged and ignored (the voice assistant runs).
+The mode and the rest come from the dispatch or room metadata (agent.transports.room_io reads
+it); malformed JSON, an unknown mode or a key of the wrong type is logged and ignored (the
+voice assistant runs).
 """
 
 from __future__ import annotations
