@@ -30,7 +30,7 @@ from agent.protocol import (
 )
 from agent.timeouts import finish_within
 from agent.transports.ffi_router import bind_audio_stream
-from agent.transports.room_session import LiveKitAudioSink
+from agent.transports.room_io import LiveKitAudioSink
 
 RATE = 16_000
 FRAME = RATE // 50  # 20 ms

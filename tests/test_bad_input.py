@@ -182,7 +182,7 @@ def guarded_input(
     said: list[Said], convert: Callable[[np.ndarray], tuple[np.ndarray, int, int]]
 ) -> tuple[Callable[[float], np.ndarray], Callable[[TurnEngine, np.ndarray], None]]:
     """The user's frames converted to a bad format by `convert`; the session repairs them with
-    a FrameGuard before TurnEngine.push_frame (as room_session should)."""
+    a FrameGuard before TurnEngine.push_frame (as agent.transports.room_io.push_frames does)."""
     g = guard()
     mic = speech_input(said)
 

@@ -1,6 +1,6 @@
 """The copilot's room-side rules that need no server: which mode a job runs in (and what
-happens to bad metadata), who is the bridge and whose meeting audio is heard, which metadata
-file names may be read, and who receives the answers."""
+happens to bad metadata: agent.transports.room_io reads it), who is the bridge and whose
+meeting audio is heard, which metadata file names may be read, and who receives the answers."""
 
 from __future__ import annotations
 
@@ -19,9 +19,6 @@ from agent.copilot.room import (
     bridges_for,
     context_file,
     is_bridge,
-    parse_metadata,
-    read_metadata,
-    requested_mode,
 )
 from agent.protocol import (
     ATTR_ANSWER_FINAL,
@@ -31,6 +28,7 @@ from agent.protocol import (
     MEETING_TRACK,
     TOPIC_COPILOT,
 )
+from agent.transports.room_io import parse_metadata, read_metadata, requested_mode
 
 COPILOT = json.dumps({"voxroom.mode": "copilot"})
 
@@ -102,7 +100,7 @@ def test_metadata_files_are_read_only_inside_the_context_directory(tmp_path: Pat
 def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
     dispatch: str, logged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="agent.copilot.room"):
+    with caplog.at_level(logging.WARNING, logger="agent.transports.room_io"):
         assert requested_mode(dispatch, _room("", _participant("candidate"))) == "voice"
     assert logged in caplog.text
     assert "the voice assistant runs" in caplog.text
@@ -111,7 +109,7 @@ def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
 def test_metadata_keys_of_the_wrong_type_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
     text = json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": ["a"],
                        "voxroom.resume": "", "voxroom.job_description": "job.md"})
-    with caplog.at_level(logging.WARNING, logger="agent.copilot.room"):
+    with caplog.at_level(logging.WARNING, logger="agent.transports.room_io"):
         assert read_metadata(text, "room") == {"voxroom.mode": "copilot",
                                                "voxroom.job_description": "job.md"}
     assert "voxroom.candidate must be a non-empty string" in caplog.text

@@ -142,7 +142,7 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
     livekit_server: LiveKitServer,
 ) -> None:
     from agent.adapters.providers import load_tts
-    from agent.transports.room_session import OUTPUT_RATE
+    from agent.transports.room_io import OUTPUT_RATE
 
     tts = await asyncio.to_thread(load_tts, OUTPUT_RATE)
     room_name = "copilot-voice"

@@ -28,7 +28,7 @@ from agent.transports.direct import (
     agent_voice_track,
     create_direct_web_app,
 )
-from agent.transports.room_session import RoomPublisher
+from agent.transports.room_io import RoomPublisher
 from agent.transports.web_server import WebSettings
 from bench.livekit_path import worker_process
 from state_machine.states import AgentState

@@ -250,7 +250,7 @@ async def _serve_direct(
     from agent.adapters.providers import load_speech_engines, open_llm
     from agent.adapters.turn_detector import load_detector
     from agent.transports.direct import DirectAgent, create_direct_web_app
-    from agent.transports.room_session import OUTPUT_RATE
+    from agent.transports.room_io import OUTPUT_RATE
 
     stop = stop_on_signals()
     try:

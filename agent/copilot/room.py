@@ -33,8 +33,9 @@ Spoken answers (agent.copilot.voice) are off until the candidate sends {"speak":
 `voxroom.copilot.control`; the agent then publishes the track "copilot-voice", which only the
 candidate may subscribe to, and says each answer as it is written. The attribute
 `voxroom.copilot.speak` tells the state: "true", "false" or "unavailable" (no TTS here).
-The mode and the rest come from the dispatch or room metadata; malformed JSON, an unknown
-mode or a key of the wrong type is logged and ignored (the voice assistant runs).
+The mode and the rest come from the dispatch or room metadata (agent.transports.room_io reads
+it); malformed JSON, an unknown mode or a key of the wrong type is logged and ignored (the
+voice assistant runs).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 
 from agent.copilot.events import CopilotEvent, NotAQuestion, QuestionTranscript, Warm
 from agent.copilot.voice import MAX_CONTROL_CHARS, SpokenAnswerSink, parse_control
-from agent.engines import INPUT_RATE
 from agent.events import event_json
 from agent.protocol import (
     ATTR_AGENT_STATE,
@@ -70,7 +70,6 @@ from agent.protocol import (
     KEY_CANDIDATE,
     KEY_MODE,
     MEETING_TRACK,
-    MODES,
     SPEAKER_INTERVIEWER,
     TOPIC_CONTEXT,
     TOPIC_CONTEXT_STATUS,
@@ -79,6 +78,7 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
+from agent.transports.room_io import parse_metadata, push_frames, read_metadata, track_audio
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -91,54 +91,6 @@ log = logging.getLogger(__name__)
 
 CONTEXT_DIR_ENV = "VOXROOM_CONTEXT_DIR"
 _DOCUMENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-
-
-def parse_metadata(text: str | None) -> dict[str, Any]:
-    """A metadata string as a JSON object; anything else (empty, not JSON, not an object) is
-    no metadata."""
-    try:
-        value = json.loads(text or "")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[str, Any]:
-    """The dispatch's or the room's metadata with its voxroom keys checked: malformed JSON, an
-    unknown mode or a key of the wrong type is dropped, with a warning naming it (`warn`)."""
-    def problem(message: str, *args: object) -> None:
-        if warn:
-            log.warning("%s metadata: " + message, where, *args)
-
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        problem("not a JSON object, ignored (the voice assistant runs): %.80r", text)
-        return {}
-    mode = value.get(KEY_MODE)
-    if mode is not None and mode not in MODES:
-        problem("unknown %s %r (known: %s), ignored: the voice assistant runs", KEY_MODE, mode,
-                ", ".join(MODES))
-        del value[KEY_MODE]
-    for key in (KEY_CANDIDATE, *DOCUMENT_KEYS):
-        if key in value and not (isinstance(value[key], str) and value[key]):
-            problem("%s must be a non-empty string, ignored: %.80r", key, value[key])
-            del value[key]
-    return value
-
-
-def requested_mode(job_metadata: str, room: rtc.Room) -> str:
-    """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
-    "voice". Bad dispatch or room metadata is logged and ignored (see `read_metadata`)."""
-    sources = [read_metadata(job_metadata, "dispatch"), read_metadata(room.metadata, "room"),
-               *(parse_metadata(p.metadata) for p in room.remote_participants.values())]
-    if any(s.get(KEY_MODE) == "copilot" for s in sources):
-        return "copilot"
-    return "voice"
 
 
 def is_bridge(participant: rtc.RemoteParticipant) -> bool:
@@ -395,22 +347,9 @@ class CopilotSession:
             task.cancel()
 
     async def _listen(self, track: rtc.Track) -> None:
-        from livekit import rtc
-
         from agent.audio.frames import FrameGuard
-        from agent.transports.ffi_router import bind_audio_stream
 
-        stream = rtc.AudioStream(track, sample_rate=INPUT_RATE, num_channels=1, frame_size_ms=20)
-        bind_audio_stream(stream)
-        guard = FrameGuard()
-        try:
-            async for event in stream:
-                frame = event.frame
-                # Any rate, channel count or frame size: 20 ms frames at 16 kHz for the engine.
-                for pcm in guard.push(frame.data, frame.sample_rate, frame.num_channels):
-                    self.engine.push_frame(pcm)
-        finally:
-            await stream.aclose()
+        await push_frames(track_audio(track), FrameGuard(), self.engine.push_frame)
 
     # ---- documents ------------------------------------------------------------------------
 
@@ -533,7 +472,7 @@ class CopilotSession:
         from livekit import rtc
 
         from agent.pipeline.playout import Playout
-        from agent.transports.room_session import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
+        from agent.transports.room_io import OUTPUT_RATE, SOURCE_QUEUE_MS, LiveKitAudioSink
 
         assert self.candidate is not None
         lp = self.room.local_participant

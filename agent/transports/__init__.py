@@ -1,2 +1,3 @@
-"""How clients reach the agent: a LiveKit room (room_session, ffi_router), direct WebRTC (direct),
-join tokens (tokens) and the web page's endpoints (web_server)."""
+"""How clients reach the agent: a LiveKit room (room_session, its input and output in room_io,
+ffi_router), direct WebRTC (direct), join tokens (tokens) and the web page's endpoints
+(web_server)."""

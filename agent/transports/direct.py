@@ -38,7 +38,7 @@ from aiohttp import web
 from agent.audio.frames import FrameRechunker
 from agent.engines import INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
 from agent.protocol import DIRECT_CHANNEL_LABEL
-from agent.transports.room_session import OUTPUT_RATE, RoomPublisher
+from agent.transports.room_io import OUTPUT_RATE, RoomPublisher
 from agent.transports.web_server import (
     WebSettings,
     build_web_app,
@@ -325,7 +325,7 @@ class DirectSession:
         publisher = RoomPublisher(DataChannelRoom(participant), USER_IDENTITY)  # type: ignore[arg-type]
 
         self._engine = TurnEngine(
-            stt=agent.adapters.stt, llm=agent.adapters.llm, tts=agent.tts, sink=sink,
+            stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
             history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
             options=agent.turn_options, turn_detector=agent.turn_detector,
         )

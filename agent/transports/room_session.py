@@ -13,29 +13,16 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from agent.engines import INPUT_RATE
-from agent.events import (
-    AudioStart,
-    StateChanged,
-    Transcript,
-    TtsChunk,
-    Turn,
-    TurnRetracted,
-    VoiceEvent,
-    event_json,
-)
-from agent.protocol import (
-    AGENT_VOICE_TRACK,
-    ATTR_AGENT_STATE,
-    TOPIC_CHAT,
-    TOPIC_METRICS,
-    TOPIC_TRANSCRIPTION,
-    transcription_attributes,
-    turn_metrics_message,
-)
+from agent.events import Turn, VoiceEvent, event_json
+from agent.protocol import AGENT_VOICE_TRACK, TOPIC_CHAT
 from agent.timeouts import finish_within
+from agent.transports.room_io import (
+    OUTPUT_RATE,
+    SOURCE_QUEUE_MS,
+    LiveKitAudioSink,
+    RoomPublisher,
+    listen_to_participant,
+)
 from agent.transports.typed_input import TypedInput
 from state_machine.options import TurnOptions
 
@@ -49,144 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OUTPUT_RATE = 48_000
-SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
 PERSISTED_HISTORY_TURNS = 20  # earlier turns of the room reloaded after a re-dispatch
-
-
-
-class LiveKitAudioSink:
-    """An `AudioSink` on a LiveKit AudioSource: clearing it silences the listener at once (what
-    is left is the network), however much is queued. Frames go through
-    `agent.transports.ffi_router`, so a worker's sessions do not wake each other up with every
-    frame."""
-
-    # Each write is a round trip through the native runtime (a request, its answer, a wake-up):
-    # 60 ms frames make a third of the 20 ms ones. The source queues up to SOURCE_QUEUE_MS, so
-    # the next frame is written well before the queue runs dry, even on a busy event loop.
-    frame_ms = 60
-
-    def __init__(self, source: rtc.AudioSource) -> None:
-        self._source = source
-        self.sample_rate = source.sample_rate
-        self._queued_s = 0.0  # at `_since`, drained in real time by the source
-        self._since = time.monotonic()
-
-    async def write(self, pcm: np.ndarray) -> None:
-        from livekit import rtc
-
-        from agent.transports.ffi_router import capture_frame
-
-        frame = rtc.AudioFrame(
-            data=pcm.tobytes(),
-            sample_rate=self.sample_rate,
-            num_channels=1,
-            samples_per_channel=len(pcm),
-        )
-        await capture_frame(self._source, frame)
-        self._queued_s = self._queued() + len(pcm) / self.sample_rate
-        self._since = time.monotonic()
-
-    def clear(self) -> int:
-        dropped = self.queued_samples()
-        self._source.clear_queue()
-        self._queued_s = 0.0
-        return dropped
-
-    def queued_samples(self) -> int:
-        return int(self._queued() * self.sample_rate)
-
-    def _queued(self) -> float:
-        return max(0.0, self._queued_s - (time.monotonic() - self._since))
-
-
-class RoomPublisher:
-    """Publishes the engine's events to the room, in order, off the audio path: the engine's
-    callbacks only enqueue."""
-
-    def __init__(self, room: rtc.Room, user_identity: str) -> None:
-        self._room = room
-        self._user = user_identity
-        self._queue: asyncio.Queue[VoiceEvent] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self.user_track_id = ""
-        self.agent_track_id = ""
-        self._user_segment = 0
-        self._agent_chunks: dict[int, list[str]] = {}
-        self._audible: int | None = None  # reply whose voice is being heard
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="room-publisher")
-
-    def on_event(self, event: VoiceEvent) -> None:
-        self._queue.put_nowait(event)
-
-    async def aclose(self) -> None:
-        await self._queue.join()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while True:
-            event = await self._queue.get()
-            try:
-                await self._publish(event)
-            except Exception as e:  # a failed publish must not stop the conversation
-                log.warning("publishing %s failed: %s", event.kind, e)
-            finally:
-                self._queue.task_done()
-
-    async def _publish(self, event: VoiceEvent) -> None:
-        match event:
-            case StateChanged(state=state):
-                await self._room.local_participant.set_attributes(
-                    {ATTR_AGENT_STATE: state.name.lower()})
-            case Transcript(text=text, final=final):
-                seg = f"user-{self._user_segment}"
-                if final:
-                    self._user_segment += 1
-                await self._send(text, seg, final, self.user_track_id, self._user)
-            case TurnRetracted() if self._user_segment > 0:
-                # The user went on: the merged turn's transcript replaces the retracted one's.
-                self._user_segment -= 1
-            case TtsChunk(text=text, reply_id=rid):
-                self._agent_chunks.setdefault(rid, []).append(text)
-                if rid == self._audible:
-                    await self._send_agent(rid, final=False)
-            case AudioStart(reply_id=rid):
-                self._audible = rid
-                await self._send_agent(rid, final=False)
-            case Turn():
-                if self._audible is not None:
-                    rid, self._audible = self._audible, None
-                    text = event.heard_text if event.interrupted else event.agent_text
-                    self._agent_chunks[rid] = [text]
-                    await self._send_agent(rid, final=True)
-                    self._agent_chunks.clear()
-                await self._send_metrics(event)
-
-    async def _send_metrics(self, turn: Turn) -> None:
-        """The finished turn's latencies, to the user it served only (the page's readout)."""
-        await self._room.local_participant.send_text(
-            turn_metrics_message(turn.interrupted, turn.latency_ms), topic=TOPIC_METRICS,
-            destination_identities=[self._user],
-        )
-
-    async def _send_agent(self, rid: int, *, final: bool) -> None:
-        text = " ".join(self._agent_chunks.get(rid, []))
-        await self._send(
-            text, f"agent-{rid}", final, self.agent_track_id, self._room.local_participant.identity
-        )
-
-    async def _send(self, text: str, segment: str, final: bool, track_id: str, sender: str) -> None:
-        writer = await self._room.local_participant.stream_text(
-            topic=TOPIC_TRANSCRIPTION,
-            attributes=transcription_attributes(segment, final=final, track_id=track_id),
-            sender_identity=sender,
-        )
-        await writer.write(text)
-        await writer.aclose()
 
 
 class TypedMessages:
@@ -368,7 +218,8 @@ async def run_room_session(
             left.set()
 
     room.on("participant_disconnected", on_disconnected)
-    listen = asyncio.create_task(_listen(participant, engine, publisher), name="listen")
+    listen = asyncio.create_task(listen_to_participant(participant, engine.push_frame, publisher),
+                                 name="listen")
     try:
         await left.wait()
     finally:
@@ -397,52 +248,3 @@ async def _end_call(phone: PhoneCall, *, hang_up: bool) -> None:
         log.info("hanging up on %s: %s: %s", phone.identity, type(e).__name__, e)
     finally:
         await phone.aclose()
-
-
-async def _listen(
-    participant: rtc.RemoteParticipant, engine: Any, publisher: RoomPublisher
-) -> None:
-    """Feed the user's microphone to the engine; follow the track across unpublish/republish."""
-    from livekit import rtc
-
-    from agent.audio.frames import FrameGuard
-    from agent.transports.ffi_router import bind_audio_stream
-
-    guard = FrameGuard()
-    while True:
-        source = heard_source(participant)
-        stream = rtc.AudioStream.from_participant(
-            participant=participant,
-            track_source=source,
-            sample_rate=INPUT_RATE,
-            num_channels=1,
-            frame_size_ms=20,
-        )
-        bind_audio_stream(stream)
-        for pub in participant.track_publications.values():
-            if pub.kind == rtc.TrackKind.KIND_AUDIO and pub.source == source:
-                publisher.user_track_id = pub.sid
-        try:
-            async for event in stream:
-                frame = event.frame
-                # Any rate, channel count or frame size, NaN or clipping: fixed and counted.
-                for f in guard.push(frame.data, frame.sample_rate, frame.num_channels):
-                    engine.push_frame(f)
-        finally:
-            await stream.aclose()
-        await asyncio.sleep(0.1)  # the track ended; wait for it to come back
-
-
-def heard_source(participant: rtc.RemoteParticipant) -> rtc.TrackSource.ValueType:
-    """The source of the user's track the agent listens to: a browser's (or any client's)
-    microphone; for a phone caller, its one audio track whatever its source: livekit-sip
-    publishes the caller's audio with none set (unknown), named after the participant."""
-    from livekit import rtc
-
-    from agent.transports.phone_call import is_sip
-
-    if not is_sip(participant):
-        return rtc.TrackSource.SOURCE_MICROPHONE
-    published = [p.source for p in participant.track_publications.values()
-                 if p.kind == rtc.TrackKind.KIND_AUDIO]
-    return published[0] if published else rtc.TrackSource.SOURCE_UNKNOWN

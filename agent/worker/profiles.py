@@ -24,7 +24,7 @@ NO_CALLER = "an unknown number"
 def dispatch_value(job_metadata: str, room_metadata: str, key: str, *,
                    accept: Callable[[Any], bool] = lambda v: v is not None) -> Any:
     """`key`'s value in the dispatch's metadata if `accept`ed, else in the room's; None."""
-    from agent.copilot.room import read_metadata
+    from agent.transports.room_io import read_metadata
 
     for text, where in ((job_metadata, "dispatch"), (room_metadata, "room")):
         value = read_metadata(text, where, warn=False).get(key)

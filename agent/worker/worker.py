@@ -128,7 +128,7 @@ def process_engines() -> ProcessEngines:
             from agent.adapters.providers import load_speech_engines
             from agent.adapters.turn_detector import load_detector
             from agent.store.transcripts import open_turn_store
-            from agent.transports.room_session import OUTPUT_RATE
+            from agent.transports.room_io import OUTPUT_RATE
 
             settings = load_settings()
             store = open_turn_store(settings.store)  # first: a store it cannot open fails fast
@@ -297,7 +297,8 @@ async def entrypoint(ctx: object) -> None:
     from agent.adapters.providers import load_tts
     from agent.config import ConfigError
     from agent.transports.phone_call import PhoneCall, is_sip
-    from agent.transports.room_session import OUTPUT_RATE, run_room_session
+    from agent.transports.room_io import OUTPUT_RATE
+    from agent.transports.room_session import run_room_session
     from agent.worker.profiles import (
         caller_instructions,
         profile_llm,
@@ -316,7 +317,8 @@ async def entrypoint(ctx: object) -> None:
     kinds = served_kinds(ctx.job.metadata, ctx.room.metadata)
     participant = await (ctx.wait_for_participant(identity=named, kind=kinds) if kinds
                          else ctx.wait_for_participant(identity=named))
-    from agent.copilot.room import requested_mode, run_copilot_session
+    from agent.copilot.room import run_copilot_session
+    from agent.transports.room_io import requested_mode
 
     try:
         profile = settings.profile(requested_profile(ctx.job.metadata, ctx.room.metadata))
