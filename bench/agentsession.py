@@ -160,7 +160,7 @@ async def _serve(agent_name: str, max_jobs: int) -> int:
     from livekit.agents import AgentServer, JobExecutorType
 
     from agent.config import load_settings
-    from agent.worker.worker import stop_on_signals
+    from agent.worker.drain import stop_on_signals
 
     lk = load_settings().livekit
     server = AgentServer(

@@ -20,7 +20,7 @@ from agent.protocol import ATTR_SIP_PHONE_NUMBER, KEY_USER_KIND
 from agent.transports.keypad import MAX_DIGITS, KeypadInput, keypad_text
 from agent.transports.phone_call import caller_number, dtmf_digits
 from agent.worker.profiles import NO_CALLER, caller_instructions
-from agent.worker.worker import served_kinds
+from agent.worker.served import served_kinds
 
 CALLER = "sip_+15105550123"
 

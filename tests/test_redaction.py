@@ -184,8 +184,8 @@ async def test_a_job_process_logs_secrets_masked(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
     """`voxroom agent --executor process`: each job runs in a child process of livekit-agents,
-    whose records reach the worker's log already formatted (agent.worker.worker.prewarm installs the
-    redaction there); the worker's own factory never sees them."""
+    whose records reach the worker's log already formatted (agent.worker.process_engines.prewarm
+    installs the redaction there); the worker's own factory never sees them."""
     log_path = tmp_path / "worker.log"
     room_name = "redaction-job"
     settings = livekit_server.livekit_settings()

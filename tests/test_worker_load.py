@@ -1,5 +1,5 @@
-"""The worker's load accounting, shared engines and room leases (agent/worker/worker.py,
-agent/worker/redispatch.py), without a LiveKit server."""
+"""The worker's load accounting, shared engines and room leases (agent/worker/load.py,
+agent/worker/process_engines.py, agent/worker/redispatch.py), without a LiveKit server."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 from agent.store.leases import Lease, LeaseTable
-from agent.worker import worker
+from agent.worker import process_engines
+from agent.worker.load import LOAD_THRESHOLD, CpuMeter, SessionLoad, server_class
 from agent.worker.redispatch import Redispatcher
-from agent.worker.worker import LOAD_THRESHOLD, SessionLoad
 
 
 def _server(capacity: int, idle_processes: int = 1):
     from livekit.agents import JobExecutorType
 
-    server = worker._server_class()(
+    server = server_class()(
         session_load=SessionLoad(capacity, max_cpu=0),
         ws_url="ws://127.0.0.1:1",
         api_key="k",
@@ -88,9 +88,9 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(agent.adapters.providers, "load_speech_engines", load)
     monkeypatch.setattr(agent.store.transcripts, "open_turn_store", lambda _settings: "store")
-    monkeypatch.setattr(worker, "_engines", None)
+    monkeypatch.setattr(process_engines, "_engines", None)
     procs = [SimpleNamespace(userdata={}) for _ in range(8)]
-    threads = [threading.Thread(target=worker.prewarm, args=(p,)) for p in procs]
+    threads = [threading.Thread(target=process_engines.prewarm, args=(p,)) for p in procs]
     for t in threads:
         t.start()
     for t in threads:
@@ -103,7 +103,7 @@ def test_job_threads_share_one_load_of_the_engines(monkeypatch: pytest.MonkeyPat
 def test_cpu_meter_reports_a_share_of_the_usable_cores() -> None:
     import time
 
-    meter = worker.CpuMeter(window_s=5.0)
+    meter = CpuMeter(window_s=5.0)
     assert meter.share() == 0.0  # one sample: no window yet
     end = time.monotonic() + 1.1
     while time.monotonic() < end:  # keep one core busy

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agent.config import LiveKitSettings, Settings, load_settings
-from agent.worker.worker import stop_on_signals
+from agent.worker.drain import stop_on_signals
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agent.config import Settings
 from agent.store.leases import Lease, Leases
 
 log = logging.getLogger("voxroom.redispatch")
@@ -116,3 +117,47 @@ class Redispatcher:
         )
         print(f"voxroom: re-dispatched room {lease.room} (job {lease.job_id} of worker "
               f"{lease.worker_id} gone)", flush=True)
+
+
+class RedispatchTask:
+    """The lease loop of a worker and what it holds open. Opened before the worker registers
+    (a table it cannot open stops the worker with its reason); the loop starts once it
+    registered, when LiveKit lists its jobs."""
+
+    def __init__(self, settings: Settings) -> None:
+        from livekit import api
+
+        self._table = open_leases(settings)
+        lk = settings.livekit
+        self._api = api.LiveKitAPI(lk.url, lk.api_key, lk.api_secret)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, server: Any, worker_id: Callable[[], str]) -> None:
+        """Start the loop; again (a re-registration) is a no-op."""
+        if self._task is None:
+            redispatcher = Redispatcher(self._table, self._api, lambda: server.active_jobs,
+                                        worker_id)
+            self._task = asyncio.create_task(redispatcher.run(), name="leases")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._api.aclose()
+        self._table.close()
+
+
+def open_leases(settings: Settings) -> Any:
+    """Redis' leases with store.redis_url, else the SQLite table in the store's file."""
+    from agent.store.leases import LeaseTable
+
+    if settings.store.redis_url:
+        from agent.store.shared_state import RedisLeases, connect_redis
+
+        return RedisLeases(connect_redis(settings.store.redis_url))
+    from agent.store.transcripts import default_store_path, open_store_file
+
+    return open_store_file(
+        LeaseTable, default_store_path(settings.store.path), "keep the room leases in",
+        "store.redis_url (VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable "
+        "file")
