@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # livekit-agents loads with the worker's server, not with this module
+    from livekit.agents import AgentServer
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -16,13 +20,13 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def drain(server: object, stop: asyncio.Event, timeout_s: float) -> None:
+async def drain(server: AgentServer, stop: asyncio.Event, timeout_s: float) -> None:
     """Take no new jobs and let the active conversations end, for at most `timeout_s`; a
     second signal stops at once."""
-    n = len(server.active_jobs)  # type: ignore[attr-defined]
+    n = len(server.active_jobs)
     print(f"voxroom: draining, {n} active conversation(s), up to {timeout_s:.0f} s", flush=True)
     stop.clear()
-    draining = asyncio.create_task(server.drain(timeout=None))  # type: ignore[attr-defined]
+    draining = asyncio.create_task(server.drain(timeout=None))
     again = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait(
         [draining, again], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED

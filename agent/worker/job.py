@@ -16,9 +16,9 @@ if TYPE_CHECKING:  # livekit-agents is loaded by the job itself, not by its impo
 log = logging.getLogger("voxroom.worker")
 
 
-async def entrypoint(ctx: object) -> None:
+async def entrypoint(ctx: JobContext) -> None:
     """One job: join the room, wait for the user, converse until they leave."""
-    from livekit.agents import AutoSubscribe, JobContext
+    from livekit.agents import AutoSubscribe
 
     from agent.adapters.providers import load_tts
     from agent.config import ConfigError
@@ -27,7 +27,6 @@ async def entrypoint(ctx: object) -> None:
     from agent.worker.profiles import profile_llm, profile_tts, requested_profile
     from agent.worker.served import served_identity, served_kinds
 
-    assert isinstance(ctx, JobContext)
     settings = load_settings()
     userdata = ctx.proc.userdata
     await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)

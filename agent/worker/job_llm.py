@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from agent.config import Settings
+
+if TYPE_CHECKING:
+    from agent.engines import LanguageModel
 
 LOCAL_LLM_URL_ENV = "VOXROOM_LOCAL_LLM_URL"  # set by the worker for its job processes
 
 
-def process_llm(settings: Settings) -> object:
+def process_llm(settings: Settings) -> LanguageModel:
     """The LLM client of this job process, with the local fallback when configured."""
     from agent.adapters.providers import make_llm
 

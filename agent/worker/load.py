@@ -97,7 +97,7 @@ def usable_cores() -> float:
 def server_class() -> type:
     from livekit.agents import AgentServer
 
-    class VoxroomServer(AgentServer):  # type: ignore[misc]
+    class VoxroomServer(AgentServer):
         """AgentServer whose jobs accepted but not yet running count a session's share each.
 
         livekit-agents 1.8 reserves a slot per accepted job (so two requests for one free

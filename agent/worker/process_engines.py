@@ -7,9 +7,18 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.config import Settings, load_settings
+
+if TYPE_CHECKING:  # loaded by process_engines(): importing this module loads no model library
+    from livekit.agents import JobProcess
+
+    from agent.adapters.tools.registry import ToolRegistry
+    from agent.adapters.turn_detector import TurnDetector
+    from agent.engines import SpeechToText, TextToSpeech
+    from agent.store.conversation_log import RoomMemory
+    from agent.store.transcripts import TurnStore
 
 log = logging.getLogger("voxroom.worker")
 
@@ -20,12 +29,12 @@ class ProcessEngines:
     turn store, the shared room memory (None without `store.redis_url`) and the tool registry
     (its MCP servers' connections)."""
 
-    stt: Any
-    tts: Any
-    store: Any
-    turn_detector: Any = None
-    memory: Any = None
-    tools: Any = None
+    stt: SpeechToText
+    tts: TextToSpeech
+    store: TurnStore
+    turn_detector: TurnDetector | None = None
+    memory: RoomMemory | None = None
+    tools: ToolRegistry | None = None
 
 
 _engines: ProcessEngines | None = None
@@ -58,7 +67,7 @@ def loaded_engines() -> ProcessEngines | None:
     return _engines
 
 
-def _room_memory(settings: Settings, store: Any) -> Any:
+def _room_memory(settings: Settings, store: TurnStore) -> RoomMemory | None:
     """Redis with store.redis_url; else the SQLite store's own file (one host); none for
     PostgreSQL without Redis (the turns are shared, a reply cut by a crash is not)."""
     from agent.transports.room_session import PERSISTED_HISTORY_TURNS
@@ -76,15 +85,15 @@ def _room_memory(settings: Settings, store: Any) -> Any:
     return None
 
 
-def prewarm(proc: object) -> None:
+def prewarm(proc: JobProcess) -> None:
     """Runs in every job process (or job thread) before it takes a job."""
     from agent.log_redaction import install_log_redaction
 
     install_log_redaction()  # a job process's records are redacted before they are forwarded
     engines = process_engines()
-    proc.userdata["stt"] = engines.stt  # type: ignore[attr-defined]
-    proc.userdata["tts"] = engines.tts  # type: ignore[attr-defined]
-    proc.userdata["store"] = engines.store  # type: ignore[attr-defined]
-    proc.userdata["turn_detector"] = engines.turn_detector  # type: ignore[attr-defined]
-    proc.userdata["memory"] = engines.memory  # type: ignore[attr-defined]
-    proc.userdata["tools"] = engines.tools  # type: ignore[attr-defined]
+    proc.userdata["stt"] = engines.stt
+    proc.userdata["tts"] = engines.tts
+    proc.userdata["store"] = engines.store
+    proc.userdata["turn_detector"] = engines.turn_detector
+    proc.userdata["memory"] = engines.memory
+    proc.userdata["tools"] = engines.tools

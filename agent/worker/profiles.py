@@ -8,9 +8,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.config import DEFAULT_PROFILE, ProfileSettings, Settings
+from agent.config import DEFAULT_PROFILE, LLMSettings, ProfileSettings, Settings, TTSSettings
+
+if TYPE_CHECKING:  # the registry's MCP client libraries load with the worker's engines
+    from agent.adapters.tools.registry import ToolRegistry
+    from agent.adapters.tools.toolbox import Toolbox
+    from agent.engines import LanguageModel, TextToSpeech
 
 log = logging.getLogger("voxroom.worker")
 
@@ -51,7 +56,7 @@ def caller_instructions(instructions: str, number: str) -> str:
 
 
 def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
-                make: Any) -> Any:
+                make: Callable[[LLMSettings], LanguageModel]) -> LanguageModel:
     """The LLM client for `profile`: the worker's own when the profile keeps [llm], else one
     per profile and process (`make(LLMSettings)` builds it), kept for its next rooms."""
     if profile.llm == settings.llm:
@@ -64,7 +69,7 @@ def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSe
 
 
 def profile_tts(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
-                make: Any) -> Any:
+                make: Callable[[TTSSettings], TextToSpeech]) -> TextToSpeech:
     """The TTS for `profile`: the worker's own, or (a profile's `voice`, which config allows
     only with a TTS server of named voices) one per voice and process, `make(TTSSettings)`."""
     if not profile.voice or profile.voice == settings.tts.voice:
@@ -75,7 +80,7 @@ def profile_tts(userdata: dict[str, Any], settings: Settings, profile: ProfileSe
     return userdata[key]
 
 
-def profile_toolbox(registry: Any, profile: ProfileSettings) -> Any:
+def profile_toolbox(registry: ToolRegistry | None, profile: ProfileSettings) -> Toolbox | None:
     """The tools `profile` offers (None: it names none, or the worker has no registry)."""
     if not profile.tools or registry is None:
         return None

@@ -23,10 +23,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Settings
 from agent.store.leases import Lease, Leases
+
+if TYPE_CHECKING:  # livekit-agents loads with the worker's server, not with this module
+    from livekit.agents import AgentServer
 
 log = logging.getLogger("voxroom.redispatch")
 
@@ -132,7 +135,7 @@ class RedispatchTask:
         self._api = api.LiveKitAPI(lk.url, lk.api_key, lk.api_secret)
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, server: Any, worker_id: Callable[[], str]) -> None:
+    def start(self, server: AgentServer, worker_id: Callable[[], str]) -> None:
         """Start the loop; again (a re-registration) is a no-op."""
         if self._task is None:
             redispatcher = Redispatcher(self._table, self._api, lambda: server.active_jobs,
@@ -147,7 +150,7 @@ class RedispatchTask:
         self._table.close()
 
 
-def open_leases(settings: Settings) -> Any:
+def open_leases(settings: Settings) -> Leases:
     """Redis' leases with store.redis_url, else the SQLite table in the store's file."""
     from agent.store.leases import LeaseTable
 

@@ -4,6 +4,10 @@ of participant it may serve (a phone caller only in a SIP dispatch rule's room).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the LiveKit SDK loads with the job, not with this module
+    from livekit import rtc
 
 log = logging.getLogger("voxroom.worker")
 
@@ -18,7 +22,8 @@ def served_identity(job_metadata: str, room_metadata: str) -> str | None:
                           accept=lambda v: isinstance(v, str) and bool(v))
 
 
-def served_kinds(job_metadata: str, room_metadata: str) -> list[int] | None:
+def served_kinds(job_metadata: str,
+                 room_metadata: str) -> list[rtc.ParticipantKind.ValueType] | None:
     """The kinds of participant the agent may serve: a phone caller only ([SIP]) when the
     metadata's `voxroom.user_kind` is "sip" (a SIP dispatch rule's room: a person who joins
     from a browser is not the caller); None: livekit-agents' default (standard, SIP,

@@ -4,14 +4,17 @@ engines (agent/worker/process_engines.py)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.config import Settings
+
+if TYPE_CHECKING:  # its MCP client libraries load when the registry starts, not on import
+    from agent.adapters.tools.registry import ToolRegistry
 
 log = logging.getLogger("voxroom.worker")
 
 
-def start_tool_registry(settings: Settings) -> Any:
+def start_tool_registry(settings: Settings) -> ToolRegistry:
     """The tools of [tools], listed (blocking). A source that cannot start, or a profile that
     names a tool nobody offers, is a clear error in the log; the worker serves on with the
     rest (`voxroom doctor` fails on them)."""

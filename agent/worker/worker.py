@@ -33,7 +33,7 @@ import asyncio
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.config import Settings, load_settings
 from agent.worker.drain import drain, stop_on_signals
@@ -42,6 +42,9 @@ from agent.worker.job_llm import LOCAL_LLM_URL_ENV
 from agent.worker.load import LOAD_THRESHOLD, CpuMeter, SessionLoad, server_class
 from agent.worker.process_engines import loaded_engines, prewarm, process_engines
 from agent.worker.redispatch import RedispatchTask
+
+if TYPE_CHECKING:  # livekit-agents loads when the worker serves, not when the CLI lists commands
+    from livekit.agents import AgentServer
 
 log = logging.getLogger("voxroom.worker")
 
@@ -156,7 +159,7 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
     session_load = SessionLoad(args.max_sessions, args.max_cpu)
     cpu = CpuMeter()
 
-    def load(srv: Any) -> float:
+    def load(srv: AgentServer) -> float:
         return session_load.load(len(srv.active_jobs), cpu.share())
 
     server = server_class()(
