@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from livekit import rtc
-from livekit.agents import stt, tts, utils
+from livekit.agents import LanguageCode, stt, tts, utils
 from livekit.agents.types import (
     DEFAULT_API_CONNECT_OPTIONS,
     NOT_GIVEN,
@@ -72,7 +72,8 @@ class WhisperSTTPlugin(_VoxroomPlugin, stt.STT):
         return stt.SpeechEvent(
             type=stt.SpeechEventType.FINAL_TRANSCRIPT,
             request_id=uuid.uuid4().hex,
-            alternatives=[stt.SpeechData(language=language or self._language, text=text)],
+            alternatives=[stt.SpeechData(language=LanguageCode(language or self._language),
+                                         text=text)],
         )
 
 

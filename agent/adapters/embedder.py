@@ -16,8 +16,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # tokenizers loads with the model (load()), not with this module
+    from tokenizers import Tokenizer
 
 from agent.models import INSTALL_WHEELS_HINT
 
@@ -87,7 +91,7 @@ class MiniLMEmbedder:
     def __init__(self, model_dir: Path | None = None, *, batch_size: int = 16) -> None:
         self._dir = model_dir
         self._batch = batch_size
-        self._tokenizer = None
+        self._tokenizer: Tokenizer | None = None
         self._layers: list[_Layer] = []
 
     def load(self) -> None:

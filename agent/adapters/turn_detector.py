@@ -86,7 +86,7 @@ class _ThreadedDetector:
         self._loaded = False
         # A warm-up never queues behind another job, and a score behind at most one warm-up.
         self._scoring = 0  # scores awaited (changed on the event loop only)
-        self._warming: Future[None] | None = None
+        self._warming: Future[float] | None = None
 
     reads_ahead = False  # warm() does something (a model with a prompt cache)
 

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from agent.config import ConfigError, Settings, ToolsSettings, load_settings
-from agent.engines import INPUT_RATE
+from agent.engines import INPUT_RATE, LanguageModel
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
@@ -137,7 +137,7 @@ class Doctor:
                                    f"python:{module}"), self.timeout_s))
         if not tools.mcp and not tools.python:
             checks.append(("tools", "tools", "no [[tools.mcp]] or tools.python configured",
-                           self._tool_source, self.timeout_s))
+                           partial(self._tool_source, tools, "tools"), self.timeout_s))
         for group, name, skip, check, limit in checks:
             if group not in self.only:
                 continue
@@ -327,7 +327,7 @@ class Doctor:
         try:
             first, ms = await _first_token(llm, self.settings.llm.system_prompt)
         finally:
-            await llm.aclose()  # type: ignore[attr-defined]
+            await llm.aclose()  # type: ignore[attr-defined]  # OpenAIChatLLM's, not the Protocol's
         return f"first token {first!r}; {verified}", ms
 
     async def _local_llm(self) -> Outcome:
@@ -347,7 +347,7 @@ class Doctor:
             try:
                 first, ms = await _first_token(llm, self.settings.llm.system_prompt)
             finally:
-                await llm.aclose()  # type: ignore[attr-defined]
+                await llm.aclose()  # type: ignore[attr-defined]  # OpenAIChatLLM's, see above
         finally:
             await asyncio.to_thread(server.stop)
         return f"first token {first!r} (loaded and warmed in {load_s:.1f} s)", ms
@@ -366,18 +366,19 @@ async def _timed(name: str, check: Callable[[], Awaitable[Outcome]], limit_s: fl
     return CheckResult(name, OK, ms, _one_line(detail))
 
 
-async def _first_token(llm: object, system_prompt: str) -> tuple[str, float]:
+async def _first_token(llm: LanguageModel, system_prompt: str) -> tuple[str, float]:
     """The first text delta of a reply and its time in ms; the request is closed after it."""
     messages = [{"role": "system", "content": system_prompt},
                 {"role": "user", "content": _LLM_PROMPT}]
     start = time.monotonic()
-    stream = llm.stream(messages)  # type: ignore[attr-defined]
+    stream = llm.stream(messages)
     try:
         async for delta in stream:
-            if delta.strip():
+            if isinstance(delta, str) and delta.strip():  # no tools offered: text only
                 return delta.strip(), (time.monotonic() - start) * 1000
     finally:
-        await stream.aclose()
+        # LanguageModel.stream is an async generator (agent.engines): it has aclose().
+        await stream.aclose()  # type: ignore[attr-defined]
     raise CheckFailed("the reply was empty")
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from agent.copilot.answers import AnswerSink
-from agent.engines import ChatMessage, TextToSpeech
-from agent.events import TtsChunk
+from agent.engines import ChatMessage, TextToSpeech, ToolCall, ToolSpec
+from agent.events import ToolCalled, TtsChunk
 from agent.pipeline.playout import Playout
 from agent.pipeline.reply import ReplyPipeline
 from tts.chunker import make_chunker
@@ -53,7 +53,9 @@ class AnswerText:
     def end(self) -> None:
         self._deltas.put_nowait(None)
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+    async def stream(self, messages: list[ChatMessage],
+                     tools: Sequence[ToolSpec] = ()) -> AsyncIterator[str | ToolCall]:
+        # An answer's text, as written: never a tool call (the pipeline offers it none).
         while (delta := await self._deltas.get()) is not None:
             yield delta
 
@@ -122,8 +124,9 @@ class SpokenAnswerSink:
                 await pipeline.cancel()
                 playout.cancel(answer_id)  # what is queued for the listener too
 
-    def _on_chunk(self, chunk: TtsChunk) -> None:
-        log.debug("speaking answer %d: %r", chunk.reply_id, chunk.text)
+    def _on_chunk(self, chunk: TtsChunk | ToolCalled) -> None:
+        if isinstance(chunk, TtsChunk):  # no tools are offered: nothing else comes
+            log.debug("speaking answer %d: %r", chunk.reply_id, chunk.text)
 
     def _on_failed(self, answer_id: int, why: str) -> None:
         log.warning("speaking answer %d failed: %s", answer_id, why)

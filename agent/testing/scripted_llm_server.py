@@ -13,7 +13,7 @@ import random
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -27,11 +27,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class RequestSink(Protocol):
+    """Where the server appends each request body: a list, or one that keeps more with it
+    (bench.livekit_path.RequestLog: the time it came in)."""
+
+    def append(self, body: dict[str, Any], /) -> None: ...
+
+
 @asynccontextmanager
 async def scripted_llm_server(
     llm: ScriptedLLM,
     *,
-    requests: list[dict[str, Any]] | None = None,
+    requests: RequestSink | None = None,
     extra_ttft_ms: tuple[float, float] = (0.0, 0.0),
     seed: int = 0,
     host: str = "127.0.0.1",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agent.adapters.llm.tool_calls import StreamedToolCalls, ToolCallsInText
 from agent.engines import ChatMessage, ToolCall, ToolSpec
+
+if TYPE_CHECKING:  # the SDK loads on the first reply, not with this module
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 
 class LLMError(RuntimeError):
@@ -65,19 +68,19 @@ class OpenAIChatLLM:
         import openai
 
         deadline = time.monotonic() + self.max_duration_s
-        options: dict[str, Any] = {"stop": self.stop} if self.stop else {}
-        if tools:
-            options["tools"] = [t.openai() for t in tools]
         streamed = StreamedToolCalls()
         in_text = ToolCallsInText([t.name for t in tools]) if tools else None
         try:
             response = await self._client.chat.completions.create(
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                # The SDK types messages and tools as TypedDicts; ours are dicts of that shape.
+                messages=cast("list[ChatCompletionMessageParam]", messages),
                 stream=True,
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
-                **options,
+                stop=self.stop or openai.omit,  # omit: not sent at all
+                tools=(cast("list[ChatCompletionToolUnionParam]", [t.openai() for t in tools])
+                       if tools else openai.omit),
             )
         except openai.APIError as e:
             raise LLMError(f"{self._where()}: {e}") from e

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.adapters.llm.openai_chat import LLMError
-from agent.engines import ChatMessage
+from agent.engines import ChatMessage, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +132,11 @@ class CopilotLlamaClient:
             "/completion", {"prompt": until_question, "n_predict": 0, "cache_prompt": True})
         return _read(reply.get("timings", {}))
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
-        """Text deltas of the answer; `aclose()` on the iterator (or cancelling the task that
-        iterates it) closes the response, which makes the server stop generating."""
+    async def stream(self, messages: list[ChatMessage],
+                     tools: Sequence[ToolSpec] = ()) -> AsyncIterator[str | ToolCall]:
+        """Text deltas of the answer (never a tool call: `tools` are not offered through
+        /completion); `aclose()` on the iterator (or cancelling the task that iterates it)
+        closes the response, which makes the server stop generating."""
         import aiohttp
 
         until_question, rest = await self.prompt(messages)

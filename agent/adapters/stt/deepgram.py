@@ -366,7 +366,7 @@ class DeepgramSTTStream:
                     timeout=aiohttp.ClientWSTimeout(ws_close=self._opts.close_timeout_s),
                 )
         except aiohttp.WSServerHandshakeError as e:
-            detail = (e.headers or {}).get("dg-error") or e.message
+            detail = (e.headers.get("dg-error") if e.headers else None) or e.message
             if e.status in (401, 403):
                 raise DeepgramAuthError(
                     f"Deepgram rejected the API key (HTTP {e.status}: {detail}); "

@@ -13,7 +13,7 @@ import logging
 import tempfile
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 import anyio
 import httpx
@@ -101,7 +101,7 @@ class MCPServerConnection:
             await self._send_cancelled(session, request_id)
             raise
         except (McpError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
-            if _closed(e):
+            if not isinstance(e, McpError) or _closed(e):  # anyio's errors: closed, too
                 raise MCPToolError(f"MCP server {self.name!r} closed the connection during "
                                    "the call") from e
             raise MCPToolError(f"MCP server {self.name!r}: {e.error.message}") from e
@@ -155,7 +155,7 @@ class MCPServerConnection:
         first.set()
         self._on_change()
 
-    async def _connect(self, stack: AsyncExitStack, errlog: IO[str]) -> _WatchedSession:
+    async def _connect(self, stack: AsyncExitStack, errlog: TextIO) -> _WatchedSession:
         s = self.settings
         if s.command:
             params = StdioServerParameters(command=s.command[0], args=list(s.command[1:]),

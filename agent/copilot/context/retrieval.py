@@ -183,8 +183,8 @@ async def relevant_pieces(index: Any, question: str, previous: str = "", k: int 
         first = [p for p in (opening, resume_outline(mine)) if p is not None]
         ordered = first + [p for p in ordered if p is not opening]
     elif MOTIVATION.search(question):
-        mine = next((p for p in ordered if not is_job_piece(p)), None)
+        own = next((p for p in ordered if not is_job_piece(p)), None)
         job = next((p for p in ordered if is_job_piece(p)), None)
-        first = [p for p in (mine, job) if p is not None]
+        first = [p for p in (own, job) if p is not None]
         ordered = first + [p for p in ordered if all(p is not f for f in first)]
     return ordered[:k]
