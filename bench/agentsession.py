@@ -29,15 +29,18 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.models import passive_openmp
+
+if TYPE_CHECKING:  # livekit-agents loads in the worker the bench starts, not on import
+    from livekit.agents import TurnHandlingOptions
 
 CONFIGS = ("defaults", "tuned")
 AGENT_NAME = "agentsession-bench"
 
 
-def turn_handling(config: str) -> dict[str, Any]:
+def turn_handling(config: str) -> TurnHandlingOptions:
     """AgentSession's `turn_handling` for one configuration (see the module docstring)."""
     from livekit.agents import inference
 

@@ -84,7 +84,7 @@ class RequestLog(list[tuple[float, dict[str, Any]]]):
     """The scripted LLM server's `requests` list, each request body with the time (monotonic)
     it came in: what the LLM was asked, and when."""
 
-    def append(self, body: Any) -> None:  # type: ignore[override]
+    def append(self, body: Any) -> None:
         super().append((time.monotonic(), body))
 
     def asked_before(self, t: float | None, since_index: int, after: float = 0.0) -> str:

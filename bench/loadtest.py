@@ -41,6 +41,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +218,7 @@ class RoomStats:
 def reply_gaps(heard: Any, start: float, end: float, gap_s: float = GAP_S) -> list[float]:
     """Silences longer than `gap_s` between audible audio of one reply in [start, end)
     (bench.measure.HeardAudio), in ms."""
-    gaps = []
+    gaps: list[float] = []
     t = start
     while True:
         quiet = heard.silenced_after(t, gap_s)
@@ -294,7 +295,7 @@ class Usage:
         return round(cores, 3), round(max(s[2] for s in inside), 1)
 
 
-def percentiles(values: list[float | None]) -> dict[str, Any]:
+def percentiles(values: Iterable[float | None]) -> dict[str, Any]:
     from agent.voice.turn_metrics import percentiles as pct
 
     return pct(values)
@@ -622,7 +623,8 @@ async def reply_chunks(replies: list[str]) -> list[str]:
     for i in range(len(llm.replies)):
         chunker = make_chunker()
         async for word in llm.stream([{"role": "user", "content": ""}] * (i + 1)):
-            chunks += chunker.push(word)
+            if isinstance(word, str):  # no tools offered: text only
+                chunks += chunker.push(word)
         chunks += chunker.flush()
     return chunks
 

@@ -164,8 +164,10 @@ async def _run(args: argparse.Namespace) -> None:
     wideband = WhisperSTT()
     wideband.load()
     wideband.warmup()
-    tunings = {"wideband": (VoiceActivityDetector, wideband),
-               "phone": (phone_line_vad, for_phone_line(wideband))}
+    tunings: dict[str, tuple[Callable[[], Any], Any]] = {
+        "wideband": (VoiceActivityDetector, wideband),
+        "phone": (phone_line_vad, for_phone_line(wideband)),
+    }
     gain = 10 ** (args.gain_db / 20)
     load_start = load_average()
     report: dict[str, Any] = {"split": args.split or "both", "opus": not args.no_opus,

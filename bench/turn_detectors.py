@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -200,7 +201,7 @@ def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
 
 
 def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
-             ) -> dict[str, object]:
+             ) -> dict[str, Any]:
     from agent.adapters.turn_detector import make_detector
     from state_machine.endpointing import EndpointOptions, silence_for_score
 
@@ -213,6 +214,7 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
     scores, wall, cpu = [], [], []
     for c in all_cases:
         w0, c0 = time.perf_counter(), time.process_time()
+        # Every detector make_detector returns scores blocking too; the Protocol names score().
         scores.append(det.score_now(c.text, c.pcm))  # type: ignore[attr-defined]
         wall.append((time.perf_counter() - w0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)

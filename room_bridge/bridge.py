@@ -160,13 +160,19 @@ class RoomBridge:
             await asyncio.sleep(delay)
             attempt = 1
 
-    def _new_room(self) -> tuple[rtc.Room, asyncio.Future[int]]:
+    def _new_room(self) -> tuple[rtc.Room, asyncio.Future[rtc.DisconnectReason.ValueType]]:
         """A Room, and a future that gets the DisconnectReason when it is disconnected."""
         from livekit import rtc
 
         room = rtc.Room()
-        gone: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        room.on("disconnected", lambda reason: gone.done() or gone.set_result(reason))
+        gone: asyncio.Future[rtc.DisconnectReason.ValueType] = (
+            asyncio.get_running_loop().create_future())
+
+        def disconnected(reason: rtc.DisconnectReason.ValueType) -> None:
+            if not gone.done():
+                gone.set_result(reason)
+
+        room.on("disconnected", disconnected)
         room.on("reconnecting", lambda: self._set_state("reconnecting"))
         room.on("reconnected", lambda: self._set_state("connected"))
         if self._player is not None:
@@ -270,7 +276,7 @@ class RoomBridge:
             state=self.state,
             levels_dbfs={name: s.meter.value(t) for name, s in self.stats.items()},
             gate_muting=self.gate is not None and self.gate.is_muted(t),
-            latency_p50_ms=meeting.latency_summary(last=250)["p50"],  # type: ignore[arg-type]
+            latency_p50_ms=meeting.latency_summary(last=250)["p50"],
             published=sum(s.published for s in self.stats.values()),
             dropped=sum(s.dropped for s in self.stats.values()),
         )

@@ -152,8 +152,8 @@ async def _bridge(args: argparse.Namespace, url: str, token_source: Callable[[],
         errors, others = group.split((BridgeError, CaptureError))
         if others is not None or errors is None:
             raise
-        for e in errors.exceptions:
-            print(f"voxroom bridge: {e}", file=sys.stderr)
+        for error in errors.exceptions:
+            print(f"voxroom bridge: {error}", file=sys.stderr)
         code = 1
     finally:
         status.cancel()
