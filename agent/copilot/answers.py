@@ -115,7 +115,7 @@ async def stream_answer(
     cut = False
     try:
         async for delta in stream:
-            if not delta:
+            if not delta or not isinstance(delta, str):  # no tools offered: text only
                 continue
             if answer.first_token_at is None:
                 answer.first_token_at = clock()
@@ -135,7 +135,7 @@ async def stream_answer(
                 cut = True
                 break
     finally:
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()  # type: ignore[attr-defined]  # an async generator (agent.engines)
     return cut
 
 

@@ -239,6 +239,7 @@ class ReplyPipeline:
                 if self.timings.first_chunk is None:
                     await self._guess_early(self._chunker.provisional_first())
         finally:
+            # LanguageModel.stream is an async generator (agent.engines): it has aclose().
             await stream.aclose()  # type: ignore[attr-defined]
         return text, calls
 

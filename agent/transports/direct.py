@@ -322,7 +322,9 @@ class DirectSession:
         from agent.voice.engine import TurnEngine
 
         agent = self._agent
-        publisher = RoomPublisher(DataChannelRoom(participant), USER_IDENTITY)  # type: ignore[arg-type]
+        # DataChannelRoom has the part of rtc.Room the publisher uses (its local participant).
+        room = DataChannelRoom(participant)
+        publisher = RoomPublisher(room, USER_IDENTITY)  # type: ignore[arg-type]  # see above
 
         self._engine = TurnEngine(
             stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,

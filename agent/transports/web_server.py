@@ -116,7 +116,7 @@ class WebSettings:
                     values[key] = typ(raw)
                 except ValueError as e:
                     raise ConfigError(f"{name} must be a number, got {raw!r}") from e
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type
 
     @property
     def remote_access(self) -> bool:

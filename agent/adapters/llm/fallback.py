@@ -54,11 +54,11 @@ class FallbackLLM:
                     task.cancel()
             if first is _DONE:
                 return
-            yield first  # type: ignore[misc]
+            yield first  # type: ignore[misc]  # not _DONE nor an error: a stream item
             while (item := await queues[winner].get()) is not _DONE:
                 if isinstance(item, BaseException):
                     raise item
-                yield item  # type: ignore[misc]
+                yield item  # type: ignore[misc]  # not _DONE nor an error: a stream item
         finally:
             for task in tasks.values():
                 task.cancel()
@@ -134,4 +134,5 @@ async def _pump(llm: LanguageModel, open_stream: Opener, out: asyncio.Queue[obje
         out.put_nowait(e)
     finally:
         with contextlib.suppress(Exception):
+            # LanguageModel.stream is an async generator (agent.engines): it has aclose().
             await stream.aclose()  # type: ignore[attr-defined]
