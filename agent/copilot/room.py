@@ -81,7 +81,10 @@ from agent.protocol import (
 from agent.transports.room_io import parse_metadata, push_frames, read_metadata, track_audio
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from livekit import rtc
+    from livekit.rtc.room import EventTypes
 
     from agent.copilot.context.index import ContextIndex
     from agent.pipeline.playout import Playout
@@ -197,7 +200,7 @@ class CopilotSession:
         self._listeners: dict[str, asyncio.Task[None]] = {}  # by track sid
         self._meeting_sid = ""  # the meeting-audio track listened to last
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._handlers = [
+        self._handlers: list[tuple[EventTypes, Callable[..., Any]]] = [
             ("participant_connected", self._on_participant),
             ("participant_disconnected", self._on_participant_left),
             ("track_subscribed", self._on_track_subscribed),
@@ -291,15 +294,15 @@ class CopilotSession:
             left.cancel()
             wanted.cancel()
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro, name=coro.__qualname__)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (e := task.exception()) is not None:
-            log.warning("%s failed: %s: %s", task.get_coro().__qualname__, type(e).__name__, e)
+            log.warning("%s failed: %s: %s", task.get_name(), type(e).__name__, e)
 
     # ---- participants ---------------------------------------------------------------------
 
