@@ -34,7 +34,7 @@ export HF_HUB_OFFLINE := 1
 help:
 	@echo "make demo            install what is missing, then run voxroom on this machine"
 	@echo "make test            run all tests (as CI does)"
-	@echo "make lint            ruff check, mypy (the product, strict on the pure layers), lint-imports; part of make test"
+	@echo "make lint            ruff check and format --check, mypy (the product, strict on the pure layers), lint-imports; part of make test"
 	@echo "make venv | sysdeps | livekit-server | models | web    the single steps"
 	@echo "make image           build infra/Dockerfile with podman (base image from Debian packages)"
 	@echo "make image-test      run the image and the compose stack with podman (not in make test)"
@@ -124,6 +124,7 @@ test-python: sysdeps venv livekit-server models web lint
 # ruff, the type checker and the layering, run by `make test` (so CI enforces them).
 lint: venv lint-imports
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 # The layering of the packages ([tool.importlinter] in pyproject.toml).

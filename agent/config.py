@@ -216,15 +216,25 @@ class Settings:
         return ProfileSettings(
             name=name,
             instructions=llm.system_prompt if table.instructions is None else table.instructions,
-            greeting=table.greeting, voice=table.voice, llm=llm, tools=table.tools,
-            keypad=table.keypad, transfer_to=table.transfer_to,
+            greeting=table.greeting,
+            voice=table.voice,
+            llm=llm,
+            tools=table.tools,
+            keypad=table.keypad,
+            transfer_to=table.transfer_to,
         )
 
 
 # section -> dataclass, and the environment variable for each field (where it is not
 # VOXROOM_<SECTION>_<FIELD>).
-ENV_SECTIONS = {"livekit": LiveKitSettings, "llm": LLMSettings, "stt": STTSettings,
-                "tts": TTSSettings, "turn": TurnSettings, "store": StoreSettings}
+ENV_SECTIONS = {
+    "livekit": LiveKitSettings,
+    "llm": LLMSettings,
+    "stt": STTSettings,
+    "tts": TTSSettings,
+    "turn": TurnSettings,
+    "store": StoreSettings,
+}
 # Tables only the file can hold (lists of servers, named profiles): no environment variables.
 FILE_ONLY_SECTIONS = ("tools", "profiles")
 _ENV_ALIASES = {
@@ -288,10 +298,14 @@ def load_settings(
 
     # Secrets from a config file are masked in the logs as well as those from the environment.
     register_secrets(
-        [settings.livekit.api_secret, settings.llm.api_key, settings.stt.api_key,
-         settings.tts.api_key,
-         *(urlparse(u).password or "" for u in (settings.store.url, settings.store.redis_url)),
-         *(v for s in settings.tools.mcp for v in (*s.env.values(), *s.headers.values()))]
+        [
+            settings.livekit.api_secret,
+            settings.llm.api_key,
+            settings.stt.api_key,
+            settings.tts.api_key,
+            *(urlparse(u).password or "" for u in (settings.store.url, settings.store.redis_url)),
+            *(v for s in settings.tools.mcp for v in (*s.env.values(), *s.headers.values())),
+        ]
     )
     return settings
 
@@ -336,17 +350,23 @@ def _mcp_server(index: int, entry: Any, timeout_s: float, folder: Path) -> MCPSe
     where = f"[[tools.mcp]] {name!r}"
     command, url = entry.get("command"), entry.get("url")
     if (command is None) == (url is None):
-        raise ConfigError(f"{where}: set either command (a list: stdio) or url (Streamable "
-                          "HTTP), not " + ("both" if command is not None else "neither"))
+        raise ConfigError(
+            f"{where}: set either command (a list: stdio) or url (Streamable "
+            "HTTP), not " + ("both" if command is not None else "neither")
+        )
     if command is not None and (not _strings(f"{where} command", command) or not command[0]):
-        raise ConfigError(f"{where}: command must be a non-empty list, e.g. "
-                          '["python3", "server.py"]')
-    if url is not None and (not isinstance(url, str)
-                            or urlparse(url).scheme not in ("http", "https")):
+        raise ConfigError(
+            f'{where}: command must be a non-empty list, e.g. ["python3", "server.py"]'
+        )
+    if url is not None and (
+        not isinstance(url, str) or urlparse(url).scheme not in ("http", "https")
+    ):
         raise ConfigError(f"{where}: url must be an http(s) URL, got {url!r}")
     allow = entry.get("allow")
     return MCPServerSettings(
-        name=name, command=tuple(command or ()), url=url or "",
+        name=name,
+        command=tuple(command or ()),
+        url=url or "",
         env=_string_table(f"{where} env", entry.get("env", {})),
         headers=_string_table(f"{where} headers", entry.get("headers", {})),
         allow=None if allow is None else tuple(_strings(f"{where} allow", allow)),
@@ -371,7 +391,8 @@ def parse_profiles(table: Any) -> dict[str, ProfileTable]:
             raise ConfigError(f"{where}: {', '.join(bad)} must be text")
         defaults = LLMSettings()
         profiles[name] = ProfileTable(
-            **texts, tools=tuple(_strings(f"{where} tools", entry.get("tools", []))),
+            **texts,
+            tools=tuple(_strings(f"{where} tools", entry.get("tools", []))),
             llm={k: _coerce("llm", k, v, type(getattr(defaults, k))) for k, v in llm.items()},
             keypad=_keypad(where, entry.get("keypad", "text")),
             transfer_to=_transfer_targets(where, entry.get("transfer_to", {})),
@@ -381,8 +402,7 @@ def parse_profiles(table: Any) -> dict[str, ProfileTable]:
 
 def _keypad(where: str, value: Any) -> str:
     if value not in KEYPAD_MODES:
-        raise ConfigError(f"{where} keypad must be one of {', '.join(KEYPAD_MODES)}, "
-                          f"got {value!r}")
+        raise ConfigError(f"{where} keypad must be one of {', '.join(KEYPAD_MODES)}, got {value!r}")
     return str(value)
 
 
@@ -390,9 +410,11 @@ def _transfer_targets(where: str, value: Any) -> dict[str, str]:
     targets = _string_table(f"{where} transfer_to", value)
     for name, uri in targets.items():
         if not NAME_PATTERN.match(name) or not TRANSFER_TARGET.match(uri):
-            raise ConfigError(f"{where} transfer_to: {name!r} = {uri!r}: a name of letters, "
-                              "digits, '_' or '-' for a sip:, sips: or tel: URI, e.g. "
-                              'sales = "tel:+15105550123"')
+            raise ConfigError(
+                f"{where} transfer_to: {name!r} = {uri!r}: a name of letters, "
+                "digits, '_' or '-' for a sip:, sips: or tel: URI, e.g. "
+                'sales = "tel:+15105550123"'
+            )
     return targets
 
 
@@ -401,8 +423,10 @@ def check_profile_tools(settings: Settings, available: Collection[str]) -> None:
     tool registry knows once its sources listed their tools, "mcp:SERVER" included)."""
     for name in sorted({DEFAULT_PROFILE, *settings.profiles}):
         if unknown := [t for t in settings.profile(name).tools if t not in available]:
-            raise ConfigError(f"[profiles.{name}]: unknown tool(s) {unknown}; "
-                              f"available: {', '.join(sorted(available)) or 'none'}")
+            raise ConfigError(
+                f"[profiles.{name}]: unknown tool(s) {unknown}; "
+                f"available: {', '.join(sorted(available)) or 'none'}"
+            )
 
 
 def _keys(where: str, table: Any, known: set[str]) -> None:
@@ -439,9 +463,12 @@ def validate(s: Settings) -> None:
         if table.voice and s.tts.provider != "openai":
             raise ConfigError(
                 f"[profiles.{name}]: voice = {table.voice!r} needs tts.provider = 'openai' (a "
-                "server with named voices); the bundled Piper speaks with its one voice")
-    if unknown := sorted({t[4:] for p in s.profiles.values() for t in p.tools
-                          if t.startswith("mcp:")} - {m.name for m in s.tools.mcp}):
+                "server with named voices); the bundled Piper speaks with its one voice"
+            )
+    if unknown := sorted(
+        {t[4:] for p in s.profiles.values() for t in p.tools if t.startswith("mcp:")}
+        - {m.name for m in s.tools.mcp}
+    ):
         raise ConfigError(f"[profiles]: no [[tools.mcp]] server named {unknown}")
 
     url = urlparse(s.livekit.url)

@@ -95,9 +95,14 @@ class ToolSpec:
 
     def openai(self) -> dict[str, Any]:
         """The entry of the chat completions request's `tools` list."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,11 @@ class ToolCall:
 
     def message(self) -> dict[str, Any]:
         """The entry of an assistant message's `tool_calls` list."""
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
     def key(self) -> tuple[str, str]:
         """What makes two calls the same call: the tool and its arguments (key order aside)."""

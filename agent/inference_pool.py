@@ -49,8 +49,9 @@ class InferencePool:
             heapq.heappush(self._jobs, (priority, next(self._order), future, fn))
             if self._started < self.threads:
                 self._started += 1
-                threading.Thread(target=self._work, name=f"inference-{self.name}",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._work, name=f"inference-{self.name}", daemon=True
+                ).start()
             self._ready.notify()
         # wrap_future cancels `future` when the awaiting task is cancelled; a queued job then
         # sees that in set_running_or_notify_cancel() and is skipped.
@@ -59,8 +60,7 @@ class InferencePool:
     def _next(self) -> tuple[int, concurrent.futures.Future, Callable[[], object]]:
         """The next job this thread may run (waits for one); called holding `_ready`."""
         while True:
-            if self._jobs and not (self._jobs[0][0] >= PRIORITY_PARTIAL
-                                   and self._partial_running):
+            if self._jobs and not (self._jobs[0][0] >= PRIORITY_PARTIAL and self._partial_running):
                 priority, _, future, fn = heapq.heappop(self._jobs)
                 if future.set_running_or_notify_cancel():
                     self._partial_running |= priority >= PRIORITY_PARTIAL

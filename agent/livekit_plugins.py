@@ -72,8 +72,9 @@ class WhisperSTTPlugin(_VoxroomPlugin, stt.STT):
         return stt.SpeechEvent(
             type=stt.SpeechEventType.FINAL_TRANSCRIPT,
             request_id=uuid.uuid4().hex,
-            alternatives=[stt.SpeechData(language=LanguageCode(language or self._language),
-                                         text=text)],
+            alternatives=[
+                stt.SpeechData(language=LanguageCode(language or self._language), text=text)
+            ],
         )
 
 

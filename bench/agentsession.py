@@ -47,8 +47,10 @@ def turn_handling(config: str) -> TurnHandlingOptions:
     from state_machine.options import TurnOptions
 
     if config == "defaults":
-        return {"turn_detection": inference.TurnDetector(version="v1-mini"),
-                "interruption": {"mode": "vad"}}
+        return {
+            "turn_detection": inference.TurnDetector(version="v1-mini"),
+            "interruption": {"mode": "vad"},
+        }
     if config == "tuned":
         o = TurnOptions()
         return {
@@ -56,10 +58,16 @@ def turn_handling(config: str) -> TurnHandlingOptions:
             # is confirmed (livekit-agents 1.8.9 has it on by default; named so it stays on).
             "preemptive_generation": {"enabled": True},
             "turn_detection": "vad",
-            "endpointing": {"mode": "fixed", "min_delay": o.endpoint.silence_cued_s,
-                            "max_delay": o.endpoint.silence_s},
-            "interruption": {"mode": "vad", "min_duration": o.barge_in_frames * o.frame_s,
-                             "false_interruption_timeout": o.false_interruption_s},
+            "endpointing": {
+                "mode": "fixed",
+                "min_delay": o.endpoint.silence_cued_s,
+                "max_delay": o.endpoint.silence_s,
+            },
+            "interruption": {
+                "mode": "vad",
+                "min_duration": o.barge_in_frames * o.frame_s,
+                "false_interruption_timeout": o.false_interruption_s,
+            },
         }
     raise ValueError(f"unknown AgentSession configuration {config!r}; known: {CONFIGS}")
 
@@ -98,7 +106,10 @@ async def entrypoint(ctx: Any) -> None:
         max_completion_tokens=settings.llm.max_tokens,
     )
     session: AgentSession = AgentSession(
-        stt=ud["stt"].with_vad(ud["vad"]), vad=ud["vad"], llm=llm, tts=ud["tts"],
+        stt=ud["stt"].with_vad(ud["vad"]),
+        vad=ud["vad"],
+        llm=llm,
+        tts=ud["tts"],
         turn_handling=turn_handling(config),
     )
     metrics_path = os.environ.get("VOXROOM_BENCH_METRICS")
@@ -117,13 +128,25 @@ async def entrypoint(ctx: Any) -> None:
         # interruption's stop at the agent, bench/livekit_path.py).
         @session.on("user_state_changed")
         def _user_state(ev: UserStateChangedEvent) -> None:
-            write({"collected_at": ev.created_at, "type": ev.type, "old_state": ev.old_state,
-                   "new_state": ev.new_state})
+            write(
+                {
+                    "collected_at": ev.created_at,
+                    "type": ev.type,
+                    "old_state": ev.old_state,
+                    "new_state": ev.new_state,
+                }
+            )
 
         @session.on("agent_state_changed")
         def _agent_state(ev: AgentStateChangedEvent) -> None:
-            write({"collected_at": ev.created_at, "type": ev.type, "old_state": ev.old_state,
-                   "new_state": ev.new_state})
+            write(
+                {
+                    "collected_at": ev.created_at,
+                    "type": ev.type,
+                    "old_state": ev.old_state,
+                    "new_state": ev.new_state,
+                }
+            )
 
         ctx.add_shutdown_callback(lambda: asyncio.to_thread(out.close))
     await ctx.connect()
@@ -147,13 +170,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("config", choices=CONFIGS)
     p.add_argument("--agent-name", default=AGENT_NAME)
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--max-jobs", type=int, default=4,
-                   help="rooms the worker takes at once (voxroom loadtest sets its ladder's top)")
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=4,
+        help="rooms the worker takes at once (voxroom loadtest sets its ladder's top)",
+    )
     args = p.parse_args(argv)
     if args.max_jobs < 1:
         p.error("--max-jobs must be at least 1")
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     os.environ["VOXROOM_BENCH_AGENTSESSION"] = args.config  # read by the job processes
     passive_openmp()
     return asyncio.run(_serve(args.agent_name, args.max_jobs))
@@ -167,11 +197,17 @@ async def _serve(agent_name: str, max_jobs: int) -> int:
 
     lk = load_settings().livekit
     server = AgentServer(
-        ws_url=lk.url, api_key=lk.api_key, api_secret=lk.api_secret,
-        job_executor_type=JobExecutorType.PROCESS, num_idle_processes=0,
+        ws_url=lk.url,
+        api_key=lk.api_key,
+        api_secret=lk.api_secret,
+        job_executor_type=JobExecutorType.PROCESS,
+        num_idle_processes=0,
         # As voxroom's worker: load is session slots, not CPU (two shared cores read as full).
-        load_fnc=lambda srv: len(srv.active_jobs) / max_jobs, load_threshold=0.999,
-        initialize_process_timeout=120.0, port=0, setup_fnc=prewarm,
+        load_fnc=lambda srv: len(srv.active_jobs) / max_jobs,
+        load_threshold=0.999,
+        initialize_process_timeout=120.0,
+        port=0,
+        setup_fnc=prewarm,
     )
     server.rtc_session(entrypoint, agent_name=agent_name)
 
@@ -182,8 +218,9 @@ async def _serve(agent_name: str, max_jobs: int) -> int:
     stop = stop_on_signals()
     run_task = asyncio.create_task(server.run(devmode=False))
     try:
-        await asyncio.wait([run_task, asyncio.create_task(stop.wait())],
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            [run_task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         await server.aclose()
         await asyncio.gather(run_task, return_exceptions=True)

@@ -52,83 +52,149 @@ from bench.measure import (
 )
 from bench.tool_corpus import KINDS as TOOL_KINDS
 
-CORPORA = {"questions": "bench.corpus", "turns": "bench.turn_corpus",
-           "listen": "bench.listen_corpus", "tools": "bench.tool_corpus"}
+CORPORA = {
+    "questions": "bench.corpus",
+    "turns": "bench.turn_corpus",
+    "listen": "bench.listen_corpus",
+    "tools": "bench.tool_corpus",
+}
 # name -> (module, one-line help); each module defines `add_arguments(parser)` and `run(args)`.
 SUITES: dict[str, tuple[str, str]] = {
     "stt": ("bench.stt_bench", "streaming STT: Whisper tiny.en's partials, finals and WER"),
-    "stt-ceiling": ("bench.stt_ceiling",
-                    "what a Whisper model hears of the listening corpus, decoded whole after "
-                    "Opus: best and n-best oracle WER per condition"),
-    "phone-band": ("bench.phone_band",
-                   "where a phone line costs words, offline: the listening corpus over lines "
-                   "of increasing damage, through the VAD's front end and Whisper"),
-    "tts-roundtrip": ("bench.tts_roundtrip",
-                      "Piper whole and in chunks, transcribed back by Whisper: WER, first audio"),
-    "turn-detectors": ("bench.turn_detectors",
-                       "the end-of-turn models side by side: accuracy and cost of a decision"),
-    "copilot": ("bench.copilot_bench",
-                "interview copilot, no LiveKit: end of the question -> first answer words"),
-    "tool-use": ("bench.tool_use",
-                 "the bundled model on spoken requests with tools offered: right tool, right "
-                 "arguments, no tool when none is needed, time to the call"),
-    "copilot-livekit": ("bench.copilot_livekit",
-                        "interview copilot through livekit-server and a worker, as a candidate "
-                        "sees it"),
+    "stt-ceiling": (
+        "bench.stt_ceiling",
+        "what a Whisper model hears of the listening corpus, decoded whole after "
+        "Opus: best and n-best oracle WER per condition",
+    ),
+    "phone-band": (
+        "bench.phone_band",
+        "where a phone line costs words, offline: the listening corpus over lines "
+        "of increasing damage, through the VAD's front end and Whisper",
+    ),
+    "tts-roundtrip": (
+        "bench.tts_roundtrip",
+        "Piper whole and in chunks, transcribed back by Whisper: WER, first audio",
+    ),
+    "turn-detectors": (
+        "bench.turn_detectors",
+        "the end-of-turn models side by side: accuracy and cost of a decision",
+    ),
+    "copilot": (
+        "bench.copilot_bench",
+        "interview copilot, no LiveKit: end of the question -> first answer words",
+    ),
+    "tool-use": (
+        "bench.tool_use",
+        "the bundled model on spoken requests with tools offered: right tool, right "
+        "arguments, no tool when none is needed, time to the call",
+    ),
+    "copilot-livekit": (
+        "bench.copilot_livekit",
+        "interview copilot through livekit-server and a worker, as a candidate sees it",
+    ),
 }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--path", choices=("simulate", "livekit"), default="simulate",
-                   help="simulate: in process, no network; livekit: a real server and client")
-    p.add_argument("--llm", default=None,
-                   help="local | openai:MODEL | script:PATH (default: the corpus's scripted "
-                        "answers)")
+    p.add_argument(
+        "--path",
+        choices=("simulate", "livekit"),
+        default="simulate",
+        help="simulate: in process, no network; livekit: a real server and client",
+    )
+    p.add_argument(
+        "--llm",
+        default=None,
+        help="local | openai:MODEL | script:PATH (default: the corpus's scripted answers)",
+    )
     p.add_argument("--llm-base-url", default=None, help="base URL for openai:MODEL")
-    p.add_argument("--script-ttft-ms", type=float, default=150.0,
-                   help="scripted LLM: time to first token")
+    p.add_argument(
+        "--script-ttft-ms", type=float, default=150.0, help="scripted LLM: time to first token"
+    )
     p.add_argument("--script-words-per-s", type=float, default=15.0)
-    p.add_argument("--corpus", choices=tuple(CORPORA), default="questions",
-                   help="questions: latency (bench/corpus.py); turns: turn-taking, with pauses, "
-                        "fillers, backchannels and interruptions (bench/turn_corpus.py); "
-                        "listen: word error rate in hard conditions (bench/listen_corpus.py); "
-                        "tools: tool turns (a quick and a slow tool, fillers) against plain "
-                        "ones (bench/tool_corpus.py)")
-    p.add_argument("--split", choices=("tune", "held-out"), default=None,
-                   help="--corpus listen: only this half (default: both)")
+    p.add_argument(
+        "--corpus",
+        choices=tuple(CORPORA),
+        default="questions",
+        help="questions: latency (bench/corpus.py); turns: turn-taking, with pauses, "
+        "fillers, backchannels and interruptions (bench/turn_corpus.py); "
+        "listen: word error rate in hard conditions (bench/listen_corpus.py); "
+        "tools: tool turns (a quick and a slow tool, fillers) against plain "
+        "ones (bench/tool_corpus.py)",
+    )
+    p.add_argument(
+        "--split",
+        choices=("tune", "held-out"),
+        default=None,
+        help="--corpus listen: only this half (default: both)",
+    )
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--barge-ins", type=int, default=None, help="only the first N barge-ins")
-    p.add_argument("--no-recordings", action="store_true",
-                   help="leave out the real recordings (synthetic voices only)")
-    p.add_argument("--kinds", type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
-                   default=None, help="--corpus turns: only these kinds, comma-separated "
-                                      "(question, paused, filler, backchannel, interruption); "
-                                      "--corpus listen: conditions (clean, noise, phone, "
-                                      "quiet_start, recording); --corpus tools: tool, "
-                                      "slow_tool, no_tool")
-    p.add_argument("--per-kind", type=int, default=None,
-                   help="--corpus turns or listen: only the first N items of each kind")
-    p.add_argument("--caller", choices=("browser", "sip", "both"), default="browser",
-                   help="who says the corpus: a browser-like user, a phone caller (through "
-                        "LiveKit: joined as livekit-sip joins one; its speech over a phone "
-                        "line), or both, one run each")
-    p.add_argument("--compare-agentsession", action="store_true",
-                   help="also run LiveKit Agents' AgentSession (defaults and tuned); implies "
-                        "--path livekit")
+    p.add_argument(
+        "--no-recordings",
+        action="store_true",
+        help="leave out the real recordings (synthetic voices only)",
+    )
+    p.add_argument(
+        "--kinds",
+        type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
+        default=None,
+        help="--corpus turns: only these kinds, comma-separated "
+        "(question, paused, filler, backchannel, interruption); "
+        "--corpus listen: conditions (clean, noise, phone, "
+        "quiet_start, recording); --corpus tools: tool, "
+        "slow_tool, no_tool",
+    )
+    p.add_argument(
+        "--per-kind",
+        type=int,
+        default=None,
+        help="--corpus turns or listen: only the first N items of each kind",
+    )
+    p.add_argument(
+        "--caller",
+        choices=("browser", "sip", "both"),
+        default="browser",
+        help="who says the corpus: a browser-like user, a phone caller (through "
+        "LiveKit: joined as livekit-sip joins one; its speech over a phone "
+        "line), or both, one run each",
+    )
+    p.add_argument(
+        "--compare-agentsession",
+        action="store_true",
+        help="also run LiveKit Agents' AgentSession (defaults and tuned); implies --path livekit",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the distributions")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="synthesized speech cache (default .cache/bench)")
-    p.add_argument("--log-dir", type=Path, default=None,
-                   help="--path livekit: keep livekit-server's and the workers' logs here "
-                        "(default: a temporary folder, removed at the end)")
-    p.add_argument("--soak-minutes", type=float, default=None,
-                   help="instead: one conversation, items back to back for this long; reports "
-                        "memory, tasks, threads and files over time (simulate path)")
-    p.add_argument("--from-json", type=Path, default=None,
-                   help="run nothing: print (and --plot) the results saved by an earlier --json")
-    suites = p.add_subparsers(dest="suite", metavar="SUITE",
-                              title="single-engine benchmarks, instead of a corpus")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="synthesized speech cache (default .cache/bench)",
+    )
+    p.add_argument(
+        "--log-dir",
+        type=Path,
+        default=None,
+        help="--path livekit: keep livekit-server's and the workers' logs here "
+        "(default: a temporary folder, removed at the end)",
+    )
+    p.add_argument(
+        "--soak-minutes",
+        type=float,
+        default=None,
+        help="instead: one conversation, items back to back for this long; reports "
+        "memory, tasks, threads and files over time (simulate path)",
+    )
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="run nothing: print (and --plot) the results saved by an earlier --json",
+    )
+    suites = p.add_subparsers(
+        dest="suite", metavar="SUITE", title="single-engine benchmarks, instead of a corpus"
+    )
     for name, (module, help_text) in SUITES.items():
         suite = suites.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(module).add_arguments(suite)
@@ -143,8 +209,10 @@ def run(args: argparse.Namespace) -> int:
     if args.from_json:
         saved = json.loads(args.from_json.read_text())
         runs = [RunResult.from_json(r) for r in saved["runs"]]
-        report = saved | {"runs": [r.as_json() for r in runs],
-                          "comparison": comparison(runs, runs[0]) if len(runs) > 1 else {}}
+        report = saved | {
+            "runs": [r.as_json() for r in runs],
+            "comparison": comparison(runs, runs[0]) if len(runs) > 1 else {},
+        }
         _print(runs, report)
         if args.json:
             args.json.write_text(json.dumps(report, indent=2))
@@ -183,15 +251,30 @@ def _soak(items: list[Any], args: argparse.Namespace) -> int:
     from bench.soak import format_soak, run_soak
 
     settings = load_settings(getattr(args, "config", None))
-    llm = ScriptedLLM(scripted_replies(items), ttft_ms=args.script_ttft_ms,
-                      words_per_s=args.script_words_per_s, by_text=scripted_answers(items))
+    llm = ScriptedLLM(
+        scripted_replies(items),
+        ttft_ms=args.script_ttft_ms,
+        words_per_s=args.script_words_per_s,
+        by_text=scripted_answers(items),
+    )
 
     def on_sample(s: Any) -> None:
-        print(f"soak {s.t_s:7.0f} s: {s.turns} turns, RSS {s.rss_mb:.0f} MB, {s.tasks} tasks, "
-              f"{s.threads} threads, {s.open_files} files", file=sys.stderr, flush=True)
+        print(
+            f"soak {s.t_s:7.0f} s: {s.turns} turns, RSS {s.rss_mb:.0f} MB, {s.tasks} tasks, "
+            f"{s.threads} threads, {s.open_files} files",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    result = asyncio.run(run_soak(items, minutes=args.soak_minutes, llm=llm,
-                                  system_prompt=settings.llm.system_prompt, on_sample=on_sample))
+    result = asyncio.run(
+        run_soak(
+            items,
+            minutes=args.soak_minutes,
+            llm=llm,
+            system_prompt=settings.llm.system_prompt,
+            on_sample=on_sample,
+        )
+    )
     print(format_soak(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -205,14 +288,21 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
     cached)."""
     if args.corpus == "listen":
         module.check_conditions(args.kinds)  # before the speech is synthesized
-        items = asyncio.run(module.load_listen_corpus(
-            args.cache_dir or module.CACHE_DIR, split=args.split,
-            recordings=not args.no_recordings))
+        items = asyncio.run(
+            module.load_listen_corpus(
+                args.cache_dir or module.CACHE_DIR,
+                split=args.split,
+                recordings=not args.no_recordings,
+            )
+        )
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
-        items = asyncio.run(module.load_turn_corpus(args.cache_dir or module.CACHE_DIR,
-                                                    recordings=not args.no_recordings))
+        items = asyncio.run(
+            module.load_turn_corpus(
+                args.cache_dir or module.CACHE_DIR, recordings=not args.no_recordings
+            )
+        )
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "tools":
         module.check_kinds(args.kinds)
@@ -222,7 +312,6 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
         module.load_corpus(args.cache_dir or module.CACHE_DIR, recordings=not args.no_recordings)
     ).limited(args.questions, args.barge_ins)
     return [*corpus.questions, *corpus.barge_ins]
-
 
 
 def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
@@ -237,8 +326,10 @@ def _print(runs: list[RunResult], report: dict[str, Any]) -> None:
         print(format_wer(runs))
     if len(runs) > 1:
         print(format_comparison(report["comparison"]))
-    print(f"load average {report['load_average']['start']} -> {report['load_average']['end']} "
-          f"(1/5/15 min) on {report['machine']['cpus']} CPUs, {report['date']}")
+    print(
+        f"load average {report['load_average']['start']} -> {report['load_average']['end']} "
+        f"(1/5/15 min) on {report['machine']['cpus']} CPUs, {report['date']}"
+    )
 
 
 async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult]:
@@ -259,10 +350,13 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
     from bench.livekit_path import AGENTSESSION_CONFIGS, LiveKitBench
 
     plan: list[tuple[RunResult, str | None, str]] = [
-        (RunResult(names[c], "livekit", llm_name), None, c) for c in callers]
+        (RunResult(names[c], "livekit", llm_name), None, c) for c in callers
+    ]
     if args.compare_agentsession:
-        plan += [(RunResult(f"AgentSession {c}", "livekit", llm_name), c, "browser")
-                 for c in AGENTSESSION_CONFIGS]
+        plan += [
+            (RunResult(f"AgentSession {c}", "livekit", llm_name), c, "browser")
+            for c in AGENTSESSION_CONFIGS
+        ]
     async with LiveKitBench(items, args, settings) as bench:
         for run, config, caller in plan:
             with _Progress(len(items), run.name) as on_item:
@@ -281,15 +375,28 @@ async def _simulate(
     script = dict(ttft_ms=args.script_ttft_ms, words_per_s=args.script_words_per_s)
     if args.llm is None:
         return await run_simulate(
-            items, llm_for=lambda item: ScriptedLLM(
-                scripted_replies([item]), by_text=scripted_answers([item]), **script),
-            system_prompt=settings.llm.system_prompt, on_item=on_item, caller=caller)
-    async with open_llm(settings.llm, args.llm, base_url=args.llm_base_url,
-                        script_ttft_ms=args.script_ttft_ms,
-                        script_words_per_s=args.script_words_per_s) as llm:
-        return await run_simulate(items, llm_for=lambda _item: llm,
-                                  system_prompt=settings.llm.system_prompt, on_item=on_item,
-                                  caller=caller)
+            items,
+            llm_for=lambda item: ScriptedLLM(
+                scripted_replies([item]), by_text=scripted_answers([item]), **script
+            ),
+            system_prompt=settings.llm.system_prompt,
+            on_item=on_item,
+            caller=caller,
+        )
+    async with open_llm(
+        settings.llm,
+        args.llm,
+        base_url=args.llm_base_url,
+        script_ttft_ms=args.script_ttft_ms,
+        script_words_per_s=args.script_words_per_s,
+    ) as llm:
+        return await run_simulate(
+            items,
+            llm_for=lambda _item: llm,
+            system_prompt=settings.llm.system_prompt,
+            on_item=on_item,
+            caller=caller,
+        )
 
 
 class _Progress:
@@ -318,9 +425,14 @@ def _report(runs: list[RunResult], args: argparse.Namespace, load_before: list[f
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": "voxroom bench " + " ".join(sys.argv[sys.argv.index("bench") + 1 :])
-        if "bench" in sys.argv else "voxroom bench",
-        "machine": {"cpus": os.cpu_count(), "processor": _cpu_model(),
-                    "python": platform.python_version(), "system": platform.platform()},
+        if "bench" in sys.argv
+        else "voxroom bench",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": _cpu_model(),
+            "python": platform.python_version(),
+            "system": platform.platform(),
+        },
         "load_average": {"start": load_before, "end": load_average()},
         "runs": [r.as_json() for r in runs],
         "comparison": comparison(runs, runs[0]) if len(runs) > 1 else {},
@@ -372,8 +484,11 @@ _KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("cut-offs (items)", "cut_offs", None),
     ("false barge-ins (items)", "false_barge_ins", ("backchannel",)),
     ("missed interruptions (items)", "missed_interruptions", INTERRUPTION_KINDS),
-    ("voice-to-voice p50 / p95 (n)", "voice_to_voice",
-     ("question", "paused", "filler", *TOOL_KINDS)),
+    (
+        "voice-to-voice p50 / p95 (n)",
+        "voice_to_voice",
+        ("question", "paused", "filler", *TOOL_KINDS),
+    ),
     ("answer itself p50 / p95 (n)", "answer", TOOL_KINDS),
     ("fillers heard (items)", "fillers_heard", TOOL_KINDS),
     ("barge-in stop (listener) p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),
@@ -410,9 +525,14 @@ def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
         return "-"
     value = summary[key]
     if key == "words_lost":
-        return "-" if value is None else (
-            f"{value} + {summary['words_misheard']} of {summary['words_said']} "
-            f"({summary['items_losing_words']})")
+        return (
+            "-"
+            if value is None
+            else (
+                f"{value} + {summary['words_misheard']} of {summary['words_said']} "
+                f"({summary['items_losing_words']})"
+            )
+        )
     if isinstance(value, dict):
         return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
     return "-" if value is None else f"{value} of {summary['items']}"
@@ -425,8 +545,10 @@ def format_words_lost(runs: list[RunResult]) -> str:
     for run in runs:
         for i in run.items:
             if i.words_lost:
-                lines.append(f"  {run.name}: {i.item}: {i.words_lost} of {i.words_said} lost, "
-                             f"{i.words_misheard} misheard; asked {i.asked!r}")
+                lines.append(
+                    f"  {run.name}: {i.item}: {i.words_lost} of {i.words_said} lost, "
+                    f"{i.words_misheard} misheard; asked {i.asked!r}"
+                )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -435,8 +557,11 @@ def format_wer(runs: list[RunResult]) -> str:
     voice-to-voice p50: "WER (edits/words, first words lost) p50 ms"."""
     summaries = [r.summary() for r in runs]
     kinds = list(dict.fromkeys(k for s in summaries for k in s["wer"] or {} if k != "overall"))
-    lines = ["", "word error rate by kind".ljust(16) + "".join(f"{r.name:>36}" for r in runs),
-             " " * 16 + "".join(f"{'WER (edits/words, 1st lost) v2v p50':>36}" for _ in runs)]
+    lines = [
+        "",
+        "word error rate by kind".ljust(16) + "".join(f"{r.name:>36}" for r in runs),
+        " " * 16 + "".join(f"{'WER (edits/words, 1st lost) v2v p50':>36}" for _ in runs),
+    ]
     for kind in [*kinds, "overall"]:
         row = kind.ljust(16)
         for s in summaries:
@@ -445,8 +570,11 @@ def format_wer(runs: list[RunResult]) -> str:
                 row += f"{'-':>36}"
                 continue
             edits = w["substitutions"] + w["deletions"] + w["insertions"]
-            v2v = (s["kinds"][kind]["voice_to_voice"] if kind in s["kinds"]
-                   else s["stages"]["voice_to_voice"])["p50"]
+            v2v = (
+                s["kinds"][kind]["voice_to_voice"]
+                if kind in s["kinds"]
+                else s["stages"]["voice_to_voice"]
+            )["p50"]
             cell = f"{w['wer']:.3f} ({edits}/{w['words']}, {w['first_word_lost']}) {_fmt(v2v)} ms"
             row += cell.rjust(36)
         lines.append(row)

@@ -70,18 +70,24 @@ def load_questions(path: Path) -> list[Question]:
         raise ValueError(f"{path}: expected a non-empty JSON list of questions")
     questions = []
     for i, item in enumerate(items):
-        ok = isinstance(item, dict) and isinstance(item.get("question"), str) and isinstance(
-            item.get("facts", []), list) and all(isinstance(f, str) for f in item.get("facts", []))
+        ok = (
+            isinstance(item, dict)
+            and isinstance(item.get("question"), str)
+            and isinstance(item.get("facts", []), list)
+            and all(isinstance(f, str) for f in item.get("facts", []))
+        )
         if not ok or not item["question"].strip():
-            raise ValueError(f"{path}: item {i} is not {{\"question\": str, \"facts\": [str]}}")
+            raise ValueError(f'{path}: item {i} is not {{"question": str, "facts": [str]}}')
         questions.append(Question(item["question"].strip(), tuple(item.get("facts", []))))
     return questions
 
 
 def documents(args: argparse.Namespace) -> dict[str, str]:
     """The candidate's documents by the names the copilot knows them by."""
-    return {"resume": args.resume.read_text(encoding="utf-8"),
-            "job_description": args.job_description.read_text(encoding="utf-8")}
+    return {
+        "resume": args.resume.read_text(encoding="utf-8"),
+        "job_description": args.job_description.read_text(encoding="utf-8"),
+    }
 
 
 def asked(args: argparse.Namespace) -> list[Question]:
@@ -163,8 +169,9 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
     results = []
     async with open_llm(settings, args.llm) as llm:
         sink = TimedSink()
-        options = CopilotOptions(context_pieces=args.pieces,
-                                 stable_prefix_max_chars=args.stable_prefix_chars)
+        options = CopilotOptions(
+            context_pieces=args.pieces, stable_prefix_max_chars=args.stable_prefix_chars
+        )
         # The bundled server answers through its own client (agent.adapters.llm.prefill).
         client = llama_client_for(llm)
         prefill = None if args.no_prefill else client
@@ -175,16 +182,31 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
                 events.append(event_json(event))
 
         if client is not None:  # what each answer's prompt found cached and read
-            client.on_answer_read = lambda r: events.append({
-                "t": time.monotonic(), "type": "answer_read", "cached": r.cached, "read": r.read,
-                "ms": round(r.ms, 1)})
-        engine = CopilotEngine(stt=stt, llm=client or llm, sink=sink, context=index,
-                               options=options, prefill=prefill, on_event=on_event)
+            client.on_answer_read = lambda r: events.append(
+                {
+                    "t": time.monotonic(),
+                    "type": "answer_read",
+                    "cached": r.cached,
+                    "read": r.read,
+                    "ms": round(r.ms, 1),
+                }
+            )
+        engine = CopilotEngine(
+            stt=stt,
+            llm=client or llm,
+            sink=sink,
+            context=index,
+            options=options,
+            prefill=prefill,
+            on_event=on_event,
+        )
         await engine.start()
         warm_start = time.monotonic()
         await engine.warm()
-        print(f"warm-up (system prompt and documents): {time.monotonic() - warm_start:.1f} s",
-              flush=True)
+        print(
+            f"warm-up (system prompt and documents): {time.monotonic() - warm_start:.1f} s",
+            flush=True,
+        )
         silence = np.zeros(FRAME_SAMPLES, np.int16)
         start = time.monotonic()
         sent = 0  # frames fed, on the real-time schedule
@@ -207,7 +229,8 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
                         speech_end = time.monotonic() - late
                 deadline = time.monotonic() + args.timeout_s
                 while time.monotonic() < deadline and not (
-                    len(engine.answers) > done and engine.answers[-1].done_at is not None
+                    len(engine.answers) > done
+                    and engine.answers[-1].done_at is not None
                     and engine.idle
                 ):
                     sent += 1
@@ -226,8 +249,14 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
     return results
 
 
-TIMELINE_EVENTS = ("speech_end", "candidate_requested", "transcript", "prefill",
-                   "answer_started", "answer_cancelled")
+TIMELINE_EVENTS = (
+    "speech_end",
+    "candidate_requested",
+    "transcript",
+    "prefill",
+    "answer_started",
+    "answer_cancelled",
+)
 
 
 def _timeline(events: list[dict], speech_end: float) -> list[list]:
@@ -236,8 +265,9 @@ def _timeline(events: list[dict], speech_end: float) -> list[list]:
     out = []
     for event in events:
         kind = event["type"]
-        what = {k: v for k, v in event.items()
-                if k not in ("t", "type", "utterance_id", "answer_id")}
+        what = {
+            k: v for k, v in event.items() if k not in ("t", "type", "utterance_id", "answer_id")
+        }
         if kind == "speech_end":  # when the endpointer saw the last voiced frame
             what = {"last_voiced_ms": round((event["last_voiced"] - speech_end) * 1000)}
         out.append([round((event["t"] - speech_end) * 1000), kind, what])
@@ -254,17 +284,24 @@ def _result(question: str, speech_end: float | None, answers: list, sink: TimedS
         return None if t is None else round((t - speech_end) * 1000)
 
     return {
-        "question": question, "answered": True, "heard": a.question,
-        "speculative": a.speculative, "endpoint_ms": ms(a.committed_at),
-        "llm_started_ms": ms(a.started_at), "llm_first_token_ms": ms(a.first_token_at),
+        "question": question,
+        "answered": True,
+        "heard": a.question,
+        "speculative": a.speculative,
+        "endpoint_ms": ms(a.committed_at),
+        "llm_started_ms": ms(a.started_at),
+        "llm_first_token_ms": ms(a.first_token_at),
         "first_text_ms": ms(sink.first.get(a.answer_id)),
         "first_words_ms": ms(sink.first_word.get(a.answer_id)),
         "first_line_ms": ms(sink.first_line.get(a.answer_id)),
         "whole_answer_ms": ms(sink.closed.get(a.answer_id, (None,))[0]),
-        "status": a.status, "answer": sink.text.get(shown, ""),
+        "status": a.status,
+        "answer": sink.text.get(shown, ""),
         "answer_words": word_count(sink.text.get(shown, "")),
-        "replaced": a.replacement_id is not None, "llm_answer": a.llm_text or a.text,
-        "problems": a.problems, "relevant": [p.text for p in a.relevant],
+        "replaced": a.replacement_id is not None,
+        "llm_answer": a.llm_text or a.text,
+        "problems": a.problems,
+        "relevant": [p.text for p in a.relevant],
         "pieces": [p.text[:60] for p in a.pieces],
     }
 
@@ -278,8 +315,9 @@ def score(result: dict, question: Question, docs: dict[str, str]) -> None:
         vocab = vocabulary([*docs.values(), question.question])
         result["score"] = score_answer(result["answer"], question.facts, vocab).as_json()
         if result.get("replaced"):  # what the model wrote, before the guard replaced it
-            result["llm_score"] = score_answer(result["llm_answer"], question.facts,
-                                               vocab).as_json()
+            result["llm_score"] = score_answer(
+                result["llm_answer"], question.facts, vocab
+            ).as_json()
         if "relevant" in result:  # did retrieval find a piece that holds a fact?
             pieces = " ".join(result["relevant"]).lower()
             result["retrieval_hit"] = any(f.lower() in pieces for f in question.facts)
@@ -305,52 +343,85 @@ def summarize_quality(results: list[dict]) -> dict[str, float]:
     if hits:
         out["retrieval_hit"] = sum(hits) / len(hits)
     print("rates: " + ", ".join(f"{k} {v:.0%}" for k, v in out.items()) + f" (n={len(results)})")
-    print("the model's own answers (before the guard): "
-          + ", ".join(f"{k} {v:.0%}" for k, v in model.items()))
+    print(
+        "the model's own answers (before the guard): "
+        + ", ".join(f"{k} {v:.0%}" for k, v in model.items())
+    )
     return out
 
 
 def summarize(results: list[dict]) -> None:
     answered = [r for r in results if r["answered"]]
-    print(f"\n{len(answered)}/{len(results)} questions answered; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    for key in ("endpoint_ms", "llm_started_ms", "llm_first_token_ms", "first_text_ms",
-                "first_words_ms", "first_line_ms", "whole_answer_ms"):
+    print(
+        f"\n{len(answered)}/{len(results)} questions answered; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    for key in (
+        "endpoint_ms",
+        "llm_started_ms",
+        "llm_first_token_ms",
+        "first_text_ms",
+        "first_words_ms",
+        "first_line_ms",
+        "whole_answer_ms",
+    ):
         xs = [r[key] for r in answered if r.get(key) is not None]
         if xs:
             p50, p95 = np.percentile(xs, [50, 95])
             print(f"{key:>20}: p50 {p50:6.0f}  p95 {p95:6.0f}  max {max(xs):6.0f}  (n={len(xs)})")
-    short = [r["whole_answer_ms"] for r in answered
-             if r.get("whole_answer_ms") is not None and r["answer_words"] <= SHORT_ANSWER_WORDS]
+    short = [
+        r["whole_answer_ms"]
+        for r in answered
+        if r.get("whole_answer_ms") is not None and r["answer_words"] <= SHORT_ANSWER_WORDS
+    ]
     if short:
         p50, p95 = np.percentile(short, [50, 95])
-        print(f"whole answer of <= {SHORT_ANSWER_WORDS} words: p50 {p50:6.0f}  p95 {p95:6.0f}  "
-              f"max {max(short):6.0f}  (n={len(short)})")
+        print(
+            f"whole answer of <= {SHORT_ANSWER_WORDS} words: p50 {p50:6.0f}  p95 {p95:6.0f}  "
+            f"max {max(short):6.0f}  (n={len(short)})"
+        )
 
 
 def add_document_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--questions", type=int, default=0,
-                        help="ask this many of the questions file's (default: all)")
+    parser.add_argument(
+        "--questions",
+        type=int,
+        default=0,
+        help="ask this many of the questions file's (default: all)",
+    )
     parser.add_argument("--resume", type=Path, default=DATA / "resume.md")
     parser.add_argument("--job-description", type=Path, default=DATA / "job_description.md")
-    parser.add_argument("--questions-file", type=Path, default=DATA / "questions.json",
-                        help='a JSON list of {"question": "...", "facts": ["...", ...]}')
+    parser.add_argument(
+        "--questions-file",
+        type=Path,
+        default=DATA / "questions.json",
+        help='a JSON list of {"question": "...", "facts": ["...", ...]}',
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_document_arguments(parser)
     parser.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
     defaults = CopilotOptions()
-    parser.add_argument("--pieces", type=int, default=defaults.context_pieces,
-                        help="nearest document chunks per prompt when the documents are not "
-                        "the stable prefix")
-    parser.add_argument("--stable-prefix-chars", type=int,
-                        default=defaults.stable_prefix_max_chars,
-                        help="documents up to this size are the cached prompt prefix (0: never)")
+    parser.add_argument(
+        "--pieces",
+        type=int,
+        default=defaults.context_pieces,
+        help="nearest document chunks per prompt when the documents are not the stable prefix",
+    )
+    parser.add_argument(
+        "--stable-prefix-chars",
+        type=int,
+        default=defaults.stable_prefix_max_chars,
+        help="documents up to this size are the cached prompt prefix (0: never)",
+    )
     parser.add_argument("--max-tokens", type=int, default=120, help="as llm.max_tokens")
     parser.add_argument("--timeout-s", type=float, default=15.0, help="longest wait per answer")
-    parser.add_argument("--no-prefill", action="store_true",
-                        help="do not read the question into the LLM's cache while it is spoken")
+    parser.add_argument(
+        "--no-prefill",
+        action="store_true",
+        help="do not read the question into the LLM's cache while it is spoken",
+    )
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
 
 

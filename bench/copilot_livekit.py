@@ -91,18 +91,27 @@ async def run_interview(args: argparse.Namespace) -> list[dict]:
         server = LiveKitServer(log_path=Path(tmp) / "livekit-server.log")
         await asyncio.to_thread(server.start)
         log_path = args.worker_log or Path(tmp) / "worker.log"
-        env = {"LIVEKIT_URL": server.url, "LIVEKIT_API_KEY": server.api_key,
-               "LIVEKIT_API_SECRET": server.api_secret, "PYTHONUNBUFFERED": "1",
-               "VOXROOM_LLM_PROVIDER": "local"}
+        env = {
+            "LIVEKIT_URL": server.url,
+            "LIVEKIT_API_KEY": server.api_key,
+            "LIVEKIT_API_SECRET": server.api_secret,
+            "PYTHONUNBUFFERED": "1",
+            "VOXROOM_LLM_PROVIDER": "local",
+        }
         argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--idle-processes", "0"]
         try:
             with worker_process(argv, env, log_path) as worker:
                 if args.worker_first:  # after the worker started: it must not inherit it
                     lower_priority(server.pid)
                     lower_priority(os.getpid())
-                usage = {name: Usage([pid], children=False, memory=False) for name, pid in (
-                    ("the worker", worker.pid), ("livekit-server", server.pid),
-                    ("both clients (this process)", os.getpid()))}
+                usage = {
+                    name: Usage([pid], children=False, memory=False)
+                    for name, pid in (
+                        ("the worker", worker.pid),
+                        ("livekit-server", server.pid),
+                        ("both clients (this process)", os.getpid()),
+                    )
+                }
                 samplers = [asyncio.create_task(u.run(CPU_SAMPLE_S)) for u in usage.values()]
                 try:
                     results = await _interview(server, questions, speech, log_path, args)
@@ -132,19 +141,28 @@ def cpu_share(usage: Usage, results: list[dict]) -> float:
     return cpu / wall if wall else 0.0
 
 
-async def _interview(server: LiveKitServer, questions: list[Question], speech: list[np.ndarray],
-                     log_path: Path, args: argparse.Namespace) -> list[dict]:
+async def _interview(
+    server: LiveKitServer,
+    questions: list[Question],
+    speech: list[np.ndarray],
+    log_path: Path,
+    args: argparse.Namespace,
+) -> list[dict]:
     from bench.speech import last_voiced_sample
 
     settings = server.livekit_settings(AGENT_NAME)
     room = f"copilot-bench-{int(time.time())}"
     candidate = CopilotClient(CANDIDATE)
     dispatch = json.dumps({KEY_MODE: "copilot", KEY_CANDIDATE: CANDIDATE})
-    await candidate.join(server.url, create_join_token(settings, room, CANDIDATE,
-                                                       dispatch_metadata=dispatch))
+    await candidate.join(
+        server.url, create_join_token(settings, room, CANDIDATE, dispatch_metadata=dispatch)
+    )
     # The copilot hears only its candidate's bridge: the interviewer joins as one.
-    interviewer = RoomUser(server.url, create_bridge_token(
-        settings, room, "meeting-bridge-bench", CANDIDATE), track_name=MEETING_TRACK)
+    interviewer = RoomUser(
+        server.url,
+        create_bridge_token(settings, room, "meeting-bridge-bench", CANDIDATE),
+        track_name=MEETING_TRACK,
+    )
     await interviewer.connect()
     mic = OpenMic(interviewer)
     results: list[dict] = []
@@ -158,24 +176,36 @@ async def _interview(server: LiveKitServer, questions: list[Question], speech: l
         await require(lambda: len(candidate.receipts) == 2, 60, "documents not acknowledged")
         pieces = str(sum(r.get("pieces", 0) for r in candidate.receipts))
         warm_start = time.monotonic()
-        await require(lambda: agent.attributes.get(ATTR_WARM_PIECES) == pieces, 300,
-                    "the documents never reached the LLM's prompt cache")
-        print(f"warm-up (documents into the prompt cache): {time.monotonic() - warm_start:.1f} s",
-              flush=True)
+        await require(
+            lambda: agent.attributes.get(ATTR_WARM_PIECES) == pieces,
+            300,
+            "the documents never reached the LLM's prompt cache",
+        )
+        print(
+            f"warm-up (documents into the prompt cache): {time.monotonic() - warm_start:.1f} s",
+            flush=True,
+        )
         for q, pcm in zip(questions, speech, strict=True):
             question = q.question
             done = len(candidate.answers)
             [speech_end] = await mic.say(pcm, marks=[last_voiced_sample(pcm)])
             try:  # an answer the guard replaced is followed by its replacement
-                await require(lambda d=done: len(candidate.answers) > d
-                              and candidate.answers[-1].done_at is not None
-                              and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS)
-                              != "replaced", args.timeout_s, "")
+                await require(
+                    lambda d=done: (
+                        len(candidate.answers) > d
+                        and candidate.answers[-1].done_at is not None
+                        and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS) != "replaced"
+                    ),
+                    args.timeout_s,
+                    "",
+                )
             except TimeoutError:
                 results.append({"question": question, "answered": False})
                 if len(results) == UNANSWERED_ABORT and not any(r["answered"] for r in results):
-                    raise RuntimeError(f"the copilot answered none of the first {len(results)} "
-                                       "questions: see the worker's log (--worker-log)") from None
+                    raise RuntimeError(
+                        f"the copilot answered none of the first {len(results)} "
+                        "questions: see the worker's log (--worker-log)"
+                    ) from None
                 continue
             results.append(_result(question, speech_end, candidate.answers[done:]))
             score(results[-1], q, docs)
@@ -190,8 +220,11 @@ async def _interview(server: LiveKitServer, questions: list[Question], speech: l
     views = [v for v in engine_views(log_path) if v.get("status") == "complete"]
     answered = [r for r in results if r["answered"]]
     if len(views) != len(answered):
-        print(f"the worker logged {len(views)} complete answers for {len(answered)} answered "
-              "questions: its view is left out", flush=True)
+        print(
+            f"the worker logged {len(views)} complete answers for {len(answered)} answered "
+            "questions: its view is left out",
+            flush=True,
+        )
         return results
     for r, view in zip(answered, views, strict=True):  # the worker's own view
         for key, value in view.get("latency_ms", {}).items():
@@ -204,11 +237,12 @@ async def _interview(server: LiveKitServer, questions: list[Question], speech: l
 
 
 # (label, key, whether the figure counts from the worker's VAD end rather than the bench's)
-STAGES = (("the worker's VAD hears the last voiced frame", "worker_heard_ms", False),
-          ("the answer starts (the question's transcript is in)", "worker_answer_started_ms",
-           True),
-          ("the LLM's first token", "worker_first_token_ms", True),
-          ("the first words on the candidate's screen", "first_words_ms", False))
+STAGES = (
+    ("the worker's VAD hears the last voiced frame", "worker_heard_ms", False),
+    ("the answer starts (the question's transcript is in)", "worker_answer_started_ms", True),
+    ("the LLM's first token", "worker_first_token_ms", True),
+    ("the first words on the candidate's screen", "first_words_ms", False),
+)
 
 
 def stage_table(results: list[dict]) -> list[str]:
@@ -216,8 +250,11 @@ def stage_table(results: list[dict]) -> list[str]:
     worker's stages (its clock starts at its VAD's end) moved onto the bench's clock."""
     lines = []
     for label, key, from_worker_end in STAGES:
-        xs = [r[key] + (r["worker_heard_ms"] if from_worker_end else 0)
-              for r in results if r.get(key) is not None and "worker_heard_ms" in r]
+        xs = [
+            r[key] + (r["worker_heard_ms"] if from_worker_end else 0)
+            for r in results
+            if r.get(key) is not None and "worker_heard_ms" in r
+        ]
         if xs:
             lines.append(f"{np.percentile(xs, 50):6.0f}  {label}")
     return lines
@@ -226,18 +263,25 @@ def stage_table(results: list[dict]) -> list[str]:
 def _result(question: str, speech_end: float | None, answers: list[CopilotAnswer]) -> dict:
     """The question's answer: first words when the first text came (of an answer the guard
     replaced, if it did), the text of the last."""
+
     def ms(t: float | None) -> float | None:
         return None if t is None or speech_end is None else round((t - speech_end) * 1000)
 
     first, answer = answers[0], answers[-1]
     text = answer.text
     replaced = first.attributes.get(ATTR_ANSWER_STATUS) == "replaced"
-    return {"question": question, "answered": True,
-            "heard": answer.attributes.get(ATTR_QUESTION, ""),
-            "first_words_ms": ms(first.first_words_at), "whole_answer_ms": ms(answer.done_at),
-            "status": answer.attributes.get(ATTR_ANSWER_STATUS, ""), "answer": text,
-            "answer_words": word_count(text), "replaced": replaced,
-            "llm_answer": first.text}
+    return {
+        "question": question,
+        "answered": True,
+        "heard": answer.attributes.get(ATTR_QUESTION, ""),
+        "first_words_ms": ms(first.first_words_at),
+        "whole_answer_ms": ms(answer.done_at),
+        "status": answer.attributes.get(ATTR_ANSWER_STATUS, ""),
+        "answer": text,
+        "answer_words": word_count(text),
+        "replaced": replaced,
+        "llm_answer": first.text,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -245,9 +289,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=20.0, help="longest wait per answer")
     parser.add_argument("--json", type=Path, help="write every answer's timings here")
     parser.add_argument("--worker-log", type=Path, help="keep the worker's log here")
-    parser.add_argument("--worker-first", action="store_true",
-                        help="run livekit-server and the clients at niceness 10, as if they "
-                        "were other machines")
+    parser.add_argument(
+        "--worker-first",
+        action="store_true",
+        help="run livekit-server and the clients at niceness 10, as if they were other machines",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

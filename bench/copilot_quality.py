@@ -46,10 +46,16 @@ class AnswerScore:
     words: int
 
     def as_json(self) -> dict[str, object]:
-        return {"grounded": self.grounded, "faithful": self.faithful, "voice": self.voice,
-                "short": self.short, "facts_found": list(self.facts_found),
-                "invented": list(self.invented), "voice_problems": list(self.voice_problems),
-                "words": self.words}
+        return {
+            "grounded": self.grounded,
+            "faithful": self.faithful,
+            "voice": self.voice,
+            "short": self.short,
+            "facts_found": list(self.facts_found),
+            "invented": list(self.invented),
+            "voice_problems": list(self.voice_problems),
+            "words": self.words,
+        }
 
 
 def score_answer(answer: str, facts: Sequence[str], vocab: Vocabulary) -> AnswerScore:
@@ -60,9 +66,16 @@ def score_answer(answer: str, facts: Sequence[str], vocab: Vocabulary) -> Answer
     invented = tuple(invented_terms(answer, vocab))
     problems = tuple(voice_problems(answer))
     words = word_count(answer)
-    return AnswerScore(grounded=bool(found), faithful=not invented, voice=not problems,
-                       short=0 < words <= SHORT_WORDS, facts_found=found, invented=invented,
-                       voice_problems=problems, words=words)
+    return AnswerScore(
+        grounded=bool(found),
+        faithful=not invented,
+        voice=not problems,
+        short=0 < words <= SHORT_WORDS,
+        facts_found=found,
+        invented=invented,
+        voice_problems=problems,
+        words=words,
+    )
 
 
 RATES = ("grounded", "faithful", "voice", "short")
@@ -76,6 +89,8 @@ def rates(scores: Sequence[Mapping[str, object] | None]) -> dict[str, float]:
     if n == 0:
         return {}
     out = {key: sum(1 for s in scores if s is not None and s[key]) / n for key in RATES}
-    out["good"] = sum(1 for s in scores
-                      if s is not None and s["grounded"] and s["faithful"] and s["voice"]) / n
+    out["good"] = (
+        sum(1 for s in scores if s is not None and s["grounded"] and s["faithful"] and s["voice"])
+        / n
+    )
     return out

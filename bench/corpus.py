@@ -35,57 +35,83 @@ EDGE_S = 0.03  # silence kept at each end of an utterance
 # (question, the scripted answer)
 QUESTIONS: tuple[tuple[str, str], ...] = (
     ("What is the capital of Australia?", "The capital of Australia is Canberra, not Sydney."),
-    ("How far away is the moon?", "The moon is about three hundred and eighty thousand "
-     "kilometres from the earth."),
-    ("What time is it in Tokyo right now?", "I cannot see a clock, but Tokyo is nine hours "
-     "ahead of London."),
+    (
+        "How far away is the moon?",
+        "The moon is about three hundred and eighty thousand kilometres from the earth.",
+    ),
+    (
+        "What time is it in Tokyo right now?",
+        "I cannot see a clock, but Tokyo is nine hours ahead of London.",
+    ),
     ("Can you set a timer for ten minutes?", "Sure, a ten minute timer starts now."),
     ("Tell me a joke about computers.", "Why did the computer go to the doctor? It had a virus."),
     ("Why is the sky blue?", "Sunlight scatters off the air, and blue light scatters the most."),
     ("Who wrote Pride and Prejudice?", "Jane Austen wrote it, and it came out in 1813."),
-    ("How many people live in New York City?", "About eight and a half million people live "
-     "there."),
-    ("What does the word serendipity mean?", "It means finding something good by happy "
-     "accident."),
-    ("Where is the nearest train station?", "I do not know where you are, so I cannot tell "
-     "you that yet."),
-    ("How do I make green tea that is not bitter?", "Use water just below eighty degrees and "
-     "steep it for two minutes."),
-    ("What is the boiling point of water?", "Water boils at one hundred degrees Celsius at sea "
-     "level."),
-    ("Could you remind me to call my mother tomorrow?", "Okay, I will remind you tomorrow "
-     "morning."),
-    ("What is the tallest mountain in the world?", "Mount Everest is the tallest, at almost "
-     "nine thousand metres."),
-    ("How do rainbows form?", "Raindrops bend and reflect sunlight, splitting it into its "
-     "colours."),
-    ("What is the difference between a virus and a bacterium?", "Bacteria are living cells; "
-     "viruses need a host cell to copy themselves."),
+    ("How many people live in New York City?", "About eight and a half million people live there."),
+    ("What does the word serendipity mean?", "It means finding something good by happy accident."),
+    (
+        "Where is the nearest train station?",
+        "I do not know where you are, so I cannot tell you that yet.",
+    ),
+    (
+        "How do I make green tea that is not bitter?",
+        "Use water just below eighty degrees and steep it for two minutes.",
+    ),
+    (
+        "What is the boiling point of water?",
+        "Water boils at one hundred degrees Celsius at sea level.",
+    ),
+    (
+        "Could you remind me to call my mother tomorrow?",
+        "Okay, I will remind you tomorrow morning.",
+    ),
+    (
+        "What is the tallest mountain in the world?",
+        "Mount Everest is the tallest, at almost nine thousand metres.",
+    ),
+    (
+        "How do rainbows form?",
+        "Raindrops bend and reflect sunlight, splitting it into its colours.",
+    ),
+    (
+        "What is the difference between a virus and a bacterium?",
+        "Bacteria are living cells; viruses need a host cell to copy themselves.",
+    ),
     ("Can you recommend a good book?", "Try The Remains of the Day by Kazuo Ishiguro."),
     ("How long should I boil an egg?", "About seven minutes for a firm white and a soft yolk."),
-    ("What is the speed of light?", "Light travels about three hundred thousand kilometres "
-     "per second."),
-    ("Is it going to rain this afternoon?", "I have no weather data, so please check a "
-     "forecast."),
-    ("How do I reset my password?", "Open the settings, choose security, then pick reset "
-     "password."),
+    (
+        "What is the speed of light?",
+        "Light travels about three hundred thousand kilometres per second.",
+    ),
+    ("Is it going to rain this afternoon?", "I have no weather data, so please check a forecast."),
+    (
+        "How do I reset my password?",
+        "Open the settings, choose security, then pick reset password.",
+    ),
     ("What is the largest ocean on earth?", "The Pacific is the largest ocean by far."),
-    ("Who painted the Mona Lisa?", "Leonardo da Vinci painted it in the early fifteen "
-     "hundreds."),
-    ("How many days are there in a leap year?", "A leap year has three hundred and sixty six "
-     "days."),
-    ("What should I cook for dinner tonight?", "How about a quick vegetable stir fry with "
-     "rice?"),
-    ("Why do cats purr?", "Cats purr when they are content, and sometimes to calm "
-     "themselves."),
-    ("What is the square root of one hundred forty four?", "The square root of one hundred "
-     "forty four is twelve."),
-    ("Can you explain what a black hole is?", "A black hole is a region where gravity is so "
-     "strong that not even light escapes."),
-    ("How do I say thank you in Japanese?", "You say arigato, or arigato gozaimasu to be more "
-     "polite."),
-    ("What is the best way to learn a new language?", "Practise a little every day and talk "
-     "with native speakers early."),
+    ("Who painted the Mona Lisa?", "Leonardo da Vinci painted it in the early fifteen hundreds."),
+    (
+        "How many days are there in a leap year?",
+        "A leap year has three hundred and sixty six days.",
+    ),
+    ("What should I cook for dinner tonight?", "How about a quick vegetable stir fry with rice?"),
+    ("Why do cats purr?", "Cats purr when they are content, and sometimes to calm themselves."),
+    (
+        "What is the square root of one hundred forty four?",
+        "The square root of one hundred forty four is twelve.",
+    ),
+    (
+        "Can you explain what a black hole is?",
+        "A black hole is a region where gravity is so strong that not even light escapes.",
+    ),
+    (
+        "How do I say thank you in Japanese?",
+        "You say arigato, or arigato gozaimasu to be more polite.",
+    ),
+    (
+        "What is the best way to learn a new language?",
+        "Practise a little every day and talk with native speakers early.",
+    ),
 )
 
 RECORDING_ANSWER = "That sounds like a line from a book. Shall we talk about it?"
@@ -166,8 +192,9 @@ def quiet_gaps(pcm: np.ndarray, min_s: float) -> list[tuple[int, int]]:
     if loud.size < 2:
         return []
     steps = np.diff(loud)
-    return [(int(loud[i]) + 1, int(loud[i + 1]))
-            for i in np.flatnonzero(steps > min_s * INPUT_RATE)]
+    return [
+        (int(loud[i]) + 1, int(loud[i + 1])) for i in np.flatnonzero(steps > min_s * INPUT_RATE)
+    ]
 
 
 def trim(pcm: np.ndarray, keep_s: float = EDGE_S) -> np.ndarray:
@@ -180,23 +207,37 @@ def trim(pcm: np.ndarray, keep_s: float = EDGE_S) -> np.ndarray:
 async def load_corpus(cache_dir: Path = CACHE_DIR, *, recordings: bool = True) -> Corpus:
     """All questions (voice i % 3 for question i), the recordings' cuts and the barge-ins."""
     questions = [
-        Utterance(f"q{i:02d}-{VOICES[i % 3]}", VOICES[i % 3], text, answer,
-                  await spoken(text, VOICES[i % 3], cache_dir))
+        Utterance(
+            f"q{i:02d}-{VOICES[i % 3]}",
+            VOICES[i % 3],
+            text,
+            answer,
+            await spoken(text, VOICES[i % 3], cache_dir),
+        )
         for i, (text, answer) in enumerate(QUESTIONS)
     ]
     if recordings:
         questions += recording_cuts()
     barge_ins = [
-        await over_long_answer(f"b{i:02d}", VOICES[i % 3], text, interruption,
-                               INTERRUPTION_ANSWER, after_s, cache_dir)
+        await over_long_answer(
+            f"b{i:02d}", VOICES[i % 3], text, interruption, INTERRUPTION_ANSWER, after_s, cache_dir
+        )
         for i, (text, interruption, after_s) in enumerate(BARGE_INS)
     ]
     return Corpus(questions, barge_ins)
 
 
 async def over_long_answer(
-    item_id: str, voice: str, question: str, over: str, over_answer: str, after_s: float,
-    cache_dir: Path = CACHE_DIR, *, kind: str = "barge_in", over_pcm: np.ndarray | None = None,
+    item_id: str,
+    voice: str,
+    question: str,
+    over: str,
+    over_answer: str,
+    after_s: float,
+    cache_dir: Path = CACHE_DIR,
+    *,
+    kind: str = "barge_in",
+    over_pcm: np.ndarray | None = None,
 ) -> BargeIn:
     """`question` (answered with LONG_ANSWER), then `over` said over the answer `after_s`
     after its first audio (`over_pcm`: other audio than `over` spoken by `voice`)."""
@@ -204,11 +245,22 @@ async def over_long_answer(
         over_pcm = await spoken(over, voice, cache_dir)
     return BargeIn(
         f"{item_id}-{voice}",
-        Utterance(f"{item_id}-question", voice, question, LONG_ANSWER,
-                  await spoken(question, voice, cache_dir)),
-        Utterance(f"{item_id}-{'backchannel' if kind == 'backchannel' else 'interruption'}",
-                  voice, over, over_answer, over_pcm),
-        after_s, kind=kind,
+        Utterance(
+            f"{item_id}-question",
+            voice,
+            question,
+            LONG_ANSWER,
+            await spoken(question, voice, cache_dir),
+        ),
+        Utterance(
+            f"{item_id}-{'backchannel' if kind == 'backchannel' else 'interruption'}",
+            voice,
+            over,
+            over_answer,
+            over_pcm,
+        ),
+        after_s,
+        kind=kind,
     )
 
 
@@ -224,8 +276,10 @@ async def spoken(text: str, voice: str, cache_dir: Path = CACHE_DIR) -> np.ndarr
 def espeak_name(voice: str) -> str:
     """The espeak-ng voice of "espeak-NAME"; ValueError for a voice `spoken()` does not know."""
     if not voice.startswith("espeak-"):
-        raise ValueError(f"unknown voice {voice!r}; known: piper-joe, espeak-NAME "
-                         f"(an espeak-ng voice), e.g. {', '.join(VOICES)}")
+        raise ValueError(
+            f"unknown voice {voice!r}; known: piper-joe, espeak-NAME "
+            f"(an espeak-ng voice), e.g. {', '.join(VOICES)}"
+        )
     return voice.removeprefix("espeak-")
 
 
@@ -251,8 +305,9 @@ async def espeak_speech(
 ) -> np.ndarray:
     from bench.speech import espeak
 
-    return await asyncio.to_thread(espeak, text, voice=voice, ssml=ssml,
-                                   words_per_min=words_per_min)
+    return await asyncio.to_thread(
+        espeak, text, voice=voice, ssml=ssml, words_per_min=words_per_min
+    )
 
 
 async def _piper(text: str) -> np.ndarray:
@@ -288,8 +343,9 @@ def recording_cuts(
         pcm = read_input(path)
         pieces = split_at_pauses(pcm, min_pause_s, max_len_s)
         for j, piece in enumerate(p for p in pieces if len(p) >= min_len_s * INPUT_RATE):
-            cuts.append(Utterance(f"rec-{path.stem}-{j}", "recording", "", RECORDING_ANSWER,
-                                  trim(piece)))
+            cuts.append(
+                Utterance(f"rec-{path.stem}-{j}", "recording", "", RECORDING_ANSWER, trim(piece))
+            )
     return cuts
 
 
@@ -330,8 +386,11 @@ def split_at_pauses(pcm: np.ndarray, min_pause_s: float, max_len_s: float) -> li
 def scripted_answers(items: Sequence[Utterance | BargeIn]) -> dict[str, Scripted]:
     """What the user says in `items` -> the scripted LLM's reply to it (for ScriptedLLM's
     `by_text`: a reply that does not shift when the agent takes a turn too many or too few)."""
-    said = [u for item in items
-            for u in ((item.question, item.interruption) if isinstance(item, BargeIn) else (item,))]
+    said = [
+        u
+        for item in items
+        for u in ((item.question, item.interruption) if isinstance(item, BargeIn) else (item,))
+    ]
     return {u.text: u.answer for u in said if u.text}
 
 
@@ -355,8 +414,9 @@ class _Kinded(Protocol):
 K = TypeVar("K", bound=_Kinded)
 
 
-def first_of_kinds(items: Sequence[K], kinds: Sequence[str] | None = None,
-                   per_kind: int | None = None) -> list[K]:
+def first_of_kinds(
+    items: Sequence[K], kinds: Sequence[str] | None = None, per_kind: int | None = None
+) -> list[K]:
     """The items of `kinds` (all for None), at most the first `per_kind` of each, in order."""
     taken: dict[str, int] = {}
     chosen = []

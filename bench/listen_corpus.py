@@ -53,8 +53,14 @@ CONDITIONS = ("clean", "noise", "phone", "quiet_start", "recording")
 SPLITS = ("tune", "held-out")
 # "espeak-NAME@WPM": espeak-ng voice NAME at WPM words a minute (espeak-ng's default is 160).
 VOICES = (
-    "piper-joe", "espeak-en-us", "espeak-en-us+f3", "espeak-en-gb-scotland", "espeak-en-029",
-    "espeak-en-gb+f4@130", "espeak-en-gb-x-rp@220", "espeak-en-us+f2@210",
+    "piper-joe",
+    "espeak-en-us",
+    "espeak-en-us+f3",
+    "espeak-en-gb-scotland",
+    "espeak-en-029",
+    "espeak-en-gb+f4@130",
+    "espeak-en-gb-x-rp@220",
+    "espeak-en-us+f2@210",
 )
 # Indices into bench.corpus.QUESTIONS: the tuning half, then the held-out half. The held-out
 # half has the questions the issue found misheard ("the tallest mountain", the one about cats).
@@ -123,20 +129,39 @@ async def load_listen_corpus(
             clean = await listen_speech(text, voice, cache_dir)
             for condition in CONDITIONS[:-1]:
                 pcm, span = condition_audio(condition, clean, seed=zlib.crc32(f"{q}".encode()))
-                items.append(ListenUtterance(
-                    f"{condition}-q{q:02d}-{voice}", voice, text, answer, pcm, kind=condition,
-                    split=half, span=span))
+                items.append(
+                    ListenUtterance(
+                        f"{condition}-q{q:02d}-{voice}",
+                        voice,
+                        text,
+                        answer,
+                        pcm,
+                        kind=condition,
+                        split=half,
+                        span=span,
+                    )
+                )
     if recordings:
         for cut in recording_cuts():
             if cut.id in BECKETT and (split is None or BECKETT[cut.id][0] == split):
                 half, text = BECKETT[cut.id]
-                items.append(ListenUtterance(cut.id, cut.voice, text, RECORDING_ANSWER, cut.pcm,
-                                             kind="recording", split=half))
+                items.append(
+                    ListenUtterance(
+                        cut.id,
+                        cut.voice,
+                        text,
+                        RECORDING_ANSWER,
+                        cut.pcm,
+                        kind="recording",
+                        split=half,
+                    )
+                )
     return items
 
 
 def select(
-    items: Sequence[ListenUtterance], conditions: Sequence[str] | None = None,
+    items: Sequence[ListenUtterance],
+    conditions: Sequence[str] | None = None,
     per_condition: int | None = None,
 ) -> list[ListenUtterance]:
     """The items of `conditions` (all for None), at most the first `per_condition` of each."""
@@ -152,7 +177,8 @@ async def listen_speech(text: str, voice: str, cache_dir: Path = CACHE_DIR) -> n
         return await spoken(text, voice, cache_dir)
     espeak_voice = espeak_name(name)
     return await cached_speech(
-        voice, text, lambda: espeak_speech(text, espeak_voice, words_per_min=int(wpm)), cache_dir)
+        voice, text, lambda: espeak_speech(text, espeak_voice, words_per_min=int(wpm)), cache_dir
+    )
 
 
 def condition_audio(
@@ -200,8 +226,11 @@ def with_noise(
     edge = round(NOISE_EDGE_S * INPUT_RATE)
     speech = np.concatenate([np.zeros(edge), clean.astype(np.float64), np.zeros(edge)])
     noise = pink_noise(len(speech), rng) * active_level(clean) / 10 ** (snr_db / 20)
-    fade = np.minimum(1.0, np.minimum(np.arange(len(speech)), np.arange(len(speech))[::-1])
-                      / (NOISE_FADE_S * INPUT_RATE))
+    fade = np.minimum(
+        1.0,
+        np.minimum(np.arange(len(speech)), np.arange(len(speech))[::-1])
+        / (NOISE_FADE_S * INPUT_RATE),
+    )
     mixed = np.clip(np.round(speech + noise * fade), -32768, 32767).astype(np.int16)
     start, end = voiced_span(clean)
     return mixed, (edge + start, edge + end)

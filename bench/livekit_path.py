@@ -90,8 +90,7 @@ class RequestLog(list[tuple[float, dict[str, Any]]]):
     def asked_before(self, t: float | None, since_index: int, after: float = 0.0) -> str:
         """`asked_text` of the last request in from `after` to `t` (None: no limit) among
         those from `since_index` on; "" when there is none (nothing reached the LLM)."""
-        found = [body for at, body in self[since_index:]
-                 if at >= after and (t is None or at <= t)]
+        found = [body for at, body in self[since_index:] if at >= after and (t is None or at <= t)]
         return asked_text(found[-1].get("messages") or []) if found else ""
 
 
@@ -122,8 +121,9 @@ class LiveKitBench:
             self.dir = self.args.log_dir
             self.dir.mkdir(parents=True, exist_ok=True)
         else:
-            self.dir = Path(self._stack.enter_context(
-                tempfile.TemporaryDirectory(prefix="vxbench-")))
+            self.dir = Path(
+                self._stack.enter_context(tempfile.TemporaryDirectory(prefix="vxbench-"))
+            )
         self.server = LiveKitServer(log_path=self.dir / "livekit-server.log")
         await asyncio.to_thread(self.server.start)
         self._stack.callback(self.server.stop)
@@ -150,8 +150,11 @@ class LiveKitBench:
         from agent.adapters.providers import parse_llm_spec
 
         kind, arg = parse_llm_spec(self.args.llm) if self.args.llm else ("script", "")
-        return (kind == "script" and not arg
-                and any(getattr(i, "kind", "") in OVERLAY_KINDS for i in self.items))
+        return (
+            kind == "script"
+            and not arg
+            and any(getattr(i, "kind", "") in OVERLAY_KINDS for i in self.items)
+        )
 
     async def _start_llm(self) -> None:
         from agent.adapters.providers import parse_llm_spec
@@ -163,14 +166,24 @@ class LiveKitBench:
         script = dict(ttft_ms=a.script_ttft_ms, words_per_s=a.script_words_per_s)
         kind, arg = parse_llm_spec(a.llm) if a.llm else ("script", "")
         if kind == "script":
-            by_text = {WARMUP_TEXT: WARMUP_ANSWER, REFERENCE_TEXT: LONG_ANSWER,
-                       **scripted_answers(self.items)}
-            replies = [WARMUP_ANSWER, *([LONG_ANSWER] if self._reference_wanted() else []),
-                       *scripted_replies(self.items)]
-            llm = (ScriptedLLM.from_file(arg, **script) if arg else
-                   ScriptedLLM(replies, by_text=by_text, **script))
+            by_text = {
+                WARMUP_TEXT: WARMUP_ANSWER,
+                REFERENCE_TEXT: LONG_ANSWER,
+                **scripted_answers(self.items),
+            }
+            replies = [
+                WARMUP_ANSWER,
+                *([LONG_ANSWER] if self._reference_wanted() else []),
+                *scripted_replies(self.items),
+            ]
+            llm = (
+                ScriptedLLM.from_file(arg, **script)
+                if arg
+                else ScriptedLLM(replies, by_text=by_text, **script)
+            )
             self.llm_url = await self._stack.enter_async_context(
-                scripted_llm_server(llm, requests=self.requests))
+                scripted_llm_server(llm, requests=self.requests)
+            )
             self.sees_requests = True
             self.llm_model = "scripted"
         elif kind == "local":
@@ -185,8 +198,13 @@ class LiveKitBench:
             self.llm_url = a.llm_base_url or self.settings.llm.base_url
             self.llm_model = arg
 
-    async def run(self, run: RunResult, on_item: Callable[[ItemResult], None],
-                  agentsession: str | None = None, caller: str = "browser") -> None:
+    async def run(
+        self,
+        run: RunResult,
+        on_item: Callable[[ItemResult], None],
+        agentsession: str | None = None,
+        caller: str = "browser",
+    ) -> None:
         """All items through one worker: voxroom's, or AgentSession in `agentsession` config;
         said by a browser-like user, or by a phone caller as livekit-sip joins one (`caller`
         "sip", bench/sip_caller.py: everything said crosses a phone line)."""
@@ -198,23 +216,32 @@ class LiveKitBench:
         worker_log = self.dir / f"worker-{tag}.log"
         store = self.dir / f"turns-{tag}.sqlite3"
         metrics = self.dir / f"metrics-{tag}.jsonl"
-        env = {"LIVEKIT_URL": self.server.url, "LIVEKIT_API_KEY": self.server.api_key,
-               "LIVEKIT_API_SECRET": self.server.api_secret, "PYTHONUNBUFFERED": "1"}
+        env = {
+            "LIVEKIT_URL": self.server.url,
+            "LIVEKIT_API_KEY": self.server.api_key,
+            "LIVEKIT_API_SECRET": self.server.api_secret,
+            "PYTHONUNBUFFERED": "1",
+        }
         if agentsession is None:
             agent_name = "voxroom-bench"
-            argv = ["-m", "agent.cli", "agent", "--agent-name", agent_name, "--idle-processes",
-                    "0"]
-            env |= {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": self.llm_url,
-                    "VOXROOM_LLM_MODEL": self.llm_model, "VOXROOM_STORE_PATH": str(store)}
+            argv = ["-m", "agent.cli", "agent", "--agent-name", agent_name, "--idle-processes", "0"]
+            env |= {
+                "VOXROOM_LLM_PROVIDER": "openai",
+                "VOXROOM_LLM_BASE_URL": self.llm_url,
+                "VOXROOM_LLM_MODEL": self.llm_model,
+                "VOXROOM_STORE_PATH": str(store),
+            }
             if self.tools_config is not None:
                 env["VOXROOM_CONFIG"] = str(self.tools_config)
         else:
             from bench.agentsession import AGENT_NAME as agent_name
 
             argv = ["-m", "bench.agentsession", agentsession]
-            env |= {"VOXROOM_BENCH_LLM_BASE_URL": self.llm_url,
-                    "VOXROOM_BENCH_LLM_MODEL": self.llm_model,
-                    "VOXROOM_BENCH_METRICS": str(metrics)}
+            env |= {
+                "VOXROOM_BENCH_LLM_BASE_URL": self.llm_url,
+                "VOXROOM_BENCH_LLM_MODEL": self.llm_model,
+                "VOXROOM_BENCH_METRICS": str(metrics),
+            }
             if self.tools_config is not None:
                 from bench.tool_corpus import OFFERED
 
@@ -224,8 +251,9 @@ class LiveKitBench:
         with worker_process(argv, env, worker_log) as proc:
             usage = ProcessUsage(proc.pid)
             if caller == "sip":
-                user = sip_caller(self.server.url, settings, room,
-                                  room_config=sip_dispatch(settings))
+                user = sip_caller(
+                    self.server.url, settings, room, room_config=sip_dispatch(settings)
+                )
             else:
                 user = RoomUser(self.server.url, create_join_token(settings, room, "bench-user"))
             await user.connect()
@@ -236,8 +264,11 @@ class LiveKitBench:
                 windows = await self._converse(user, mic, usage, run, on_item)
                 run.notes.append(f"microphone underruns: {user.underruns}")
                 if user.underruns:
-                    log.warning("the bench user's microphone ran dry %d times: its audio had "
-                                "gaps (a busy machine)", user.underruns)
+                    log.warning(
+                        "the bench user's microphone ran dry %d times: its audio had "
+                        "gaps (a busy machine)",
+                        user.underruns,
+                    )
             finally:
                 await mic.close()
                 await user.close()
@@ -248,8 +279,14 @@ class LiveKitBench:
             _attach_agentsession_stages(run.items, windows, metrics)
             _attach_agentsession_yields(run.items, self._overlays, metrics)
 
-    async def _converse(self, user: Any, mic: OpenMic, usage: ProcessUsage, run: RunResult,
-                        on_item: Callable[[ItemResult], None]) -> list[tuple[float, float]]:
+    async def _converse(
+        self,
+        user: Any,
+        mic: OpenMic,
+        usage: ProcessUsage,
+        run: RunResult,
+        on_item: Callable[[ItemResult], None],
+    ) -> list[tuple[float, float]]:
         from bench.corpus import spoken
 
         warmup = await spoken(WARMUP_TEXT, "piper-joe")
@@ -259,9 +296,11 @@ class LiveKitBench:
         if self._reference_wanted():
             self._reference = await self._reference_answer(user, mic)
             pauses = [] if self._reference is None else self._reference.pauses()
-            run.notes.append("the long answer's own pauses over 50 ms, nobody speaking over "
-                             "it (start s: ms): " + ", ".join(
-                                 f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses if n > 0.05))
+            run.notes.append(
+                "the long answer's own pauses over 50 ms, nobody speaking over "
+                "it (start s: ms): "
+                + ", ".join(f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses if n > 0.05)
+            )
         windows = []
         for item in self.items:
             began = time.time()
@@ -277,8 +316,9 @@ class LiveKitBench:
         from bench.corpus import spoken, voiced_span
 
         pcm = await spoken(REFERENCE_TEXT, "piper-joe")
-        ears, _, _, answered = await ask(user, mic, pcm, *voiced_span(pcm),
-                                         timeout_s=ANSWER_TIMEOUT_S)
+        ears, _, _, answered = await ask(
+            user, mic, pcm, *voiced_span(pcm), timeout_s=ANSWER_TIMEOUT_S
+        )
         await self._wait_done(user, time.monotonic())
         return None if answered is None else ReferenceAnswer(ears.heard(), answered)
 
@@ -288,8 +328,9 @@ class LiveKitBench:
         clock = ItemClock(usage)
         heard_from = len(user.transcripts)
         asked_from = len(self.requests)
-        ears, spoke, said, answered = await ask(user, mic, q.pcm, q.speech_start, q.speech_end,
-                                                timeout_s=ANSWER_TIMEOUT_S)
+        ears, spoke, said, answered = await ask(
+            user, mic, q.pcm, q.speech_start, q.speech_end, timeout_s=ANSWER_TIMEOUT_S
+        )
         over: list[float | None] = []
         if barge_in and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
@@ -301,32 +342,48 @@ class LiveKitBench:
                 # interruption is quiet and listening for longer than DONE_QUIET_S, and the
                 # next item must not be taken for the rest of this one.
                 end = over[1]
-                await wait_until(lambda: ears.first_audible_after(end) is not None,
-                                 INTERRUPTION_ANSWER_S, poll_s=0.05)
+                await wait_until(
+                    lambda: ears.first_audible_after(end) is not None,
+                    INTERRUPTION_ANSWER_S,
+                    poll_s=0.05,
+                )
         await self._wait_done(user, time.monotonic())
         heard = ears.heard()
         result = ItemResult(
-            item=item.id, voice=q.voice, kind=item.kind, stages={},
-            voice_to_voice_ms=ms(said, answered), premature=cut_off(heard, spoke, said),
+            item=item.id,
+            voice=q.voice,
+            kind=item.kind,
+            stages={},
+            voice_to_voice_ms=ms(said, answered),
+            premature=cut_off(heard, spoke, said),
             said="" if barge_in else q.text,
             transcript=final_transcript(user_finals(user, user.transcripts[heard_from:])),
         )
         overlay = None
         if over and over[0] is not None and over[1] is not None:
-            measure_overlay(result, heard, over[0], over[1], answered=answered,
-                            reference=self._reference)
+            measure_overlay(
+                result, heard, over[0], over[1], answered=answered, reference=self._reference
+            )
             overlay = Overlay(over[0], over[1], wall)
         self._overlays.append(overlay)
         self._score_words(result, item, heard, answered, over, asked_from)
         if (ear := self.fillers) is not None:
             stretches = await ear.transcribe_stretches(user, heard, answered)
-            measure_answer(result, heard, said, answered,
-                           lambda a, b: ear.is_filler(stretches.get((a, b), "")))
+            measure_answer(
+                result, heard, said, answered, lambda a, b: ear.is_filler(stretches.get((a, b), ""))
+            )
         clock.finish(result)
         return result
 
-    def _score_words(self, result: ItemResult, item: Any, heard: HeardAudio,
-                     answered: float | None, over: list[float | None], asked_from: int) -> None:
+    def _score_words(
+        self,
+        result: ItemResult,
+        item: Any,
+        heard: HeardAudio,
+        answered: float | None,
+        over: list[float | None],
+        asked_from: int,
+    ) -> None:
         """Words lost between what was said and what the LLM was asked for its answer: an
         interruption's words in the request behind the answer to it (the last one after its
         onset, before the agent's first sound after its end), a question's in the last
@@ -346,8 +403,9 @@ class LiveKitBench:
             score_words(result, said, asked)
 
     async def _wait_done(self, user: Any, since: float) -> None:
-        await wait_quiet(user, Ears(user, max(0, len(user.audio) - 200)), since,
-                         timeout_s=ANSWER_TIMEOUT_S + 10)
+        await wait_quiet(
+            user, Ears(user, max(0, len(user.audio) - 200)), since, timeout_s=ANSWER_TIMEOUT_S + 10
+        )
 
 
 def user_finals(user: Any, transcripts: list[Any]) -> list[str]:
@@ -367,8 +425,11 @@ async def wait_quiet(user: Any, ears: Ears, since: float, *, timeout_s: float) -
         now = time.monotonic()
         state = user.states[-1][1] if user.states else ""
         last = ears.last_audible()
-        return (state == "listening" and now - since >= DONE_QUIET_S
-                and (last is None or now - last >= DONE_QUIET_S))
+        return (
+            state == "listening"
+            and now - since >= DONE_QUIET_S
+            and (last is None or now - last >= DONE_QUIET_S)
+        )
 
     await wait_until(done, timeout_s, poll_s=0.05)
 
@@ -404,10 +465,12 @@ class FillerEar:
         from state_machine.similarity import text_similarity
 
         return bool(said.strip()) and any(
-            text_similarity(said, f) >= self.SIMILAR for f in self.texts)
+            text_similarity(said, f) >= self.SIMILAR for f in self.texts
+        )
 
-    async def transcribe_stretches(self, user: Any, heard: HeardAudio, first: float | None
-                                   ) -> dict[tuple[float, float], str]:
+    async def transcribe_stretches(
+        self, user: Any, heard: HeardAudio, first: float | None
+    ) -> dict[tuple[float, float], str]:
         """What each of the first stretches of the agent's speech from `first` on says, by
         its (start, end) on `heard` as bench.measure.measure_answer finds them, up to the
         first that is no filler."""
@@ -467,7 +530,8 @@ class OpenMic:
     def __init__(self, user: Any) -> None:
         self._user = user
         self._utterances: asyncio.Queue[tuple[np.ndarray, list[int], asyncio.Future[Any]]] = (
-            asyncio.Queue())
+            asyncio.Queue()
+        )
         self._writer = asyncio.create_task(self._write())
 
     async def _write(self) -> None:
@@ -497,18 +561,31 @@ class OpenMic:
 
 
 @contextlib.contextmanager
-def worker_process(argv: list[str], env: dict[str, str], log_path: Path,
-                   ready: str = "worker registered", timeout_s: float = READY_TIMEOUT_S,
-                   cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+def worker_process(
+    argv: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    ready: str = "worker registered",
+    timeout_s: float = READY_TIMEOUT_S,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen[str]]:
     """`python ARGV` with `env` added, its output in `log_path`; yields once it printed
     `ready`, and stops it (SIGTERM, then SIGKILL) afterwards."""
-    proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     output = log_output(proc, log_path, ready)
     try:
         if not output.ready.wait(timeout_s):
-            raise RuntimeError(f"{' '.join(argv)} did not print {ready!r} within "
-                               f"{timeout_s:.0f} s; its log:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"{' '.join(argv)} did not print {ready!r} within "
+                f"{timeout_s:.0f} s; its log:\n{log_path.read_text()[-3000:]}"
+            )
         yield proc
     finally:
         stop_process(proc, 30)
@@ -530,9 +607,12 @@ def _in_window(t: float, windows: list[tuple[float, float]]) -> int | None:
     return None
 
 
-def _turn_of_each_item(items: list[ItemResult], windows: list[tuple[float, float]],
-                       turns: list[dict[str, Any]], at: str
-                       ) -> list[tuple[ItemResult, dict[str, Any]]]:
+def _turn_of_each_item(
+    items: list[ItemResult],
+    windows: list[tuple[float, float]],
+    turns: list[dict[str, Any]],
+    at: str,
+) -> list[tuple[ItemResult, dict[str, Any]]]:
     """Sets each item's count of the `turns` that ended (time `turns[k][at]`) during it, and
     pairs each item that has any with its turn: a question's last, a barge-in's or
     backchannel's first (the answer spoken over)."""
@@ -550,8 +630,9 @@ def _turn_of_each_item(items: list[ItemResult], windows: list[tuple[float, float
     return paired
 
 
-def _attach_voxroom_stages(items: list[ItemResult], windows: list[tuple[float, float]],
-                           store_path: Path) -> None:
+def _attach_voxroom_stages(
+    items: list[ItemResult], windows: list[tuple[float, float]], store_path: Path
+) -> None:
     """The stored turns' latencies, to the item during which each turn ended."""
     from agent.store.transcripts import read_turns
 
@@ -576,13 +657,17 @@ def _event_lines(log_path: Path, marker: str = "voxroom.turns: ") -> list[dict[s
     return out
 
 
-def _first_at_onset(events: list[dict[str, Any]], kind: str,
-                    overlay: Overlay) -> dict[str, Any] | None:
+def _first_at_onset(
+    events: list[dict[str, Any]], kind: str, overlay: Overlay
+) -> dict[str, Any] | None:
     """The first `kind` event whose onset (the engine's clock: monotonic, as the bench's)
     falls in the user's sound `overlay`, give or take AGENT_ONSET_SLACK_S."""
     for e in events:
-        if (e.get("event") == kind and "onset" in e
-                and overlay.onset - AGENT_ONSET_SLACK_S <= float(e["onset"]) <= overlay.end):
+        if (
+            e.get("event") == kind
+            and "onset" in e
+            and overlay.onset - AGENT_ONSET_SLACK_S <= float(e["onset"]) <= overlay.end
+        ):
             return e
     return None
 
@@ -598,8 +683,9 @@ def _since_onset_ms(event: dict[str, Any], onset: dict[str, Any], session_wall: 
     return round(event["t_ms"] - (float(onset["onset"]) + session_wall) * 1000, 1)
 
 
-def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | None],
-                           worker_log: Path, session_wall: float) -> None:
+def _attach_voxroom_yields(
+    items: list[ItemResult], overlays: list[Overlay | None], worker_log: Path, session_wall: float
+) -> None:
     """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
     onset (PlaybackPaused.onset) to the pause (the event's time), and its onset to its duck
     (PlaybackDucked's) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
@@ -618,27 +704,46 @@ def _attach_voxroom_yields(items: list[ItemResult], overlays: list[Overlay | Non
             item.agent_stop_ms, item.agent_yield_ms = stop, yielded
 
 
-def _attach_agentsession_yields(items: list[ItemResult], overlays: list[Overlay | None],
-                                metrics_path: Path) -> None:
+def _attach_agentsession_yields(
+    items: list[ItemResult], overlays: list[Overlay | None], metrics_path: Path
+) -> None:
     """Each interruption's stop at the agent from AgentSession's own events (written by
     bench/agentsession.py, on the wall clock): the user's state turning "speaking" (its
     VAD's start of speech) to the agent's state leaving "speaking" (it paused or stopped its
     audio). AgentSession has no duck: its yield is its stop."""
     if not metrics_path.exists():
         return
-    states = [m for m in map(json.loads, metrics_path.read_text().splitlines())
-              if m.get("type") in ("user_state_changed", "agent_state_changed")]
+    states = [
+        m
+        for m in map(json.loads, metrics_path.read_text().splitlines())
+        if m.get("type") in ("user_state_changed", "agent_state_changed")
+    ]
     for item, overlay in zip(items, overlays, strict=True):
         if item.kind not in INTERRUPTION_KINDS or overlay is None:
             continue
         onset, end = overlay.onset + overlay.wall, overlay.end + overlay.wall
-        spoke = next((m["collected_at"] for m in states if m["type"] == "user_state_changed"
-                      and m["new_state"] == "speaking"
-                      and onset - AGENT_ONSET_SLACK_S <= m["collected_at"] <= end), None)
+        spoke = next(
+            (
+                m["collected_at"]
+                for m in states
+                if m["type"] == "user_state_changed"
+                and m["new_state"] == "speaking"
+                and onset - AGENT_ONSET_SLACK_S <= m["collected_at"] <= end
+            ),
+            None,
+        )
         if spoke is None:
             continue
-        stopped = next((m["collected_at"] for m in states if m["type"] == "agent_state_changed"
-                        and m["old_state"] == "speaking" and m["collected_at"] >= spoke), None)
+        stopped = next(
+            (
+                m["collected_at"]
+                for m in states
+                if m["type"] == "agent_state_changed"
+                and m["old_state"] == "speaking"
+                and m["collected_at"] >= spoke
+            ),
+            None,
+        )
         if stopped is not None and stopped - spoke <= MISSED_STOP_MS / 1000:
             item.agent_stop_ms = item.agent_yield_ms = ms(spoke, stopped)
 
@@ -649,8 +754,9 @@ def agentsession_ms(seconds: float) -> float | None:
     return round(seconds * 1000, 1) if seconds > 0 else None
 
 
-def _attach_agentsession_stages(items: list[ItemResult], windows: list[tuple[float, float]],
-                                metrics_path: Path) -> None:
+def _attach_agentsession_stages(
+    items: list[ItemResult], windows: list[tuple[float, float]], metrics_path: Path
+) -> None:
     """AgentSession's metrics per reply (speech_id), in voxroom's stage names: endpoint =
     end_of_utterance_delay, stt = transcription_delay, llm_first_token = ttft, TTS first
     audio = the first synthesis's ttfb (first chunk ready has no counterpart)."""

@@ -66,32 +66,70 @@ DOUBLE_KEY = "loadtest"  # the API key the remote-engine doubles accept
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rooms", type=_room_steps, default=[1, 2, 4],
-                   help="simulated users (one room each), or a list of steps: 1,2,4,8")
+    p.add_argument(
+        "--rooms",
+        type=_room_steps,
+        default=[1, 2, 4],
+        help="simulated users (one room each), or a list of steps: 1,2,4,8",
+    )
     p.add_argument("--workers", type=int, default=1, help="`voxroom agent` processes")
-    p.add_argument("--duration", type=float, default=60.0,
-                   help="seconds each step's users keep talking (after their agents joined)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=60.0,
+        help="seconds each step's users keep talking (after their agents joined)",
+    )
     p.add_argument("--url", help="use this LiveKit server (default: start one on loopback)")
-    p.add_argument("--executor", choices=("thread", "process"), default="thread",
-                   help="the workers' job executor")
-    p.add_argument("--max-sessions", type=int, default=0,
-                   help="the workers' session slots (default: the largest step)")
-    p.add_argument("--ttft-ms", type=_range, default=(300.0, 600.0),
-                   help="the scripted LLM's time to first token, LOW-HIGH ms")
-    p.add_argument("--words-per-s", type=float, default=15.0,
-                   help="the scripted LLM's streaming pace")
-    p.add_argument("--engines", choices=("local", "remote"), default="local",
-                   help="STT and TTS: the bundled models in the workers, or remote-like test "
-                        "doubles of Deepgram and OpenAI speech")
-    p.add_argument("--stt-delay-ms", type=_range, default=(100.0, 200.0),
-                   help="remote engines: the Deepgram double's delay per result, LOW-HIGH ms")
-    p.add_argument("--tts-ttfb-ms", type=_range, default=(150.0, 300.0),
-                   help="remote engines: the speech double's time to first byte, LOW-HIGH ms")
-    p.add_argument("--compare-agentsession", nargs="?", const="tuned", metavar="CONFIG",
-                   choices=AGENTSESSION_CONFIGS,
-                   help="then run the same load against LiveKit Agents' AgentSession worker "
-                        "(bench/agentsession.py; CONFIG tuned (default) or defaults); "
-                        "local engines only")
+    p.add_argument(
+        "--executor",
+        choices=("thread", "process"),
+        default="thread",
+        help="the workers' job executor",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=0,
+        help="the workers' session slots (default: the largest step)",
+    )
+    p.add_argument(
+        "--ttft-ms",
+        type=_range,
+        default=(300.0, 600.0),
+        help="the scripted LLM's time to first token, LOW-HIGH ms",
+    )
+    p.add_argument(
+        "--words-per-s", type=float, default=15.0, help="the scripted LLM's streaming pace"
+    )
+    p.add_argument(
+        "--engines",
+        choices=("local", "remote"),
+        default="local",
+        help="STT and TTS: the bundled models in the workers, or remote-like test "
+        "doubles of Deepgram and OpenAI speech",
+    )
+    p.add_argument(
+        "--stt-delay-ms",
+        type=_range,
+        default=(100.0, 200.0),
+        help="remote engines: the Deepgram double's delay per result, LOW-HIGH ms",
+    )
+    p.add_argument(
+        "--tts-ttfb-ms",
+        type=_range,
+        default=(150.0, 300.0),
+        help="remote engines: the speech double's time to first byte, LOW-HIGH ms",
+    )
+    p.add_argument(
+        "--compare-agentsession",
+        nargs="?",
+        const="tuned",
+        metavar="CONFIG",
+        choices=AGENTSESSION_CONFIGS,
+        help="then run the same load against LiveKit Agents' AgentSession worker "
+        "(bench/agentsession.py; CONFIG tuned (default) or defaults); "
+        "local engines only",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", type=Path, help="also write the JSON report here")
 
@@ -326,18 +364,21 @@ class LoadTest:
             # so it keeps no state between rooms or workers.
             llm = ScriptedLLM(replies, ttft_ms=0, words_per_s=a.words_per_s)
             llm_url = await stack.enter_async_context(
-                scripted_llm_server(llm, extra_ttft_ms=a.ttft_ms))
-            env = {"LIVEKIT_URL": url, "LIVEKIT_API_KEY": key, "LIVEKIT_API_SECRET": secret,
-                   "PYTHONUNBUFFERED": "1"}
-            speech = (await self._remote_speech(stack, items, llm)
-                      if a.engines == "remote" else {})
+                scripted_llm_server(llm, extra_ttft_ms=a.ttft_ms)
+            )
+            env = {
+                "LIVEKIT_URL": url,
+                "LIVEKIT_API_KEY": key,
+                "LIVEKIT_API_SECRET": secret,
+                "PYTHONUNBUFFERED": "1",
+            }
+            speech = await self._remote_speech(stack, items, llm) if a.engines == "remote" else {}
             contenders = [self._voxroom(env | speech, llm_url, tmp)]
             if a.compare_agentsession:
                 contenders.append(self._agentsession(env, llm_url))
             series = {}
             for contender in contenders:
-                series[contender.name] = await self._series(contender, items, url, key, secret,
-                                                            tmp)
+                series[contender.name] = await self._series(contender, items, url, key, secret, tmp)
         report = self._report(series.pop("voxroom"), load_before)
         if series:
             report["agentsession"] = next(iter(series.values()))
@@ -350,13 +391,34 @@ class LoadTest:
         store = tmp / "turns.sqlite3"
         # CPU is left out of the workers' load here: the test looks for where latency
         # breaks, so the workers must take every room rather than refuse the busy ones.
-        argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT_NAME, "--executor",
-                a.executor, "--max-sessions", str(a.max_sessions or max(a.rooms)),
-                "--max-cpu", "0", "--no-redispatch"]
-        return Contender("voxroom", AGENT_NAME, argv, env | {
-            "VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": llm_url,
-            "VOXROOM_LLM_MODEL": "scripted-remote-like", "VOXROOM_STORE_PATH": str(store)},
-            a.executor, store)
+        argv = [
+            "-m",
+            "agent.cli",
+            "agent",
+            "--agent-name",
+            AGENT_NAME,
+            "--executor",
+            a.executor,
+            "--max-sessions",
+            str(a.max_sessions or max(a.rooms)),
+            "--max-cpu",
+            "0",
+            "--no-redispatch",
+        ]
+        return Contender(
+            "voxroom",
+            AGENT_NAME,
+            argv,
+            env
+            | {
+                "VOXROOM_LLM_PROVIDER": "openai",
+                "VOXROOM_LLM_BASE_URL": llm_url,
+                "VOXROOM_LLM_MODEL": "scripted-remote-like",
+                "VOXROOM_STORE_PATH": str(store),
+            },
+            a.executor,
+            store,
+        )
 
     def _agentsession(self, env: dict[str, str], llm_url: str) -> Contender:
         from bench.agentsession import AGENT_NAME as AGENTSESSION_NAME
@@ -364,15 +426,28 @@ class LoadTest:
         a = self.args
         # Slots for every room of the ladder: its jobs outlive their rooms by seconds (their
         # processes shut down), and leftovers of one step must not refuse the next's rooms.
-        argv = ["-m", "bench.agentsession", a.compare_agentsession, "--max-jobs",
-                str(a.max_sessions or sum(a.rooms))]
-        return Contender(f"agentsession-{a.compare_agentsession}", AGENTSESSION_NAME, argv,
-                         env | {"VOXROOM_BENCH_LLM_BASE_URL": llm_url,
-                                "VOXROOM_BENCH_LLM_MODEL": "scripted-remote-like"},
-                         "process")
+        argv = [
+            "-m",
+            "bench.agentsession",
+            a.compare_agentsession,
+            "--max-jobs",
+            str(a.max_sessions or sum(a.rooms)),
+        ]
+        return Contender(
+            f"agentsession-{a.compare_agentsession}",
+            AGENTSESSION_NAME,
+            argv,
+            env
+            | {
+                "VOXROOM_BENCH_LLM_BASE_URL": llm_url,
+                "VOXROOM_BENCH_LLM_MODEL": "scripted-remote-like",
+            },
+            "process",
+        )
 
-    async def _series(self, c: Contender, items: list[Item], url: str, key: str, secret: str,
-                      tmp: Path) -> dict[str, Any]:
+    async def _series(
+        self, c: Contender, items: list[Item], url: str, key: str, secret: str, tmp: Path
+    ) -> dict[str, Any]:
         """The whole ladder against `--workers` fresh workers of `c`, stopped at the end."""
         from bench.livekit_path import worker_process
 
@@ -383,8 +458,10 @@ class LoadTest:
                 progress(f"starting {c.name} worker {w + 1}/{a.workers} ({c.executor} executor)")
                 # Waited for in a thread: the doubles in this loop answer the worker's
                 # provider checks while it starts.
-                proc = await asyncio.to_thread(stack.enter_context, worker_process(
-                    c.argv, c.env, tmp / f"worker-{c.name}-{w}.log", timeout_s=240))
+                proc = await asyncio.to_thread(
+                    stack.enter_context,
+                    worker_process(c.argv, c.env, tmp / f"worker-{c.name}-{w}.log", timeout_s=240),
+                )
                 pids.append(proc.pid)
             usage = Usage(pids)
             clients = Usage([os.getpid()], children=False)
@@ -394,14 +471,16 @@ class LoadTest:
             idle_mb = usage.sample()[2]
             steps = []
             for n in a.rooms:
-                steps.append(await self._step(c, n, items, url, key, secret, usage, clients,
-                                              idle_mb))
+                steps.append(
+                    await self._step(c, n, items, url, key, secret, usage, clients, idle_mb)
+                )
         if c.store_path is not None:
             await asyncio.to_thread(self._attach_stages, c.name, steps, c.store_path)
         return series_summary(c.name, c.executor, steps, idle_mb)
 
-    async def _remote_speech(self, stack: contextlib.AsyncExitStack, items: list[Item],
-                             llm: Any) -> dict[str, str]:
+    async def _remote_speech(
+        self, stack: contextlib.AsyncExitStack, items: list[Item], llm: Any
+    ) -> dict[str, str]:
         """The test doubles of Deepgram and of OpenAI speech, and the workers' settings for
         them (agent/config.py)."""
         from agent.testing.deepgram_double_recognisers import Utterance, utterance_recogniser
@@ -410,15 +489,23 @@ class LoadTest:
 
         a = self.args
         said = [Utterance(text, pcm) for item in items for text, pcm in item.utterances()]
-        stt = await stack.enter_async_context(DeepgramServerDouble(
-            utterance_recogniser(said), api_key=DOUBLE_KEY, delay_ms=a.stt_delay_ms))
+        stt = await stack.enter_async_context(
+            DeepgramServerDouble(
+                utterance_recogniser(said), api_key=DOUBLE_KEY, delay_ms=a.stt_delay_ms
+            )
+        )
         progress("speaking the replies' chunks for the speech double")
         tts = await stack.enter_async_context(TTSServerDouble(ttfb_ms=a.tts_ttfb_ms))
         await tts.prepare(await reply_chunks(llm.replies))
         self.doubles = {"stt": stt, "tts": tts}
-        return {"VOXROOM_STT_PROVIDER": "deepgram", "VOXROOM_STT_BASE_URL": stt.url,
-                "DEEPGRAM_API_KEY": DOUBLE_KEY, "VOXROOM_TTS_PROVIDER": "openai",
-                "VOXROOM_TTS_BASE_URL": tts.url, "OPENAI_API_KEY": DOUBLE_KEY}
+        return {
+            "VOXROOM_STT_PROVIDER": "deepgram",
+            "VOXROOM_STT_BASE_URL": stt.url,
+            "DEEPGRAM_API_KEY": DOUBLE_KEY,
+            "VOXROOM_TTS_PROVIDER": "openai",
+            "VOXROOM_TTS_BASE_URL": tts.url,
+            "OPENAI_API_KEY": DOUBLE_KEY,
+        }
 
     def _attach_stages(self, name: str, steps: list[dict[str, Any]], store_path: Path) -> None:
         """Each step's stage latencies (p50/p95), from the turns the workers stored."""
@@ -432,8 +519,11 @@ class LoadTest:
             prefix = f"{self._room_prefix(name, step['rooms'])}-"
             mine = [t["latency_ms"] for t in turns if t["room"].startswith(prefix)]
             step["stages_ms"] = {
-                stage: {k: v for k, v in percentiles([t.get(stage) for t in mine]).items()
-                        if k in ("p50", "p95")}
+                stage: {
+                    k: v
+                    for k, v in percentiles([t.get(stage) for t in mine]).items()
+                    if k in ("p50", "p95")
+                }
                 for stage in ENGINE_STAGES
             }
 
@@ -452,20 +542,30 @@ class LoadTest:
         stack.callback(server.stop)
         return server.url, server.api_key, server.api_secret
 
-    async def _step(self, c: Contender, n: int, items: list[Item], url: str, key: str,
-                    secret: str, usage: Usage, clients: Usage,
-                    idle_mb: float) -> dict[str, Any]:
+    async def _step(
+        self,
+        c: Contender,
+        n: int,
+        items: list[Item],
+        url: str,
+        key: str,
+        secret: str,
+        usage: Usage,
+        clients: Usage,
+        idle_mb: float,
+    ) -> dict[str, Any]:
         from agent.config import LiveKitSettings
         from agent.transports.tokens import create_join_token
         from bench.room_client import RoomUser
 
-        settings = LiveKitSettings(url=url, api_key=key, api_secret=secret,
-                                   agent_name=c.agent_name)
+        settings = LiveKitSettings(url=url, api_key=key, api_secret=secret, agent_name=c.agent_name)
         progress(f"{c.name} step N={n}: {n} user(s) joining {n} room(s) at once")
         stats = [RoomStats() for _ in range(n)]
         prefix = self._room_prefix(c.name, n)
-        users = [RoomUser(url, create_join_token(settings, f"{prefix}-{i}", f"user-{i}"))
-                 for i in range(n)]
+        users = [
+            RoomUser(url, create_join_token(settings, f"{prefix}-{i}", f"user-{i}"))
+            for i in range(n)
+        ]
         ready = asyncio.Event()
         talk_until: list[float] = []
         joined = 0
@@ -475,8 +575,9 @@ class LoadTest:
             if not ready.is_set():
                 ready.set()
                 talk_until.append(time.monotonic() + self.args.duration)
-                progress(f"N={n}: {joined}/{n} agents listening; talking for "
-                         f"{self.args.duration:.0f} s")
+                progress(
+                    f"N={n}: {joined}/{n} agents listening; talking for {self.args.duration:.0f} s"
+                )
 
         async def one(i: int) -> None:
             nonlocal joined
@@ -528,15 +629,21 @@ class LoadTest:
         user.room.on("participant_connected", on_participant)
         t0 = time.monotonic()
         await user.connect()
-        if any(p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
-               for p in user.room.remote_participants.values()) and not agent_at:
+        if (
+            any(
+                p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+                for p in user.room.remote_participants.values()
+            )
+            and not agent_at
+        ):
             agent_at.append(time.monotonic())
         await user.wait_for_state("listening", after=0, timeout_s=JOIN_TIMEOUT_S)
         if agent_at:
             stats.dispatch_ms = round((agent_at[0] - t0) * 1000, 1)
 
-    async def _converse(self, user: Any, items: list[Item], until: float, stats: RoomStats,
-                        n: int, room: int) -> None:
+    async def _converse(
+        self, user: Any, items: list[Item], until: float, stats: RoomStats, n: int, room: int
+    ) -> None:
         from bench.livekit_path import OpenMic
 
         mic = OpenMic(user)
@@ -554,8 +661,9 @@ class LoadTest:
         """One item said and answered (or not); what happened, for the progress line."""
         from bench.livekit_path import ask
 
-        ears, spoke, said, answered = await ask(user, mic, item.pcm, item.speech_start,
-                                                item.speech_end, timeout_s=ANSWER_TIMEOUT_S)
+        ears, spoke, said, answered = await ask(
+            user, mic, item.pcm, item.speech_start, item.speech_end, timeout_s=ANSWER_TIMEOUT_S
+        )
         onset = None
         if item.interruption is not None and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
@@ -588,9 +696,12 @@ class LoadTest:
             "machine": {"cores": os.cpu_count(), "load_before": load_before},
             "workers": a.workers,
             "duration_s": a.duration,
-            "engines": {"llm": f"scripted test double over HTTP, first token "
-                               f"{a.ttft_ms[0]:.0f}-{a.ttft_ms[1]:.0f} ms, "
-                               f"{a.words_per_s:g} words/s", **self._speech_engines()},
+            "engines": {
+                "llm": f"scripted test double over HTTP, first token "
+                f"{a.ttft_ms[0]:.0f}-{a.ttft_ms[1]:.0f} ms, "
+                f"{a.words_per_s:g} words/s",
+                **self._speech_engines(),
+            },
             "p95_goal_ms": P95_GOAL_MS,
             **{k: v for k, v in voxroom.items() if k != "worker"},
         }
@@ -598,15 +709,19 @@ class LoadTest:
     def _speech_engines(self) -> dict[str, str]:
         a = self.args
         if a.engines == "local":
-            return {"stt": "Whisper tiny.en (local, in the worker)",
-                    "tts": "Piper en_US-joe-medium (local, in the worker)"}
+            return {
+                "stt": "Whisper tiny.en (local, in the worker)",
+                "tts": "Piper en_US-joe-medium (local, in the worker)",
+            }
         stt, tts = self.doubles["stt"], self.doubles["tts"]
-        return {"stt": f"Deepgram adapter -> Deepgram test double, results after "
-                       f"{a.stt_delay_ms[0]:.0f}-{a.stt_delay_ms[1]:.0f} ms "
-                       f"({len(stt.connections)} connections, {len(stt.recognised)} utterances)",
-                "tts": f"OpenAI speech adapter -> speech test double (Piper), first byte after "
-                       f"{a.tts_ttfb_ms[0]:.0f}-{a.tts_ttfb_ms[1]:.0f} ms "
-                       f"({len(tts.requests)} requests, {tts.aborted} cancelled)"}
+        return {
+            "stt": f"Deepgram adapter -> Deepgram test double, results after "
+            f"{a.stt_delay_ms[0]:.0f}-{a.stt_delay_ms[1]:.0f} ms "
+            f"({len(stt.connections)} connections, {len(stt.recognised)} utterances)",
+            "tts": f"OpenAI speech adapter -> speech test double (Piper), first byte after "
+            f"{a.tts_ttfb_ms[0]:.0f}-{a.tts_ttfb_ms[1]:.0f} ms "
+            f"({len(tts.requests)} requests, {tts.aborted} cancelled)",
+        }
 
 
 async def reply_chunks(replies: list[str]) -> list[str]:
@@ -629,8 +744,9 @@ async def reply_chunks(replies: list[str]) -> list[str]:
     return chunks
 
 
-def step_summary(n: int, stats: list[RoomStats], cores: float | None, peak_mb: float | None,
-                 idle_mb: float) -> dict[str, Any]:
+def step_summary(
+    n: int, stats: list[RoomStats], cores: float | None, peak_mb: float | None, idle_mb: float
+) -> dict[str, Any]:
     v2v = [v for s in stats for v in s.voice_to_voice_ms]
     gaps = [g for s in stats for g in s.gaps_ms]
     replies = sum(s.replies for s in stats)
@@ -644,8 +760,11 @@ def step_summary(n: int, stats: list[RoomStats], cores: float | None, peak_mb: f
         "unanswered": sum(s.unanswered for s in stats),
         "premature": sum(s.premature for s in stats),
         "barge_in_stop_ms": percentiles([b for s in stats for b in s.barge_in_stop_ms]),
-        "audio_gaps": {"count": len(gaps), "per_reply": round(len(gaps) / replies, 3)
-                       if replies else None, "max_ms": max(gaps, default=None)},
+        "audio_gaps": {
+            "count": len(gaps),
+            "per_reply": round(len(gaps) / replies, 3) if replies else None,
+            "max_ms": max(gaps, default=None),
+        },
         "cpu_cores": cores,
         "cpu_cores_per_session": round(cores / n, 3) if cores is not None else None,
         "mem_mb_peak": peak_mb,
@@ -655,21 +774,27 @@ def step_summary(n: int, stats: list[RoomStats], cores: float | None, peak_mb: f
 
 def added_session_mb(steps: list[dict[str, Any]], idle_mb: float) -> float | None:
     """The slope of peak memory over sessions (idle worker = 0 sessions), least squares."""
-    points = [(0, idle_mb)] + [(s["rooms"], s["mem_mb_peak"]) for s in steps
-                               if s["mem_mb_peak"] is not None]
+    points = [(0, idle_mb)] + [
+        (s["rooms"], s["mem_mb_peak"]) for s in steps if s["mem_mb_peak"] is not None
+    ]
     if len(points) < 2:
         return None
     x, y = np.array(points, dtype=float).T
     return round(float(np.polyfit(x, y, 1)[0]), 1)
 
 
-def series_summary(name: str, executor: str, steps: list[dict[str, Any]],
-                   idle_mb: float) -> dict[str, Any]:
+def series_summary(
+    name: str, executor: str, steps: list[dict[str, Any]], idle_mb: float
+) -> dict[str, Any]:
     """One contender's ladder and what it comes to: the largest N whose p95 voice-to-voice is
     within the goal with every room served, and the memory each added session costs."""
-    within = [s["rooms"] for s in steps
-              if s["voice_to_voice_ms"]["p95"] is not None
-              and s["voice_to_voice_ms"]["p95"] <= P95_GOAL_MS and not s["rooms_failed"]]
+    within = [
+        s["rooms"]
+        for s in steps
+        if s["voice_to_voice_ms"]["p95"] is not None
+        and s["voice_to_voice_ms"]["p95"] <= P95_GOAL_MS
+        and not s["rooms_failed"]
+    ]
     return {
         "worker": name,
         "executor": executor,
@@ -685,21 +810,26 @@ def side_by_side(report: dict[str, Any]) -> list[dict[str, Any]]:
     under "agentsession"): sessions per worker within the goal, and per N the voice-to-voice
     p50/p95 and the workers' CPU cores."""
     rows = []
-    for name, series in (("voxroom", report), (report["agentsession"]["worker"],
-                                               report["agentsession"])):
+    for name, series in (
+        ("voxroom", report),
+        (report["agentsession"]["worker"], report["agentsession"]),
+    ):
         best = series["max_rooms_within_goal"]
-        rows.append({
-            "worker": name,
-            "executor": series["executor"],
-            "sessions_per_worker": None if best is None else round(best / report["workers"], 1),
-            "voice_to_voice_ms": {str(s["rooms"]): [s["voice_to_voice_ms"]["p50"],
-                                                    s["voice_to_voice_ms"]["p95"]]
-                                  for s in series["steps"]},
-            "cpu_cores": {str(s["rooms"]): s["cpu_cores"] for s in series["steps"]},
-            "rooms_failed": {str(s["rooms"]): s["rooms_failed"] for s in series["steps"]},
-            "idle_mem_mb": series["idle_mem_mb"],
-            "mem_mb_per_added_session": series["mem_mb_per_added_session"],
-        })
+        rows.append(
+            {
+                "worker": name,
+                "executor": series["executor"],
+                "sessions_per_worker": None if best is None else round(best / report["workers"], 1),
+                "voice_to_voice_ms": {
+                    str(s["rooms"]): [s["voice_to_voice_ms"]["p50"], s["voice_to_voice_ms"]["p95"]]
+                    for s in series["steps"]
+                },
+                "cpu_cores": {str(s["rooms"]): s["cpu_cores"] for s in series["steps"]},
+                "rooms_failed": {str(s["rooms"]): s["rooms_failed"] for s in series["steps"]},
+                "idle_mem_mb": series["idle_mem_mb"],
+                "mem_mb_per_added_session": series["mem_mb_per_added_session"],
+            }
+        )
     return rows
 
 
@@ -716,22 +846,29 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    lines = [f"voxroom loadtest: {r['workers']} worker(s) per contender, "
-             f"{r['duration_s']:.0f} s per step",
-             *(f"  {k.upper()}: {v}" for k, v in r["engines"].items()),
-             *format_series("voxroom", r, r["workers"], r["p95_goal_ms"])]
+    lines = [
+        f"voxroom loadtest: {r['workers']} worker(s) per contender, "
+        f"{r['duration_s']:.0f} s per step",
+        *(f"  {k.upper()}: {v}" for k, v in r["engines"].items()),
+        *format_series("voxroom", r, r["workers"], r["p95_goal_ms"]),
+    ]
     if "agentsession" in r:
         s = r["agentsession"]
         lines += format_series(s["worker"], s, r["workers"], r["p95_goal_ms"])
-        lines.append("side by side (v2v p50/p95 ms per N; sessions per worker within "
-                     f"{r['p95_goal_ms']:.0f} ms p95; MB per added session):")
+        lines.append(
+            "side by side (v2v p50/p95 ms per N; sessions per worker within "
+            f"{r['p95_goal_ms']:.0f} ms p95; MB per added session):"
+        )
         for row in r["side_by_side"]:
-            v2v = ", ".join(f"N={n} {_ms(p50)}/{_ms(p95)}"
-                            for n, (p50, p95) in row["voice_to_voice_ms"].items())
+            v2v = ", ".join(
+                f"N={n} {_ms(p50)}/{_ms(p95)}" for n, (p50, p95) in row["voice_to_voice_ms"].items()
+            )
             best = row["sessions_per_worker"]
-            lines.append(f"  {row['worker']:<20} sessions per worker "
-                         f"{_ms(best) if best else 'none'}, "
-                         f"{row['mem_mb_per_added_session']} MB/session; {v2v}")
+            lines.append(
+                f"  {row['worker']:<20} sessions per worker "
+                f"{_ms(best) if best else 'none'}, "
+                f"{row['mem_mb_per_added_session']} MB/session; {v2v}"
+            )
     return "\n".join(lines)
 
 
@@ -741,9 +878,11 @@ def _ms(v: Any) -> str:
 
 def format_series(name: str, r: dict[str, Any], workers: int, goal_ms: float) -> list[str]:
     f = _ms
-    lines = [f"{name} ({r['executor']} executor)",
-             f"{'N':>3} {'dispatch p50/p95':>17} {'v2v p50/p95/p99 ms':>20} {'replies':>7} "
-             f"{'gaps':>5} {'cores/sess':>10} {'MB/sess':>8} {'clients':>7} failed"]
+    lines = [
+        f"{name} ({r['executor']} executor)",
+        f"{'N':>3} {'dispatch p50/p95':>17} {'v2v p50/p95/p99 ms':>20} {'replies':>7} "
+        f"{'gaps':>5} {'cores/sess':>10} {'MB/sess':>8} {'clients':>7} failed",
+    ]
     for s in r["steps"]:
         d, v = s["dispatch_ms"], s["voice_to_voice_ms"]
         lines.append(
@@ -751,13 +890,20 @@ def format_series(name: str, r: dict[str, Any], workers: int, goal_ms: float) ->
             f"{f(v['p50']):>6}/{f(v['p95'])}/{f(v['p99']):<6} {s['replies']:>7} "
             f"{s['audio_gaps']['count']:>5} {s['cpu_cores_per_session']!s:>10} "
             f"{s['mem_mb_per_session']!s:>8} {s.get('clients_cpu_cores')!s:>7} "
-            f"{s['rooms_failed']}")
+            f"{s['rooms_failed']}"
+        )
         if stages := s.get("stages_ms"):
-            lines.append("      stage p50/p95 ms: " + ", ".join(
-                f"{k} {f(v['p50'])}/{f(v['p95'])}" for k, v in stages.items()))
-    lines.append(f"idle workers {r['idle_mem_mb']} MB; memory per added session "
-                 f"{r['mem_mb_per_added_session']} MB")
+            lines.append(
+                "      stage p50/p95 ms: "
+                + ", ".join(f"{k} {f(v['p50'])}/{f(v['p95'])}" for k, v in stages.items())
+            )
+    lines.append(
+        f"idle workers {r['idle_mem_mb']} MB; memory per added session "
+        f"{r['mem_mb_per_added_session']} MB"
+    )
     best = r["max_rooms_within_goal"]
-    lines.append(f"largest N with p95 voice-to-voice <= {goal_ms:.0f} ms: "
-                 f"{'none' if best is None else best} (of {workers} worker(s))")
+    lines.append(
+        f"largest N with p95 voice-to-voice <= {goal_ms:.0f} ms: "
+        f"{'none' if best is None else best} (of {workers} worker(s))"
+    )
     return lines

@@ -229,19 +229,32 @@ class RunResult:
             "items": len(self.items),
             "premature": sum(i.premature for i in self.items),
             "unanswered": sum(i.voice_to_voice_ms is None for i in self.items),
-            "kinds": {k: kind_summary([i for i in self.items if i.kind == k])
-                      for k in dict.fromkeys(i.kind for i in self.items)},
+            "kinds": {
+                k: kind_summary([i for i in self.items if i.kind == k])
+                for k in dict.fromkeys(i.kind for i in self.items)
+            },
             "wer": wer_by_kind(self.items),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:
-        return cls(data["name"], data["path"], data["llm"],
-                   [ItemResult(**i) for i in data["items"]], list(data["notes"]))
+        return cls(
+            data["name"],
+            data["path"],
+            data["llm"],
+            [ItemResult(**i) for i in data["items"]],
+            list(data["notes"]),
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "llm": self.llm, "notes": self.notes,
-                "summary": self.summary(), "items": [asdict(i) for i in self.items]}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "llm": self.llm,
+            "notes": self.notes,
+            "summary": self.summary(),
+            "items": [asdict(i) for i in self.items],
+        }
 
 
 def ms(a: float | None, b: float | None) -> float | None:
@@ -255,9 +268,15 @@ def cut_off(heard: HeardAudio, spoke: float, said: float) -> bool:
     return heard.audible_between(spoke, said)
 
 
-def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: float, *,
-                    answered: float | None = None,
-                    reference: ReferenceAnswer | None = None) -> None:
+def measure_overlay(
+    result: ItemResult,
+    heard: HeardAudio,
+    onset: float,
+    end: float,
+    *,
+    answered: float | None = None,
+    reference: ReferenceAnswer | None = None,
+) -> None:
     """The listener's figures of an item whose user speaks over the answer from `onset` to
     `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume and,
     given the answer's first audio `answered` and the same answer heard with nobody over it
@@ -267,7 +286,8 @@ def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: fl
         result.heard_after_backchannel = heard.audible_between(end, end + RESUME_WITHIN_S)
         if answered is not None and reference is not None:
             result.backchannel_silence_ms = backchannel_silence(
-                heard, answered, onset, end, reference.pauses())
+                heard, answered, onset, end, reference.pauses()
+            )
         return
     stopped = heard.silenced_after(onset)
     if heard.audible_between(onset - TALKING_S, onset):  # it was talking when cut off
@@ -278,8 +298,9 @@ def measure_overlay(result: ItemResult, heard: HeardAudio, onset: float, end: fl
     result.answered_interruption = heard.first_audible_after(max(stopped, end)) is not None
 
 
-def yielded_after(heard: HeardAudio, onset: float, until: float, answered: float,
-                  reference: ReferenceAnswer) -> float | None:
+def yielded_after(
+    heard: HeardAudio, onset: float, until: float, answered: float, reference: ReferenceAnswer
+) -> float | None:
     """When an answer first heard at `answered` gave way to a sound from `onset` by lowering
     its voice: the first block from `onset` to `until` from which, for YIELD_HOLD_S, it is
     YIELD_DROP_DB or more below the same answer heard with nobody over it (`reference`) at
@@ -291,8 +312,7 @@ def yielded_after(heard: HeardAudio, onset: float, until: float, answered: float
         window = heard.blocks(float(t), float(t) + YIELD_HOLD_S)
         levels = [(heard.peak(b, b + LEVEL_S), reference.level(b - answered)) for b in window]
         counted = [(x, r) for x, r in levels if r > AUDIBLE]
-        if counted and 2 * len(counted) >= len(window) and all(
-                x <= r * limit for x, r in counted):
+        if counted and 2 * len(counted) >= len(window) and all(x <= r * limit for x, r in counted):
             return float(t)
     return None
 
@@ -306,8 +326,13 @@ def answer_pauses(heard: HeardAudio, first: float) -> list[tuple[float, float]]:
     return [(a - first, b - a) for a, b in heard.silences(first, last, SILENT) if a >= first]
 
 
-def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: float,
-                        pauses: Sequence[tuple[float, float]]) -> float:
+def backchannel_silence(
+    heard: HeardAudio,
+    answered: float,
+    onset: float,
+    end: float,
+    pauses: Sequence[tuple[float, float]],
+) -> float:
     """The longest silence (ms) a backchannel from `onset` to `end` caused in an answer first
     heard at `answered`, whose own silences with nobody speaking over it are `pauses`
     (`answer_pauses`). Each silent stretch from the onset to RESUME_WITHIN_S after its end
@@ -323,8 +348,9 @@ def backchannel_silence(heard: HeardAudio, answered: float, onset: float, end: f
     shift, longest = 0.0, 0.0
     for a, b in heard.silences(onset, until, SILENT):
         at = a - answered - shift
-        own = min(((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S),
-                  default=(0.0, 0.0))[1]  # the nearest: speech has many short gaps
+        own = min(
+            ((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S), default=(0.0, 0.0)
+        )[1]  # the nearest: speech has many short gaps
         caused = max(0.0, b - a - own)
         shift += caused
         longest = max(longest, caused)
@@ -361,8 +387,13 @@ STRETCH_GAP_S = 0.12
 MAX_FILLERS = 4  # a reply's fillers before its answer, at most (a tool over ~5 s)
 
 
-def measure_answer(result: ItemResult, heard: HeardAudio, said: float, first: float | None,
-                   is_filler: Callable[[float, float], bool]) -> None:
+def measure_answer(
+    result: ItemResult,
+    heard: HeardAudio,
+    said: float,
+    first: float | None,
+    is_filler: Callable[[float, float], bool],
+) -> None:
     """Where the answer itself began after the user's end `said`: the first stretch of the
     agent's speech, from the first audible `first` on, that `is_filler(start, end)` does not
     call a filler (it is judged by what it says: a stretch may also be a first chunk of
@@ -423,15 +454,19 @@ def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
         "false_barge_ins": _count(false_barge_in(i) for i in items),
         "missed_interruptions": _count(missed_interruption(i) for i in items),
         "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
-        "barge_in_stop": (percentiles(i.barge_in_stop_ms for i in interruptions)
-                          if interruptions else None),
+        "barge_in_stop": (
+            percentiles(i.barge_in_stop_ms for i in interruptions) if interruptions else None
+        ),
         "yield": percentiles(i.yield_ms for i in interruptions) if interruptions else None,
-        "agent_stop": (percentiles(i.agent_stop_ms for i in interruptions)
-                       if interruptions else None),
-        "agent_yield": (percentiles(i.agent_yield_ms for i in interruptions)
-                        if interruptions else None),
-        "backchannel_silence": (percentiles(i.backchannel_silence_ms for i in backchannels)
-                                if backchannels else None),
+        "agent_stop": (
+            percentiles(i.agent_stop_ms for i in interruptions) if interruptions else None
+        ),
+        "agent_yield": (
+            percentiles(i.agent_yield_ms for i in interruptions) if interruptions else None
+        ),
+        "backchannel_silence": (
+            percentiles(i.backchannel_silence_ms for i in backchannels) if backchannels else None
+        ),
         "words_said": _total(i.words_said for i in scored),
         "words_lost": _total(i.words_lost for i in scored),
         "words_misheard": _total(i.words_misheard for i in scored),
@@ -521,7 +556,6 @@ def comparison(runs: Sequence[RunResult], base: RunResult) -> dict[str, dict[str
             continue
         s = run.summary()["stages"]
         out[run.name] = {
-            stage: {q: ratio(b[stage][q], s[stage][q]) for q in ("p50", "p95")}
-            for stage in STAGES
+            stage: {q: ratio(b[stage][q], s[stage][q]) for q in ("p50", "p95")} for stage in STAGES
         }
     return out

@@ -41,12 +41,20 @@ TAIL_S = 0.06  # audio decoded after the speech's end (the STT's endpoint margin
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--split", choices=("tune", "held-out"), default=None,
-                        help="one half of the corpus (default: both)")
+    parser.add_argument(
+        "--split",
+        choices=("tune", "held-out"),
+        default=None,
+        help="one half of the corpus (default: both)",
+    )
     parser.add_argument("--no-opus", action="store_true", help="leave out the Opus round trip")
-    parser.add_argument("--gain-db", type=float, default=0.0,
-                        help="the speech's level against the corpus's (~ -20 dBFS active): a "
-                             "phone line's nominal level is ~6 dB under it, a quiet caller's more")
+    parser.add_argument(
+        "--gain-db",
+        type=float,
+        default=0.0,
+        help="the speech's level against the corpus's (~ -20 dBFS active): a "
+        "phone line's nominal level is ~6 dB under it, a quiet caller's more",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
 
 
@@ -103,15 +111,17 @@ def front_end(audio: np.ndarray, vad: Any = None) -> tuple[list[bool], float | N
     return voiced, onset
 
 
-async def measure_item(item: Any, pcm: np.ndarray,
-                       tunings: dict[str, tuple[Callable[[], Any], Any]]) -> dict[str, Any]:
+async def measure_item(
+    item: Any, pcm: np.ndarray, tunings: dict[str, tuple[Callable[[], Any], Any]]
+) -> dict[str, Any]:
     """One item's audio (16 kHz int16, as the line and the coding left it) through the stages
     of each tuning (name -> (a new VAD, the STT))."""
     from state_machine.options import TurnOptions
 
     lead = round(LEAD_S * INPUT_RATE)
-    audio = np.concatenate([np.zeros(lead, np.int16), pcm,
-                            np.zeros(round(0.5 * INPUT_RATE), np.int16)])
+    audio = np.concatenate(
+        [np.zeros(lead, np.int16), pcm, np.zeros(round(0.5 * INPUT_RATE), np.int16)]
+    )
     start_s = (lead + item.speech_start) / INPUT_RATE
     end_s = (lead + item.speech_end) / INPUT_RATE
     row: dict[str, Any] = {"item": item.id, "said": item.text}
@@ -143,7 +153,8 @@ def summarize(rows: list[dict[str, Any]], tunings: list[str]) -> dict[str, Any]:
             "word_start_cut": sum(m is not None and m < 0 for m in margins),
             "pre_roll_margin_ms": {
                 "min": min((m for m in margins if m is not None), default=None),
-                **percentiles(margins)},
+                **percentiles(margins),
+            },
             "voiced_share_p50": float(np.median([r[f"voiced_share_{name}"] for r in rows])),
             "whole": wer_summary((r["said"], r[f"whole_{name}"]) for r in rows),
             "front_end": wer_summary((r["said"], r[f"front_end_{name}"]) for r in rows),
@@ -159,8 +170,9 @@ async def _run(args: argparse.Namespace) -> None:
     from bench.measure import load_average
     from bench.stt_ceiling import opus_round_trip
 
-    items = [i for i in await load_listen_corpus(split=args.split)
-             if i.kind in ("clean", "recording")]
+    items = [
+        i for i in await load_listen_corpus(split=args.split) if i.kind in ("clean", "recording")
+    ]
     wideband = WhisperSTT()
     wideband.load()
     wideband.warmup()
@@ -170,14 +182,19 @@ async def _run(args: argparse.Namespace) -> None:
     }
     gain = 10 ** (args.gain_db / 20)
     load_start = load_average()
-    report: dict[str, Any] = {"split": args.split or "both", "opus": not args.no_opus,
-                              "gain_db": args.gain_db, "lines": {}}
+    report: dict[str, Any] = {
+        "split": args.split or "both",
+        "opus": not args.no_opus,
+        "gain_db": args.gain_db,
+        "lines": {},
+    }
     for line, carry in lines().items():
         rows = []
         for item in items:
             pcm = carry(np.clip(np.round(item.pcm * gain), -32768, 32767).astype(np.int16))
-            rows.append(await measure_item(item, pcm if args.no_opus else opus_round_trip(pcm),
-                                           tunings))
+            rows.append(
+                await measure_item(item, pcm if args.no_opus else opus_round_trip(pcm), tunings)
+            )
         report["lines"][line] = {"summary": summarize(rows, list(tunings)), "items": rows}
     report["load_average"] = {"start": load_start, "end": load_average()}
     _print(report, len(items))
@@ -186,17 +203,23 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def _print(report: dict[str, Any], n: int) -> None:
-    print(f"{n} items ({report['split']}), gain {report['gain_db']:+.0f} dB, "
-          f"Opus {'on' if report['opus'] else 'off'}; "
-          f"load {report['load_average']['start']} -> {report['load_average']['end']}")
-    print(f"{'line':20s} {'tuning':9s} {'cut':>4s} {'margin min/p50 ms':>18s} {'voiced':>7s} "
-          f"{'WER whole':>17s} {'WER front end':>17s}")
+    print(
+        f"{n} items ({report['split']}), gain {report['gain_db']:+.0f} dB, "
+        f"Opus {'on' if report['opus'] else 'off'}; "
+        f"load {report['load_average']['start']} -> {report['load_average']['end']}"
+    )
+    print(
+        f"{'line':20s} {'tuning':9s} {'cut':>4s} {'margin min/p50 ms':>18s} {'voiced':>7s} "
+        f"{'WER whole':>17s} {'WER front end':>17s}"
+    )
     for line, figures in report["lines"].items():
         for name, s in figures["summary"].items():
             m = s["pre_roll_margin_ms"]
-            print(f"{line:20s} {name:9s} {s['word_start_cut']:4d} "
-                  f"{m['min']!s:>8s}/{m['p50']!s:>9s} {s['voiced_share_p50']:7.2f} "
-                  f"{_wer(s['whole']):>17s} {_wer(s['front_end']):>17s}")
+            print(
+                f"{line:20s} {name:9s} {s['word_start_cut']:4d} "
+                f"{m['min']!s:>8s}/{m['p50']!s:>9s} {s['voiced_share_p50']:7.2f} "
+                f"{_wer(s['whole']):>17s} {_wer(s['front_end']):>17s}"
+            )
 
 
 def _wer(w: dict[str, Any]) -> str:

@@ -148,8 +148,9 @@ class RoomUser:
         """Send `text` as a typed message (`lk.chat`) to the agent (to the room while no agent
         is known); returns when it was sent."""
         to = [self.agent_identity] if self.agent_identity else None
-        await self.room.local_participant.send_text(text, topic=TOPIC_CHAT,
-                                                    destination_identities=to)
+        await self.room.local_participant.send_text(
+            text, topic=TOPIC_CHAT, destination_identities=to
+        )
         return time.monotonic()
 
     # ---- listening ------------------------------------------------------------------------
@@ -164,8 +165,9 @@ class RoomUser:
         if ATTR_AGENT_STATE in changed:
             self.states.append((time.monotonic(), changed[ATTR_AGENT_STATE]))
 
-    def _on_track(self, track: rtc.Track, _pub: rtc.RemoteTrackPublication,
-                  p: rtc.RemoteParticipant) -> None:
+    def _on_track(
+        self, track: rtc.Track, _pub: rtc.RemoteTrackPublication, p: rtc.RemoteParticipant
+    ) -> None:
         if track.kind == rtc.TrackKind.KIND_AUDIO:
             task = asyncio.create_task(self._record(track))
             self._tasks.add(task)
@@ -232,8 +234,9 @@ async def _leave(room: rtc.Room, readers: set[asyncio.Task[None]]) -> None:
     await _within(room.disconnect(), f"leaving room {room.name}")
     for task in list(readers):
         task.cancel()
-    await _within(asyncio.gather(*readers, return_exceptions=True),
-                  f"the readers of room {room.name}")
+    await _within(
+        asyncio.gather(*readers, return_exceptions=True), f"the readers of room {room.name}"
+    )
 
 
 async def _within(step: Awaitable[object], what: str) -> None:
@@ -291,14 +294,23 @@ class CopilotClient:
         await self.room.connect(url, token, rtc.RoomOptions(auto_subscribe=False))
 
     def agent(self) -> rtc.RemoteParticipant | None:
-        return next((p for p in self.room.remote_participants.values()
-                     if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT), None)
+        return next(
+            (
+                p
+                for p in self.room.remote_participants.values()
+                if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+            ),
+            None,
+        )
 
     async def send_document(self, to: str, name: str, text: str) -> None:
 
         await self.room.local_participant.send_text(
-            text, topic=TOPIC_CONTEXT, destination_identities=[to],
-            attributes={ATTR_CONTEXT_NAME: name})
+            text,
+            topic=TOPIC_CONTEXT,
+            destination_identities=[to],
+            attributes={ATTR_CONTEXT_NAME: name},
+        )
 
     async def leave(self) -> None:
         await _leave(self.room, self._tasks)

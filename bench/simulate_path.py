@@ -67,17 +67,30 @@ async def run_item(
                 finals.append(text)
 
     sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
-    engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
-                        history=ChatHistory(system_prompt), partials=partials,
-                        turn_detector=turn_detector, phone_line=phone_line)
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=sink,
+        clock=clock,
+        on_event=on_event,
+        history=ChatHistory(system_prompt),
+        partials=partials,
+        turn_detector=turn_detector,
+        phone_line=phone_line,
+    )
     spent = ItemClock(usage)
     await engine.start()
     speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
     cut_in = (item.after_s, item.interruption.pcm) if barge_in else None
     try:
         end_s, cut_in_at = await feed(
-            engine, speech, t0, clock, first_audio=lambda: audio_starts[0] if audio_starts
-            else None, cut_in=cut_in,
+            engine,
+            speech,
+            t0,
+            clock,
+            first_audio=lambda: audio_starts[0] if audio_starts else None,
+            cut_in=cut_in,
         )
     finally:
         await engine.aclose()
@@ -87,18 +100,25 @@ async def run_item(
     turns = [t.as_event() for t in engine.turns]
     answer = turns[0] if barge_in else (turns[-1] if turns else None)
     result = ItemResult(
-        item=item.id, voice=question.voice, kind=item.kind,
+        item=item.id,
+        voice=question.voice,
+        kind=item.kind,
         stages=dict(answer["latency_ms"]) if answer else {},
         voice_to_voice_ms=ms(said, heard.first_audible_after(said)),
         turns=len(turns),
         premature=cut_off(heard, spoke, said),
         heard_user=answer["user_text"] if answer else "",
-        said="" if barge_in else question.text, transcript=final_transcript(finals),
+        said="" if barge_in else question.text,
+        transcript=final_transcript(finals),
     )
     if barge_in and cut_in_at is not None:
         over = item.interruption
-        measure_overlay(result, heard, cut_in_at + over.speech_start / INPUT_RATE,
-                        cut_in_at + over.speech_end / INPUT_RATE)
+        measure_overlay(
+            result,
+            heard,
+            cut_in_at + over.speech_start / INPUT_RATE,
+            cut_in_at + over.speech_end / INPUT_RATE,
+        )
     spent.finish(result)
     return result
 
@@ -171,10 +191,17 @@ async def run_simulate(
     usage = ProcessUsage()
     results = []
     for item in items:
-        result = await run_item(item, stt=stt, tts=tts, llm=llm_for(item),
-                                system_prompt=system_prompt, usage=usage,
-                                partials=settings.stt.partials, turn_detector=detector,
-                                phone_line=caller == "sip")
+        result = await run_item(
+            item,
+            stt=stt,
+            tts=tts,
+            llm=llm_for(item),
+            system_prompt=system_prompt,
+            usage=usage,
+            partials=settings.stt.partials,
+            turn_detector=detector,
+            phone_line=caller == "sip",
+        )
         on_item(result)
         results.append(result)
     return results

@@ -36,13 +36,20 @@ def sip_dispatch(settings: LiveKitSettings, **metadata: str) -> api.RoomConfigur
     """The room configuration of infra/sip/dispatch-rule.json: the agent dispatched to serve
     the phone caller (`metadata` added to the dispatch's, e.g. a profile)."""
     job = {KEY_USER_KIND: USER_KIND_SIP, **metadata}
-    return api.RoomConfiguration(agents=[api.RoomAgentDispatch(
-        agent_name=settings.agent_name, metadata=json.dumps(job))])
+    return api.RoomConfiguration(
+        agents=[api.RoomAgentDispatch(agent_name=settings.agent_name, metadata=json.dumps(job))]
+    )
 
 
-def sip_caller(url: str, settings: LiveKitSettings, room: str, *,
-               number: str = CALLER_NUMBER, room_config: api.RoomConfiguration | None = None,
-               ttl_s: int = 600) -> RoomUser:
+def sip_caller(
+    url: str,
+    settings: LiveKitSettings,
+    room: str,
+    *,
+    number: str = CALLER_NUMBER,
+    room_config: api.RoomConfiguration | None = None,
+    ttl_s: int = 600,
+) -> RoomUser:
     """A RoomUser about to join `room` as livekit-sip joins a caller from `number`;
     `room_config` stands for the dispatch rule's (the agent's dispatch)."""
     identity = f"sip_{number}"
@@ -53,24 +60,43 @@ def sip_caller(url: str, settings: LiveKitSettings, room: str, *,
         "sip.trunkPhoneNumber": TRUNK_NUMBER,
         "sip.callStatus": "active",
     }
-    token = (api.AccessToken(settings.api_key, settings.api_secret)
-             .with_identity(identity).with_name(f"Phone {number}").with_kind("sip")
-             .with_attributes(attributes)
-             .with_grants(api.VideoGrants(room_join=True, room=room, can_publish=True,
-                                          can_subscribe=True, can_publish_data=True))
-             .with_ttl(datetime.timedelta(seconds=ttl_s)))
+    token = (
+        api.AccessToken(settings.api_key, settings.api_secret)
+        .with_identity(identity)
+        .with_name(f"Phone {number}")
+        .with_kind("sip")
+        .with_attributes(attributes)
+        .with_grants(
+            api.VideoGrants(
+                room_join=True,
+                room=room,
+                can_publish=True,
+                can_subscribe=True,
+                can_publish_data=True,
+            )
+        )
+        .with_ttl(datetime.timedelta(seconds=ttl_s))
+    )
     if room_config is not None:
         token.with_room_config(room_config)
-    return RoomUser(url, token.to_jwt(), track_name=identity,
-                    track_source=rtc.TrackSource.SOURCE_UNKNOWN, line=phone_line)
+    return RoomUser(
+        url,
+        token.to_jwt(),
+        track_name=identity,
+        track_source=rtc.TrackSource.SOURCE_UNKNOWN,
+        line=phone_line,
+    )
 
 
 def over_phone_line(item: Any) -> Any:
     """A corpus item (bench.corpus.Utterance or BargeIn) as a phone caller says it: every
     utterance of it over the phone line (for the simulate path, which has no room)."""
     if hasattr(item, "interruption"):
-        return dataclasses.replace(item, question=over_phone_line(item.question),
-                                   interruption=over_phone_line(item.interruption))
+        return dataclasses.replace(
+            item,
+            question=over_phone_line(item.question),
+            interruption=over_phone_line(item.interruption),
+        )
     return dataclasses.replace(item, pcm=phone_line(item.pcm))
 
 

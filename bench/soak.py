@@ -51,8 +51,9 @@ class SoakResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SoakResult:
-        return cls(data["minutes"], [SoakSample(**s) for s in data["samples"]],
-                   data.get("items", 0))
+        return cls(
+            data["minutes"], [SoakSample(**s) for s in data["samples"]], data.get("items", 0)
+        )
 
     def verdict(self) -> dict[str, Any]:
         half = self.samples[-1].t_s / 2 if self.samples else 0.0
@@ -73,13 +74,18 @@ class SoakResult:
             "rss_slope_mb_per_hour": round(slope, 1),
             "memory_flat": abs(slope) < FLAT_MB_PER_HOUR,
             "growth_second_half": growth,
-            "no_leak": growth["tasks"] <= TASK_SLACK and growth["threads"] <= 2
+            "no_leak": growth["tasks"] <= TASK_SLACK
+            and growth["threads"] <= 2
             and growth["open_files"] <= 2,
         }
 
     def as_json(self) -> dict[str, Any]:
-        return {"minutes": self.minutes, "items": self.items,
-                "samples": [asdict(s) for s in self.samples], "verdict": self.verdict()}
+        return {
+            "minutes": self.minutes,
+            "items": self.items,
+            "samples": [asdict(s) for s in self.samples],
+            "verdict": self.verdict(),
+        }
 
 
 def _rss_mb() -> float:
@@ -89,8 +95,11 @@ def _rss_mb() -> float:
 
 def _sample(t_s: float, turns: int) -> SoakSample:
     return SoakSample(
-        t_s=round(t_s, 1), rss_mb=round(_rss_mb(), 1), tasks=len(asyncio.all_tasks()),
-        threads=threading.active_count(), open_files=len(os.listdir("/proc/self/fd")),
+        t_s=round(t_s, 1),
+        rss_mb=round(_rss_mb(), 1),
+        tasks=len(asyncio.all_tasks()),
+        threads=threading.active_count(),
+        open_files=len(os.listdir("/proc/self/fd")),
         turns=turns,
     )
 
@@ -122,8 +131,15 @@ async def run_soak(
 
     result = SoakResult(minutes)
     sink = TimelineSink(OUTPUT_RATE, clock(), clock=clock)
-    engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, clock=clock, on_event=on_event,
-                        history=ChatHistory(system_prompt))
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=sink,
+        clock=clock,
+        on_event=on_event,
+        history=ChatHistory(system_prompt),
+    )
     await engine.start()
     began = clock()
 
@@ -141,8 +157,7 @@ async def run_soak(
                 break
             barge_in = hasattr(item, "interruption")
             question = item.question if barge_in else item
-            speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16),
-                                     question.pcm])
+            speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
             t0, heard_before = clock(), len(audio_starts)
 
             def first_audio(t0: float = t0, n: int = heard_before) -> float | None:
@@ -162,10 +177,12 @@ async def run_soak(
 def format_soak(result: SoakResult) -> str:
     v = result.verdict()
     g = v["growth_second_half"]
-    return "\n".join([
-        f"soak: {result.minutes:g} min, {v['items']} items, {v['turns']} turns",
-        f"  RSS {v['rss_mb_start']} -> {v['rss_mb_end']} MB over the second half, slope "
-        f"{v['rss_slope_mb_per_hour']} MB/h: {'flat' if v['memory_flat'] else 'GROWING'}",
-        f"  growth over the second half: {g['tasks']} tasks, {g['threads']} threads, "
-        f"{g['open_files']} open files: {'no leak' if v['no_leak'] else 'LEAK'}",
-    ])
+    return "\n".join(
+        [
+            f"soak: {result.minutes:g} min, {v['items']} items, {v['turns']} turns",
+            f"  RSS {v['rss_mb_start']} -> {v['rss_mb_end']} MB over the second half, slope "
+            f"{v['rss_slope_mb_per_hour']} MB/h: {'flat' if v['memory_flat'] else 'GROWING'}",
+            f"  growth over the second half: {g['tasks']} tasks, {g['threads']} threads, "
+            f"{g['open_files']} open files: {'no leak' if v['no_leak'] else 'LEAK'}",
+        ]
+    )

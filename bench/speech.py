@@ -26,8 +26,11 @@ def espeak(
     with tempfile.TemporaryDirectory() as d:
         wav = Path(d) / "speech.wav"
         markup = ["-m"] if ssml else []
-        subprocess.run(["espeak-ng", *markup, "-v", voice, "-s", str(words_per_min), "-w",
-                        str(wav), text], check=True, capture_output=True)
+        subprocess.run(
+            ["espeak-ng", *markup, "-v", voice, "-s", str(words_per_min), "-w", str(wav), text],
+            check=True,
+            capture_output=True,
+        )
         audio, rate = sf.read(str(wav), dtype="float32")
     if rate != RATE:
         audio = soxr.resample(audio, rate, RATE)

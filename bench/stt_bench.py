@@ -67,6 +67,8 @@ SENTENCES = (
 CACHE_DIR = Path(".cache/bench")
 LEAD_S = 0.2
 SPEECH_THRESHOLD = 500  # int16 amplitude, about -36 dBFS
+
+
 async def piper_speech(text: str) -> np.ndarray:
     """`text` spoken by the bundled Piper voice at 16 kHz int16."""
     from tts.piper_tts import PiperTTS
@@ -141,7 +143,13 @@ async def run_one(stt, voice: str, text: str, trailing_s: float) -> Result:
     await collector
     first = (partial_times[0] - t0 - speech_start_s) * 1000 if partial_times else None
     return Result(
-        voice, text, final, len(pcm) / INPUT_RATE, first, len(partial_times), final_ms,
+        voice,
+        text,
+        final,
+        len(pcm) / INPUT_RATE,
+        first,
+        len(partial_times),
+        final_ms,
         jiwer.wer(normalize(text), normalize(final)),
     )
 
@@ -191,16 +199,22 @@ async def _run(args: argparse.Namespace) -> None:
 
     for r in results:
         first = f"{r.first_partial_ms:6.0f}" if r.first_partial_ms is not None else "     -"
-        print(f"{r.voice:6s} {r.duration_s:4.1f}s  first {first} ms  final {r.final_ms:5.0f} ms  "
-              f"partials {r.partials:2d}  WER {r.wer:.2f}  {r.final!r}")
+        print(
+            f"{r.voice:6s} {r.duration_s:4.1f}s  first {first} ms  final {r.final_ms:5.0f} ms  "
+            f"partials {r.partials:2d}  WER {r.wer:.2f}  {r.final!r}"
+        )
     firsts = [r.first_partial_ms for r in results if r.first_partial_ms is not None]
     durations = [r.duration_s for r in results]
-    print(f"\nmode={args.mode}  trailing silence {args.trailing_silence_s * 1000:.0f} ms  "
-          f"speech {min(durations):.1f}-{max(durations):.1f} s  "
-          f"load avg before {load_before[0]:.2f} after {load_after[0]:.2f} (2 shared cores)")
+    print(
+        f"\nmode={args.mode}  trailing silence {args.trailing_silence_s * 1000:.0f} ms  "
+        f"speech {min(durations):.1f}-{max(durations):.1f} s  "
+        f"load avg before {load_before[0]:.2f} after {load_after[0]:.2f} (2 shared cores)"
+    )
     print(f"first partial after speech start (ms): {percentiles(firsts)}")
     print(f"final after finalize() (ms):           {percentiles([r.final_ms for r in results])}")
     print(f"WER per utterance:                     {percentiles([r.wer for r in results])}")
     corpus = jiwer.wer([normalize(r.text) for r in results], [normalize(r.final) for r in results])
-    print(f"WER over all utterances: {corpus:.3f}   "
-          f"utterances without a partial: {sum(r.first_partial_ms is None for r in results)}")
+    print(
+        f"WER over all utterances: {corpus:.3f}   "
+        f"utterances without a partial: {sum(r.first_partial_ms is None for r in results)}"
+    )

@@ -31,11 +31,16 @@ _OPUS_RATE = 48_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("tune", "held-out"), default="tune")
-    parser.add_argument("--model-dir", type=Path, default=None,
-                        help="a CTranslate2 Whisper folder (default: the bundled tiny.en)")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="a CTranslate2 Whisper folder (default: the bundled tiny.en)",
+    )
     parser.add_argument("--beam", type=int, default=8, help="beam size and hypotheses kept")
-    parser.add_argument("--no-recordings", action="store_true",
-                        help="leave out the bundled recordings' cuts")
+    parser.add_argument(
+        "--no-recordings", action="store_true", help="leave out the bundled recordings' cuts"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
 
 
@@ -104,22 +109,45 @@ async def _run(args: argparse.Namespace) -> None:
         hyps = await stt.hypotheses(audio, args.beam)
         decode_ms = (time.perf_counter() - t0) * 1000
         texts = [text for text, _ in hyps] or [""]
-        rows.append({"item": item.id, "kind": item.kind, "said": item.text, "best": texts[0],
-                     "oracle": oracle(item.text, texts), "hypotheses": hyps,
-                     "decode_ms": round(decode_ms, 1)})
+        rows.append(
+            {
+                "item": item.id,
+                "kind": item.kind,
+                "said": item.text,
+                "best": texts[0],
+                "oracle": oracle(item.text, texts),
+                "hypotheses": hyps,
+                "decode_ms": round(decode_ms, 1),
+            }
+        )
         print(f"{item.id:42s} {decode_ms:5.0f} ms  {texts[0]!r}")
     figures = summary(rows)
     cost = percentiles(r["decode_ms"] for r in rows)
     model = str(args.model_dir) if args.model_dir else "bundled tiny.en"
-    print(f"\n{model}, beam {args.beam}, {args.split} half, {len(rows)} items; "
-          f"load {load_start} -> {load_average()}")
+    print(
+        f"\n{model}, beam {args.beam}, {args.split} half, {len(rows)} items; "
+        f"load {load_start} -> {load_average()}"
+    )
     print(f"{'condition':12s} {'best':>7s} {'oracle':>7s}")
     for kind, f in figures.items():
-        print(f"{kind:12s} {f['best']['wer']:7.3f} {f['oracle']['wer']:7.3f}   "
-              f"({f['best']['words']} words)")
+        print(
+            f"{kind:12s} {f['best']['wer']:7.3f} {f['oracle']['wer']:7.3f}   "
+            f"({f['best']['words']} words)"
+        )
     print(f"decode (encoder + beam) p50 / p95: {cost['p50']} / {cost['p95']} ms")
     if args.json:
-        args.json.write_text(json.dumps(
-            {"model": model, "beam": args.beam, "split": args.split,
-             "load_average": {"start": load_start, "end": load_average()},
-             "decode_ms": cost, "wer": figures, "items": rows}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "beam": args.beam,
+                    "split": args.split,
+                    "load_average": {"start": load_start, "end": load_average()},
+                    "decode_ms": cost,
+                    "wer": figures,
+                    "items": rows,
+                },
+                indent=1,
+            )
+            + "\n"
+        )

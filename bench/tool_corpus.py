@@ -33,30 +33,66 @@ _FORECAST = "Here is what the forecast service says about tomorrow: {result}"
 
 # (kind, what the user says, the scripted reply)
 ITEMS: tuple[tuple[str, str, str | ScriptedToolTurn], ...] = (
-    ("tool", "What is the weather like in Oslo?",
-     ScriptedToolTurn("get_weather", {"city": "Oslo"}, _WEATHER)),
-    ("slow_tool", "What will the weather be like in Paris tomorrow?",
-     ScriptedToolTurn("get_forecast", {"city": "Paris"}, _FORECAST)),
-    ("no_tool", "Who wrote Pride and Prejudice?",
-     "Jane Austen wrote it, and it came out in eighteen thirteen."),
-    ("tool", "Is it raining in London right now?",
-     ScriptedToolTurn("get_weather", {"city": "London"}, _WEATHER)),
-    ("slow_tool", "What is the forecast for Madrid tomorrow?",
-     ScriptedToolTurn("get_forecast", {"city": "Madrid"}, _FORECAST)),
-    ("no_tool", "What is the capital of Australia?",
-     "The capital of Australia is Canberra, not Sydney."),
-    ("tool", "How warm is it in Rome today?",
-     ScriptedToolTurn("get_weather", {"city": "Rome"}, _WEATHER)),
-    ("slow_tool", "Will it snow in Berlin tomorrow?",
-     ScriptedToolTurn("get_forecast", {"city": "Berlin"}, _FORECAST)),
-    ("no_tool", "Why is the sky blue?",
-     "Sunlight scatters off the air, and blue light scatters the most."),
-    ("tool", "What is the temperature in Vienna at the moment?",
-     ScriptedToolTurn("get_weather", {"city": "Vienna"}, _WEATHER)),
-    ("slow_tool", "Do I need a coat in Dublin tomorrow?",
-     ScriptedToolTurn("get_forecast", {"city": "Dublin"}, _FORECAST)),
-    ("no_tool", "How many days are there in a leap year?",
-     "A leap year has three hundred and sixty six days."),
+    (
+        "tool",
+        "What is the weather like in Oslo?",
+        ScriptedToolTurn("get_weather", {"city": "Oslo"}, _WEATHER),
+    ),
+    (
+        "slow_tool",
+        "What will the weather be like in Paris tomorrow?",
+        ScriptedToolTurn("get_forecast", {"city": "Paris"}, _FORECAST),
+    ),
+    (
+        "no_tool",
+        "Who wrote Pride and Prejudice?",
+        "Jane Austen wrote it, and it came out in eighteen thirteen.",
+    ),
+    (
+        "tool",
+        "Is it raining in London right now?",
+        ScriptedToolTurn("get_weather", {"city": "London"}, _WEATHER),
+    ),
+    (
+        "slow_tool",
+        "What is the forecast for Madrid tomorrow?",
+        ScriptedToolTurn("get_forecast", {"city": "Madrid"}, _FORECAST),
+    ),
+    (
+        "no_tool",
+        "What is the capital of Australia?",
+        "The capital of Australia is Canberra, not Sydney.",
+    ),
+    (
+        "tool",
+        "How warm is it in Rome today?",
+        ScriptedToolTurn("get_weather", {"city": "Rome"}, _WEATHER),
+    ),
+    (
+        "slow_tool",
+        "Will it snow in Berlin tomorrow?",
+        ScriptedToolTurn("get_forecast", {"city": "Berlin"}, _FORECAST),
+    ),
+    (
+        "no_tool",
+        "Why is the sky blue?",
+        "Sunlight scatters off the air, and blue light scatters the most.",
+    ),
+    (
+        "tool",
+        "What is the temperature in Vienna at the moment?",
+        ScriptedToolTurn("get_weather", {"city": "Vienna"}, _WEATHER),
+    ),
+    (
+        "slow_tool",
+        "Do I need a coat in Dublin tomorrow?",
+        ScriptedToolTurn("get_forecast", {"city": "Dublin"}, _FORECAST),
+    ),
+    (
+        "no_tool",
+        "How many days are there in a leap year?",
+        "A leap year has three hundred and sixty six days.",
+    ),
 )
 
 
@@ -70,18 +106,26 @@ async def load_tool_corpus(cache_dir: Path = CACHE_DIR) -> list[Utterance]:
     out = []
     for i, (kind, text, reply) in enumerate(ITEMS):
         voice = VOICES[i % len(VOICES)]
-        out.append(Utterance(f"{kind}{i:02d}-{voice}", voice, text, reply,
-                             await spoken(text, voice, cache_dir), kind=kind))
+        out.append(
+            Utterance(
+                f"{kind}{i:02d}-{voice}",
+                voice,
+                text,
+                reply,
+                await spoken(text, voice, cache_dir),
+                kind=kind,
+            )
+        )
     return out
 
 
-def select(items: Sequence[Utterance], kinds: Sequence[str] | None,
-           per_kind: int | None) -> list[Utterance]:
+def select(
+    items: Sequence[Utterance], kinds: Sequence[str] | None, per_kind: int | None
+) -> list[Utterance]:
     return first_of_kinds(items, kinds, per_kind)
 
 
 def worker_config() -> str:
     """The voxroom.toml that gives the default profile the two doubles."""
     names = ", ".join(f'"{n}"' for n in OFFERED)
-    return ('[tools]\npython = ["bench.tool_doubles"]\n\n'
-            f"[profiles.default]\ntools = [{names}]\n")
+    return f'[tools]\npython = ["bench.tool_doubles"]\n\n[profiles.default]\ntools = [{names}]\n'

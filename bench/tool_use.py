@@ -100,8 +100,16 @@ async def load_requests(cache_dir: Path = CACHE_DIR) -> list[ToolRequest]:
     out = []
     for i, (text, tool_name, arguments) in enumerate(REQUESTS):
         voice = VOICES[i % len(VOICES)]
-        out.append(ToolRequest(f"t{i:02d}-{voice}", voice, text, tool_name, arguments,
-                               await spoken(text, voice, cache_dir)))
+        out.append(
+            ToolRequest(
+                f"t{i:02d}-{voice}",
+                voice,
+                text,
+                tool_name,
+                arguments,
+                await spoken(text, voice, cache_dir),
+            )
+        )
     return out
 
 
@@ -161,9 +169,13 @@ def _zone_offsets(name: str) -> tuple[float, float] | str:
     return (offsets[0], offsets[1])
 
 
-def verdict(request_tool: str | None, request_arguments: Mapping[str, Any],
-            calls: Sequence[tuple[str, str]], text: str,
-            takes: Collection[str] | None = None) -> str:
+def verdict(
+    request_tool: str | None,
+    request_arguments: Mapping[str, Any],
+    calls: Sequence[tuple[str, str]],
+    text: str,
+    takes: Collection[str] | None = None,
+) -> str:
     """The verdict on one response: `calls` are (name, arguments JSON) in order, `text` what
     it said. A tool request is judged by its first call, with the arguments the tool gets:
     those it `takes` (its schema's; None: all), as the Toolbox leaves the others out."""
@@ -266,8 +278,9 @@ class RequestResult:
     error: str = ""
 
 
-async def ask(llm: Any, messages: list[dict[str, Any]], specs: Sequence[Any]
-              ) -> tuple[str, list[Any], float | None, float | None]:
+async def ask(
+    llm: Any, messages: list[dict[str, Any]], specs: Sequence[Any]
+) -> tuple[str, list[Any], float | None, float | None]:
     """One streamed response: its text, its calls, and the ms to the first call and to the
     first text from the request."""
     from agent.engines import ToolCall
@@ -292,8 +305,9 @@ async def ask(llm: Any, messages: list[dict[str, Any]], specs: Sequence[Any]
     return text, calls, first_call, first_word
 
 
-async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
-                      system_prompt: str) -> RequestResult:
+async def run_request(
+    request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any, system_prompt: str
+) -> RequestResult:
     """One request: heard, asked, scored; after a call, the result back and the answer."""
     from agent.adapters.llm.history import ChatHistory
 
@@ -305,17 +319,32 @@ async def run_request(request: ToolRequest, *, stt: Any, llm: Any, toolbox: Any,
     pairs = [(c.name, c.arguments) for c in calls]
     takes = parameter_names(toolbox, calls[0].name) if calls else None
     result = RequestResult(
-        request.id, request.voice, request.text, heard, request.tool,
-        verdict(request.tool, request.arguments, pairs, text, takes), pairs, text.strip(),
-        to_call_ms=to_call, to_first_word_ms=to_word, stt_ms=stt_ms,
-        extra_arguments=extra_arguments(calls[0].arguments, takes) if takes is not None else [])
+        request.id,
+        request.voice,
+        request.text,
+        heard,
+        request.tool,
+        verdict(request.tool, request.arguments, pairs, text, takes),
+        pairs,
+        text.strip(),
+        to_call_ms=to_call,
+        to_first_word_ms=to_word,
+        stt_ms=stt_ms,
+        extra_arguments=extra_arguments(calls[0].arguments, takes) if takes is not None else [],
+    )
     if calls:
         await follow_calls(result, llm, toolbox, messages, text, calls)
     return result
 
 
-async def follow_calls(result: RequestResult, llm: Any, toolbox: Any,
-                       messages: list[dict[str, Any]], text: str, calls: list[Any]) -> None:
+async def follow_calls(
+    result: RequestResult,
+    llm: Any,
+    toolbox: Any,
+    messages: list[dict[str, Any]],
+    text: str,
+    calls: list[Any],
+) -> None:
     """The rest of the reply as the reply loop (agent.pipeline.reply.ReplyPipeline) makes it:
     each round's calls (one of each) run, their results follow the assistant's message, and
     the model is asked again, offered the tools; a round whose calls all failed ends in the
@@ -346,9 +375,15 @@ async def follow_calls(result: RequestResult, llm: Any, toolbox: Any,
             answer, source = TOOL_APOLOGY, "apology"
             result.failed_call = outcomes[0].content
             break
-        messages = [*messages, {"role": "assistant", "content": text or None,
-                                "tool_calls": [c.message() for c in fresh]},
-                    *(o.message() for o in outcomes)]
+        messages = [
+            *messages,
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [c.message() for c in fresh],
+            },
+            *(o.message() for o in outcomes),
+        ]
         asked = time.monotonic()
         text, calls, _, first = await ask(llm, messages, toolbox.specs)
         answer += text
@@ -357,8 +392,9 @@ async def follow_calls(result: RequestResult, llm: Any, toolbox: Any,
         if not calls:
             break
         if any(c.key() in called for c in calls) or round_no == MAX_TOOL_ROUNDS:
-            said = " ".join(o.content.strip() for o in ok
-                            if not o.content.lstrip().startswith(("{", "[")))
+            said = " ".join(
+                o.content.strip() for o in ok if not o.content.lstrip().startswith(("{", "["))
+            )
             fits = said and len(said) <= MAX_SAID_RESULT_CHARS
             answer += said if fits else TOOL_APOLOGY
             source = "tool result" if fits else "apology"
@@ -389,26 +425,33 @@ def summary(results: Sequence[RequestResult]) -> dict[str, Any]:
     return {
         "requests": len(results),
         "verdicts": counts,
-        "tool_requests": {"n": len(need), "right": counts[RIGHT],
-                          "right_tool": counts[RIGHT] + counts[WRONG_ARGUMENTS]},
+        "tool_requests": {
+            "n": len(need),
+            "right": counts[RIGHT],
+            "right_tool": counts[RIGHT] + counts[WRONG_ARGUMENTS],
+        },
         "no_tool_requests": {"n": len(no_need), "right": counts[ANSWERED]},
-        "per_tool": {t: {"n": sum(r.needs == t for r in need),
-                         "right": sum(r.needs == t and r.verdict == RIGHT for r in need)}
-                     for t in TOOLS},
+        "per_tool": {
+            t: {
+                "n": sum(r.needs == t for r in need),
+                "right": sum(r.needs == t and r.verdict == RIGHT for r in need),
+            }
+            for t in TOOLS
+        },
         "heard_as_said": sum(_same_words(r.said, r.heard) for r in results),
         # After a call that worked: answers a listener can be read, and those that say the
         # result's figures too.
         "answers_after_call": {
             "n": len(answered),
             "speakable": sum(bool(r.answer_speakable) for r in answered),
-            "speakable_with_result": sum(bool(r.answer_speakable and r.answer_uses_result)
-                                         for r in answered),
-            "called_again": sum(r.rounds > 1 or r.answer_source == "tool result"
-                                for r in answered),
+            "speakable_with_result": sum(
+                bool(r.answer_speakable and r.answer_uses_result) for r in answered
+            ),
+            "called_again": sum(r.rounds > 1 or r.answer_source == "tool result" for r in answered),
             "llm_answers": sum(r.answer_source == "llm" for r in answered),
-            "results_said_as_they_are": sum(r.answer_source == "tool result"
-                                            for r in answered),
-            "failed_calls": sum(bool(r.failed_call) for r in results)},
+            "results_said_as_they_are": sum(r.answer_source == "tool result" for r in answered),
+            "failed_calls": sum(bool(r.failed_call) for r in results),
+        },
         "calls_with_extra_arguments": sum(bool(r.extra_arguments) for r in results),
         "to_call_ms": percentiles(r.to_call_ms for r in results if r.calls),
         "to_first_word_ms": percentiles(r.to_first_word_ms for r in no_need),
@@ -430,11 +473,13 @@ def format_report(report: dict[str, Any]) -> str:
         call = "; ".join(f"{n}({a})" for n, a in r["calls"]) or r["text"][:60]
         ms_call = "-" if r["to_call_ms"] is None else f"{r['to_call_ms']:.0f}"
         ms_word = "-" if r["to_first_word_ms"] is None else f"{r['to_first_word_ms']:.0f}"
-        lines.append(f"{r['id']:<24}{r['verdict']:<17}{ms_call:>8}{ms_word:>8}  "
-                     f"{r['heard']!r} -> {call}")
+        lines.append(
+            f"{r['id']:<24}{r['verdict']:<17}{ms_call:>8}{ms_word:>8}  {r['heard']!r} -> {call}"
+        )
         if r["calls"]:
-            lines.append(f"{'':<24}then ({r['rounds']} round(s), {r['answer_source']}): "
-                         f"{r['answer'][:80]!r}")
+            lines.append(
+                f"{'':<24}then ({r['rounds']} round(s), {r['answer_source']}): {r['answer'][:80]!r}"
+            )
     t, n, a = s["tool_requests"], s["no_tool_requests"], s["answers_after_call"]
     lines += [
         "",
@@ -451,16 +496,20 @@ def format_report(report: dict[str, Any]) -> str:
         f"first calls with arguments the tool does not take: "
         f"{s['calls_with_extra_arguments']}",
     ]
-    for key, label in (("to_call_ms", "request -> call"),
-                       ("to_first_word_ms", "request -> first word (no-tool requests)"),
-                       ("answer_first_word_ms", "result -> first word of the answer"),
-                       ("stt_ms", "Whisper, whole utterance")):
+    for key, label in (
+        ("to_call_ms", "request -> call"),
+        ("to_first_word_ms", "request -> first word (no-tool requests)"),
+        ("answer_first_word_ms", "result -> first word of the answer"),
+        ("stt_ms", "Whisper, whole utterance"),
+    ):
         p = s[key]
         if p["n"]:
             lines.append(f"{label}: p50 {p['p50']:.0f} ms, p95 {p['p95']:.0f} ms (n {p['n']})")
     load = report["load_average"]
-    lines.append(f"LLM {report['llm']}; load average {load['start']} -> {load['end']}, "
-                 f"{report['machine']['cpus']} CPUs, {report['date']}")
+    lines.append(
+        f"LLM {report['llm']}; load average {load['start']} -> {load['end']}, "
+        f"{report['machine']['cpus']} CPUs, {report['date']}"
+    )
     return "\n".join(lines)
 
 
@@ -468,13 +517,20 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", default="local", help="local (the bundled model, default) or "
-                   "openai:MODEL with --llm-base-url")
+    p.add_argument(
+        "--llm",
+        default="local",
+        help="local (the bundled model, default) or openai:MODEL with --llm-base-url",
+    )
     p.add_argument("--llm-base-url", default=None)
     p.add_argument("--requests", type=int, default=None, help="only the first N of each half")
     p.add_argument("--json", type=Path, default=None, help="write every result here")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="synthesized speech cache (default .cache/bench)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="synthesized speech cache (default .cache/bench)",
+    )
 
 
 def select(requests: Sequence[ToolRequest], per_half: int | None) -> list[ToolRequest]:
@@ -494,8 +550,9 @@ def run(args: argparse.Namespace) -> int:
     results, llm_name = asyncio.run(_run(requests, args))
     report = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": "voxroom bench tool-use " + " ".join(sys.argv[sys.argv.index("tool-use") + 1:])
-        if "tool-use" in sys.argv else "voxroom bench tool-use",
+        "command": "voxroom bench tool-use " + " ".join(sys.argv[sys.argv.index("tool-use") + 1 :])
+        if "tool-use" in sys.argv
+        else "voxroom bench tool-use",
         "llm": llm_name,
         "machine": _machine(),
         "load_average": {"start": load_before, "end": load_average()},
@@ -513,12 +570,16 @@ def _machine() -> dict[str, Any]:
     import os
     import platform
 
-    return {"cpus": os.cpu_count(), "python": platform.python_version(),
-            "system": platform.platform()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+    }
 
 
-async def _run(requests: Sequence[ToolRequest], args: argparse.Namespace
-               ) -> tuple[list[RequestResult], str]:
+async def _run(
+    requests: Sequence[ToolRequest], args: argparse.Namespace
+) -> tuple[list[RequestResult], str]:
     from agent.adapters.llm.history import ChatHistory
     from agent.adapters.providers import load_stt, open_llm
     from agent.adapters.tools.registry import ToolRegistry
@@ -535,19 +596,36 @@ async def _run(requests: Sequence[ToolRequest], args: argparse.Namespace
             name = getattr(llm, "model", args.llm)
             # Not counted: the server's first request with the tools in its prompt reads the
             # whole prompt; the worker's sessions meet a server whose cache already holds it.
-            await ask(llm, ChatHistory(profile.instructions).messages(pending_user="Hello."),
-                      toolbox.specs)
+            await ask(
+                llm,
+                ChatHistory(profile.instructions).messages(pending_user="Hello."),
+                toolbox.specs,
+            )
             results = []
             for request in requests:
                 try:
-                    r = await run_request(request, stt=stt, llm=llm, toolbox=toolbox,
-                                          system_prompt=profile.instructions)
+                    r = await run_request(
+                        request,
+                        stt=stt,
+                        llm=llm,
+                        toolbox=toolbox,
+                        system_prompt=profile.instructions,
+                    )
                 except Exception as e:  # one request's failure is its result, not the run's
-                    r = RequestResult(request.id, request.voice, request.text, "", request.tool,
-                                      NO_CALL if request.tool else SILENT, [], "",
-                                      error=f"{type(e).__name__}: {e}")
-                print(f"{r.id}: {r.verdict} {r.calls or r.text[:50]!r}", file=sys.stderr,
-                      flush=True)
+                    r = RequestResult(
+                        request.id,
+                        request.voice,
+                        request.text,
+                        "",
+                        request.tool,
+                        NO_CALL if request.tool else SILENT,
+                        [],
+                        "",
+                        error=f"{type(e).__name__}: {e}",
+                    )
+                print(
+                    f"{r.id}: {r.verdict} {r.calls or r.text[:50]!r}", file=sys.stderr, flush=True
+                )
                 results.append(r)
         return results, str(name)
     finally:

@@ -98,10 +98,23 @@ VARIANTS = ("whole", "chunked", "chunked_left_only", "espeak")
 
 # ---- normalization (applied to the reference and the transcript alike) ----------------------
 
-_ORDINALS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
-             "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
-_ABBREVIATIONS = {"dr": "doctor", "mr": "mister", "mrs": "missus", "st": "saint",
-                  "ok": "okay", "o'clock": "oclock"}
+_ORDINALS = {
+    "one": "first",
+    "two": "second",
+    "three": "third",
+    "five": "fifth",
+    "eight": "eighth",
+    "nine": "ninth",
+    "twelve": "twelfth",
+}
+_ABBREVIATIONS = {
+    "dr": "doctor",
+    "mr": "mister",
+    "mrs": "missus",
+    "st": "saint",
+    "ok": "okay",
+    "o'clock": "oclock",
+}
 
 
 def ordinal_words(n: int) -> str:
@@ -193,9 +206,13 @@ async def synthesize_chunks(
     parts, first_ms = [], 0.0
     for i, chunk in enumerate(chunks):
         start = time.monotonic()
-        parts.append(await tts.synthesize(
-            chunk.text, left_context=chunk.left, right_context=chunk.right if right_context else ""
-        ))
+        parts.append(
+            await tts.synthesize(
+                chunk.text,
+                left_context=chunk.left,
+                right_context=chunk.right if right_context else "",
+            )
+        )
         if i == 0:
             first_ms = (time.monotonic() - start) * 1000
     return np.concatenate(parts), first_ms
@@ -233,8 +250,10 @@ async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> Senten
         words=len(text.split()),
         chunks=[c.text for c in chunks],
         heard=heard,
-        wer={v: round(jiwer.wer(normalize(text), normalize(h) or "<empty>"), 4)
-             for v, h in heard.items()},
+        wer={
+            v: round(jiwer.wer(normalize(text), normalize(h) or "<empty>"), 4)
+            for v, h in heard.items()
+        },
         first_audio_ms={"whole": round(whole_ms, 1), "chunked": round(chunked_ms, 1)},
         audio_s={v: round(pcm.size / INPUT_RATE, 2) for v, pcm in audio.items()},
     )
@@ -257,8 +276,11 @@ def load_engines():
 def corpus_wer(results: Sequence[SentenceResult], variant: str) -> float:
     import jiwer
 
-    pairs = [(normalize(r.text), normalize(r.heard[variant]) or "<empty>")
-             for r in results if variant in r.heard]
+    pairs = [
+        (normalize(r.text), normalize(r.heard[variant]) or "<empty>")
+        for r in results
+        if variant in r.heard
+    ]
     return round(jiwer.wer([p[0] for p in pairs], [p[1] for p in pairs]), 4)
 
 
@@ -278,17 +300,23 @@ def summarize(results: Sequence[SentenceResult]) -> dict[str, object]:
         "first_audio_ms_long": {
             "whole": {"p50": percentile(whole, 50), "p95": percentile(whole, 95)},
             "chunked": {"p50": percentile(chunked, 50), "p95": percentile(chunked, 95)},
-            "ratio_whole_over_chunked": {"p50": round(float(np.median(ratios)), 2),
-                                         "min": round(min(ratios), 2)},
-        } if long else {},
+            "ratio_whole_over_chunked": {
+                "p50": round(float(np.median(ratios)), 2),
+                "min": round(min(ratios), 2),
+            },
+        }
+        if long
+        else {},
     }
 
 
 def print_report(results: Sequence[SentenceResult], summary: dict[str, object]) -> None:
     for r in results:
         flags = " ".join(f"{v}={r.wer[v]:.2f}" for v in r.heard)
-        print(f"[{r.words:2d} w] {flags}  first audio {r.first_audio_ms['whole']:.0f} -> "
-              f"{r.first_audio_ms['chunked']:.0f} ms  {r.text}")
+        print(
+            f"[{r.words:2d} w] {flags}  first audio {r.first_audio_ms['whole']:.0f} -> "
+            f"{r.first_audio_ms['chunked']:.0f} ms  {r.text}"
+        )
         for v, heard in r.heard.items():
             if r.wer[v] > 0:
                 print(f"        {v:<17} heard: {heard}")
@@ -303,8 +331,11 @@ async def run_all(sentences: Sequence[str], *, with_espeak: bool) -> list[Senten
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="write per-sentence results and the summary here")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
-    parser.add_argument("--no-espeak", action="store_true",
-                        help="skip transcribing espeak-ng's reading (the STT-only baseline)")
+    parser.add_argument(
+        "--no-espeak",
+        action="store_true",
+        help="skip transcribing espeak-ng's reading (the STT-only baseline)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -317,9 +348,12 @@ def run(args: argparse.Namespace) -> int:
             "command": "voxroom bench tts-roundtrip",
             "date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average "
-                       f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         }
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "summary": summary,
-                       "sentences": [asdict(r) for r in results]}, f, indent=2)
+            json.dump(
+                {"meta": meta, "summary": summary, "sentences": [asdict(r) for r in results]},
+                f,
+                indent=2,
+            )
     return 0

@@ -63,54 +63,139 @@ from bench.corpus import (
 
 KINDS = ("question", "paused", "filler", "backchannel", "interruption")
 TURN_VOICES = (*VOICES, "espeak-en-us+f3", "espeak-en-gb-scotland")
-MORE_VOICES = ("espeak-en-029", "espeak-en-gb-x-rp", "espeak-en-gb+f4", "espeak-en-us-nyc",
-               *TURN_VOICES)
+MORE_VOICES = (
+    "espeak-en-029",
+    "espeak-en-gb-x-rp",
+    "espeak-en-gb+f4",
+    "espeak-en-us-nyc",
+    *TURN_VOICES,
+)
 MIN_PAUSE_S = 0.15  # quiet between voiced samples that counts as a pause (not a stop closure)
 
 # (words before the pause, pause in seconds, words after it, the scripted answer)
 PAUSED: tuple[tuple[str, float, str, str], ...] = (
-    ("Could you tell me", 0.6, "which bus goes to the airport?",
-     "The number seven bus goes to the airport every twenty minutes."),
-    ("I was wondering", 0.5, "what time the pharmacy closes today?",
-     "Most pharmacies close at six in the evening."),
-    ("What is the name of", 0.7, "the longest river in Africa?",
-     "The Nile is the longest river in Africa."),
-    ("Can you help me find", 0.4, "a good place to eat near the station?",
-     "There is a small Italian place across from the station."),
-    ("How long should I cook", 0.5, "fresh pasta for?",
-     "Fresh pasta needs only two to three minutes."),
-    ("Do you know if", 0.8, "the museum is open on Mondays?",
-     "Many museums close on Mondays, so check before you go."),
-    ("What is the best way to", 0.3, "get from Paris to London?",
-     "The train through the tunnel takes about two and a half hours."),
-    ("I would like to know", 0.65, "how tall the Eiffel Tower is.",
-     "The Eiffel Tower is about three hundred and thirty metres tall."),
-    ("Could you check", 1.0, "whether my train is on time?",
-     "I cannot see train times, so please check the departure board."),
-    ("What do you think about", 1.2, "learning the piano at forty?",
-     "It is never too late, and many adults learn to play well."),
-    ("Is there a pharmacy", 0.9, "open near the old town tonight?",
-     "I cannot see opening hours, but a pharmacy sign lists the one on duty."),
-    ("Why does", 1.1, "bread go stale so quickly?",
-     "Bread dries out as its starch turns back into crystals."),
+    (
+        "Could you tell me",
+        0.6,
+        "which bus goes to the airport?",
+        "The number seven bus goes to the airport every twenty minutes.",
+    ),
+    (
+        "I was wondering",
+        0.5,
+        "what time the pharmacy closes today?",
+        "Most pharmacies close at six in the evening.",
+    ),
+    (
+        "What is the name of",
+        0.7,
+        "the longest river in Africa?",
+        "The Nile is the longest river in Africa.",
+    ),
+    (
+        "Can you help me find",
+        0.4,
+        "a good place to eat near the station?",
+        "There is a small Italian place across from the station.",
+    ),
+    (
+        "How long should I cook",
+        0.5,
+        "fresh pasta for?",
+        "Fresh pasta needs only two to three minutes.",
+    ),
+    (
+        "Do you know if",
+        0.8,
+        "the museum is open on Mondays?",
+        "Many museums close on Mondays, so check before you go.",
+    ),
+    (
+        "What is the best way to",
+        0.3,
+        "get from Paris to London?",
+        "The train through the tunnel takes about two and a half hours.",
+    ),
+    (
+        "I would like to know",
+        0.65,
+        "how tall the Eiffel Tower is.",
+        "The Eiffel Tower is about three hundred and thirty metres tall.",
+    ),
+    (
+        "Could you check",
+        1.0,
+        "whether my train is on time?",
+        "I cannot see train times, so please check the departure board.",
+    ),
+    (
+        "What do you think about",
+        1.2,
+        "learning the piano at forty?",
+        "It is never too late, and many adults learn to play well.",
+    ),
+    (
+        "Is there a pharmacy",
+        0.9,
+        "open near the old town tonight?",
+        "I cannot see opening hours, but a pharmacy sign lists the one on duty.",
+    ),
+    (
+        "Why does",
+        1.1,
+        "bread go stale so quickly?",
+        "Bread dries out as its starch turns back into crystals.",
+    ),
 )
 FILLERS: tuple[tuple[str, float, str, str], ...] = (
-    ("I need a recipe for dinner, so, um", 0.7, "something with chicken?",
-     "Try roast chicken with lemon and garlic."),
-    ("Could you recommend a film for tonight, uh", 0.6, "something funny?",
-     "A light comedy like Paddington would be a good pick."),
-    ("I want to plan a trip, and, um", 0.7, "where should I go in spring?",
-     "Japan in spring is lovely when the cherry trees bloom."),
-    ("I am looking for a present for my sister, and, uh", 0.6, "she really likes books.",
-     "A new novel by her favourite author would be a lovely gift."),
-    ("Can you tell me, um", 1.0, "how to get to the stadium?",
-     "Take the green line to the last stop, and the stadium is right there."),
-    ("What is the weather like in, uh", 1.2, "Barcelona in October?",
-     "Barcelona is mild in October, around twenty degrees."),
-    ("I have a bad headache, so", 0.9, "what can I take for it?",
-     "Rest, drink water, and a common painkiller usually helps."),
-    ("My flight leaves at, um", 1.1, "six in the morning, when should I get up?",
-     "Get up around three thirty to be at the airport two hours early."),
+    (
+        "I need a recipe for dinner, so, um",
+        0.7,
+        "something with chicken?",
+        "Try roast chicken with lemon and garlic.",
+    ),
+    (
+        "Could you recommend a film for tonight, uh",
+        0.6,
+        "something funny?",
+        "A light comedy like Paddington would be a good pick.",
+    ),
+    (
+        "I want to plan a trip, and, um",
+        0.7,
+        "where should I go in spring?",
+        "Japan in spring is lovely when the cherry trees bloom.",
+    ),
+    (
+        "I am looking for a present for my sister, and, uh",
+        0.6,
+        "she really likes books.",
+        "A new novel by her favourite author would be a lovely gift.",
+    ),
+    (
+        "Can you tell me, um",
+        1.0,
+        "how to get to the stadium?",
+        "Take the green line to the last stop, and the stadium is right there.",
+    ),
+    (
+        "What is the weather like in, uh",
+        1.2,
+        "Barcelona in October?",
+        "Barcelona is mild in October, around twenty degrees.",
+    ),
+    (
+        "I have a bad headache, so",
+        0.9,
+        "what can I take for it?",
+        "Rest, drink water, and a common painkiller usually helps.",
+    ),
+    (
+        "My flight leaves at, um",
+        1.1,
+        "six in the morning, when should I get up?",
+        "Get up around three thirty to be at the airport two hours early.",
+    ),
 )
 COUGH = "(cough)"  # not said: the item's sound is `cough()`
 LAUGH = "ha ha"
@@ -164,27 +249,48 @@ async def load_turn_corpus(
     items: list[Utterance | BargeIn] = []
     for i, (text, answer) in enumerate(QUESTIONS[:N_QUESTIONS]):
         v = voice_of("question", i)
-        items.append(Utterance(f"question-{i:02d}-{v}", v, text, answer,
-                               await spoken(text, v, cache_dir)))
+        items.append(
+            Utterance(f"question-{i:02d}-{v}", v, text, answer, await spoken(text, v, cache_dir))
+        )
     if recordings:
         items += recorded_questions()
     for kind, specs in (("paused", PAUSED), ("filler", FILLERS)):
         for i, (before, pause_s, after, answer) in enumerate(specs):
             v = voice_of(kind, i)
             pcm = await spoken_with_pause(before, pause_s, after, v, cache_dir)
-            items.append(Utterance(f"{kind}-{i:02d}-{v}", v, f"{before} {after}", answer, pcm,
-                                   kind=kind))
+            items.append(
+                Utterance(f"{kind}-{i:02d}-{v}", v, f"{before} {after}", answer, pcm, kind=kind)
+            )
     for i, (text, over, after_s) in enumerate(BACKCHANNELS):
-        items.append(await over_long_answer(
-            f"backchannel-{i:02d}", voice_of("backchannel", i), text, over, BACKCHANNEL_ANSWER,
-            after_s, cache_dir, kind="backchannel",
-            over_pcm=cough(seed=0 if i < ORIGINAL["backchannel"] else i) if over == COUGH
-            else None))
+        items.append(
+            await over_long_answer(
+                f"backchannel-{i:02d}",
+                voice_of("backchannel", i),
+                text,
+                over,
+                BACKCHANNEL_ANSWER,
+                after_s,
+                cache_dir,
+                kind="backchannel",
+                over_pcm=cough(seed=0 if i < ORIGINAL["backchannel"] else i)
+                if over == COUGH
+                else None,
+            )
+        )
     interruptions = (*BARGE_INS[:N_INTERRUPTIONS], *INTERRUPTIONS)
     for i, (text, interruption, after_s) in enumerate(interruptions):
-        items.append(await over_long_answer(
-            f"interruption-{i:02d}", voice_of("interruption", i), text, interruption,
-            INTERRUPTION_ANSWER, after_s, cache_dir, kind="interruption"))
+        items.append(
+            await over_long_answer(
+                f"interruption-{i:02d}",
+                voice_of("interruption", i),
+                text,
+                interruption,
+                INTERRUPTION_ANSWER,
+                after_s,
+                cache_dir,
+                kind="interruption",
+            )
+        )
     return items
 
 
@@ -194,12 +300,16 @@ def recorded_questions() -> list[Utterance]:
     from bench.corpus import RECORDING_ANSWER, recording_cuts
     from bench.listen_corpus import BECKETT
 
-    return [Utterance(f"question-{cut.id}", "recording", BECKETT[cut.id][1], RECORDING_ANSWER,
-                      cut.pcm) for cut in recording_cuts() if cut.id in BECKETT]
+    return [
+        Utterance(f"question-{cut.id}", "recording", BECKETT[cut.id][1], RECORDING_ANSWER, cut.pcm)
+        for cut in recording_cuts()
+        if cut.id in BECKETT
+    ]
 
 
 def select(
-    items: Sequence[Utterance | BargeIn], kinds: Sequence[str] | None = None,
+    items: Sequence[Utterance | BargeIn],
+    kinds: Sequence[str] | None = None,
     per_kind: int | None = None,
 ) -> list[Utterance | BargeIn]:
     """The items of `kinds` (all for None), at most the first `per_kind` of each."""
@@ -219,6 +329,7 @@ async def spoken_with_pause(
 ) -> np.ndarray:
     """The sentence "`before` `after`" said by `voice` with a pause of `pause_s` between the
     two (see the module docstring); cached. The pause is the longest in it."""
+
     async def make() -> np.ndarray:
         if voice == "piper-joe":
             pcm = await _piper_with_pause(before, pause_s, after)
@@ -227,8 +338,9 @@ async def spoken_with_pause(
             pcm = await espeak_speech(ssml, espeak_name(voice), ssml=True)
         return set_pause(pcm, pause_s)
 
-    return await cached_speech(voice, f"{before}\n<pause {pause_s:.3f} s>\n{after}", make,
-                               cache_dir)
+    return await cached_speech(
+        voice, f"{before}\n<pause {pause_s:.3f} s>\n{after}", make, cache_dir
+    )
 
 
 def set_pause(pcm: np.ndarray, pause_s: float) -> np.ndarray:

@@ -84,8 +84,11 @@ def _espeak_ssml(ssml: str, voice: str) -> np.ndarray:
 
     with tempfile.TemporaryDirectory() as d:
         wav = Path(d) / "s.wav"
-        subprocess.run(["espeak-ng", "-m", "-v", voice, "-s", "160", "-w", str(wav), ssml],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["espeak-ng", "-m", "-v", voice, "-s", "160", "-w", str(wav), ssml],
+            check=True,
+            capture_output=True,
+        )
         audio, rate = sf.read(str(wav), dtype="float32")
     audio = soxr.resample(audio, rate, INPUT_RATE) if rate != INPUT_RATE else audio
     return (np.clip(audio, -1, 1) * 32767).astype(np.int16)
@@ -129,11 +132,10 @@ def _said(sentence: str, voice: str) -> tuple[np.ndarray, np.ndarray]:
         pause = np.zeros(round(BREAK_MS / 1000 * INPUT_RATE), np.int16)
         pcm = np.concatenate([first, pause, rest])
     else:
-        pcm = _espeak_ssml(f'<speak>{before} <break time="{BREAK_MS}ms"/> {after}</speak>',
-                           voice)
+        pcm = _espeak_ssml(f'<speak>{before} <break time="{BREAK_MS}ms"/> {after}</speak>', voice)
     loud = _voiced(pcm)
     start, end = int(loud[0]), int(loud[-1]) + 1
-    return pcm[start:_pause_end(pcm, BREAK_MS / 2000)], pcm[start:end]
+    return pcm[start : _pause_end(pcm, BREAK_MS / 2000)], pcm[start:end]
 
 
 def cases(voices: tuple[str, ...] = VOICES) -> list[Case]:
@@ -149,8 +151,9 @@ def cases(voices: tuple[str, ...] = VOICES) -> list[Case]:
             out.append(Case(s, voice, False, np.concatenate([unfinished, tail])))
             out.append(Case(s, voice, True, np.concatenate([whole, tail])))
         for s in HESITANT:
-            out.append(Case(s, voice, False, np.concatenate([_said_whole(s, voice), tail]),
-                            hesitant=True))
+            out.append(
+                Case(s, voice, False, np.concatenate([_said_whole(s, voice), tail]), hesitant=True)
+            )
     return out
 
 
@@ -164,7 +167,8 @@ def _said_whole(sentence: str, voice: str) -> np.ndarray:
         if audio is None:
             raise ValueError(f"Piper could not say {sentence!r}")
         pcm = (np.clip(soxr.resample(audio, PIPER_RATE, INPUT_RATE), -1, 1) * 32767).astype(
-            np.int16)
+            np.int16
+        )
     else:
         pcm = _espeak_ssml(f"<speak>{sentence}</speak>", voice)
     loud = _voiced(pcm)
@@ -200,8 +204,7 @@ def ordered_pairs(done: list[float], unfinished: list[float]) -> float:
     return right / (len(done) * len(unfinished))
 
 
-def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
-             ) -> dict[str, Any]:
+def evaluate(name: str, all_cases: list[Case], threshold: float | None = None) -> dict[str, Any]:
     from agent.adapters.turn_detector import make_detector
     from state_machine.endpointing import EndpointOptions, silence_for_score
 
@@ -219,8 +222,9 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
         wall.append((time.perf_counter() - w0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     done = [s for s, c in zip(scores, all_cases, strict=True) if c.complete]
-    unfinished = [s for s, c in zip(scores, all_cases, strict=True)
-                  if not c.complete and not c.hesitant]
+    unfinished = [
+        s for s, c in zip(scores, all_cases, strict=True) if not c.complete and not c.hesitant
+    ]
     hesitant = [s for s, c in zip(scores, all_cases, strict=True) if c.hesitant]
     band = EndpointOptions(scored=True)
     waits = band.unfinished_score  # at or below it, the longest wait
@@ -242,27 +246,42 @@ def evaluate(name: str, all_cases: list[Case], threshold: float | None = None
         "complete_longest_wait": round(sum(s <= waits for s in done) / len(done), 3),
         "complete_below_0.2": sum(s < 0.2 for s in done),
         "complete_waits_over_0.7s": sum(w > 0.7 for w in done_s),
-        "unfinished_ends_within": {f"{p}s": sum(w < p for w in unfinished_s)
-                                   for p in (0.5, 0.7, 0.9)},
+        "unfinished_ends_within": {
+            f"{p}s": sum(w < p for w in unfinished_s) for p in (0.5, 0.7, 0.9)
+        },
         "score_complete_p50": round(statistics.median(done), 3),
         "score_unfinished_p50": round(statistics.median(unfinished), 3),
         "ms_p50": round(wall[len(wall) // 2], 1),
         "ms_p95": round(wall[int(0.95 * (len(wall) - 1))], 1),
         "cpu_ms_p50": round(sorted(cpu)[len(cpu) // 2], 1),
-        "scores": [{"sentence": c.sentence, "voice": c.voice, "complete": c.complete,
-                    "hesitant": c.hesitant, "heard": c.text, "score": round(s, 4)}
-                   for s, c in zip(scores, all_cases, strict=True)],
+        "scores": [
+            {
+                "sentence": c.sentence,
+                "voice": c.voice,
+                "complete": c.complete,
+                "hesitant": c.hesitant,
+                "heard": c.text,
+                "score": round(s, 4),
+            }
+            for s, c in zip(scores, all_cases, strict=True)
+        ],
     }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detectors", default="text+smart-turn,text,smart-turn,livekit")
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--threshold", type=float, default=None,
-                   help="a score at or above it counts as 'complete' (default: each model's)")
-    p.add_argument("--opus", action="store_true",
-                   help="each case through an Opus encode and decode at 48 kHz first, as "
-                        "LiveKit carries it")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="a score at or above it counts as 'complete' (default: each model's)",
+    )
+    p.add_argument(
+        "--opus",
+        action="store_true",
+        help="each case through an Opus encode and decode at 48 kHz first, as LiveKit carries it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -275,22 +294,27 @@ def run(args: argparse.Namespace) -> int:
         all_cases = [replace(c, pcm=opus_round_trip(c.pcm)) for c in all_cases]
     all_cases = transcribed(all_cases)
     results = [evaluate(name, all_cases, args.threshold) for name in args.detectors.split(",")]
-    print(f"{len(all_cases)} cases ({len(SENTENCES)} sentences x {len(VOICES)} voices, each "
-          f"unfinished at its pause and complete, and {len(HESITANT)} hesitant ones a voice), "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(all_cases)} cases ({len(SENTENCES)} sentences x {len(VOICES)} voices, each "
+        f"unfinished at its pause and complete, and {len(HESITANT)} hesitant ones a voice), "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     for r in results:
-        print(f"{r['detector']:>15}: ordered pairs (AUC) {r['auc']:.2f}; at {r['threshold']}: "
-              f"complete recall {r['complete_recall']:.2f}, unfinished "
-              f"recall {r['unfinished_recall']:.2f} (unfinished >= 0.8: "
-              f"{r['unfinished_above_0.8']}, complete < 0.2: {r['complete_below_0.2']}); "
-              f"longest wait: hesitant {r['hesitant_longest_wait']:.2f}, complete "
-              f"{r['complete_longest_wait']:.2f}; complete waiting over 0.7 s "
-              f"{r['complete_waits_over_0.7s']}, unfinished ending within 0.5/0.7/0.9 s "
-              f"{'/'.join(str(n) for n in r['unfinished_ends_within'].values())}; "
-              f"median score {r['score_complete_p50']:.2f} / {r['score_unfinished_p50']:.2f}; "
-              f"{r['ms_p50']:.0f} / {r['ms_p95']:.0f} ms a decision (p50/p95), CPU "
-              f"{r['cpu_ms_p50']:.0f} ms; load {r['load_s']:.1f} s")
+        print(
+            f"{r['detector']:>15}: ordered pairs (AUC) {r['auc']:.2f}; at {r['threshold']}: "
+            f"complete recall {r['complete_recall']:.2f}, unfinished "
+            f"recall {r['unfinished_recall']:.2f} (unfinished >= 0.8: "
+            f"{r['unfinished_above_0.8']}, complete < 0.2: {r['complete_below_0.2']}); "
+            f"longest wait: hesitant {r['hesitant_longest_wait']:.2f}, complete "
+            f"{r['complete_longest_wait']:.2f}; complete waiting over 0.7 s "
+            f"{r['complete_waits_over_0.7s']}, unfinished ending within 0.5/0.7/0.9 s "
+            f"{'/'.join(str(n) for n in r['unfinished_ends_within'].values())}; "
+            f"median score {r['score_complete_p50']:.2f} / {r['score_unfinished_p50']:.2f}; "
+            f"{r['ms_p50']:.0f} / {r['ms_p95']:.0f} ms a decision (p50/p95), CPU "
+            f"{r['cpu_ms_p50']:.0f} ms; load {r['load_s']:.1f} s"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"load_average": os.getloadavg(), "results": results},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps({"load_average": os.getloadavg(), "results": results}, indent=2)
+        )
     return 0

@@ -14,17 +14,33 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
 # The contractions Whisper writes for words people say in full (and the corpus spells out).
 _CONTRACTIONS = {
-    "what's": "what is", "it's": "it is", "that's": "that is", "there's": "there is",
-    "where's": "where is", "who's": "who is", "how's": "how is", "i'm": "i am",
-    "you're": "you are", "we're": "we are", "they're": "they are", "isn't": "is not",
-    "don't": "do not", "doesn't": "does not", "can't": "cannot", "won't": "will not",
-    "i'd": "i would", "i'll": "i will", "let's": "let us",
+    "what's": "what is",
+    "it's": "it is",
+    "that's": "that is",
+    "there's": "there is",
+    "where's": "where is",
+    "who's": "who is",
+    "how's": "how is",
+    "i'm": "i am",
+    "you're": "you are",
+    "we're": "we are",
+    "they're": "they are",
+    "isn't": "is not",
+    "don't": "do not",
+    "doesn't": "does not",
+    "can't": "cannot",
+    "won't": "will not",
+    "i'd": "i would",
+    "i'll": "i will",
+    "let's": "let us",
 }
 
 # Hesitations, which Whisper mostly leaves out and a listener does not count as words.
@@ -40,8 +56,7 @@ def number_words(n: int) -> str:
     for size, name in _SCALES:
         if n >= size:
             head, rest = divmod(n, size)
-            return f"{number_words(head)} {name}" + ("" if rest == 0 else
-                                                     " " + number_words(rest))
+            return f"{number_words(head)} {name}" + ("" if rest == 0 else " " + number_words(rest))
     raise AssertionError("unreachable")
 
 
@@ -61,9 +76,16 @@ def normalize(text: str) -> str:
     text = re.sub(r"[^a-z' ]+", " ", text).replace("'", "")
     words = [w for w in text.split() if w not in _FILLERS]
     numbers = {*_ONES, *_TENS[2:], *(name for _, name in _SCALES)}
-    kept = [w for i, w in enumerate(words)
-            if not (w == "and" and 0 < i < len(words) - 1 and words[i - 1] in numbers
-                    and words[i + 1] in numbers)]
+    kept = [
+        w
+        for i, w in enumerate(words)
+        if not (
+            w == "and"
+            and 0 < i < len(words) - 1
+            and words[i - 1] in numbers
+            and words[i + 1] in numbers
+        )
+    ]
     return " ".join(kept)
 
 
@@ -87,8 +109,12 @@ def word_errors(said: str, heard: str) -> dict[str, int]:
         n = len(ref.split())
         return {"words": n, "substitutions": 0, "deletions": n, "insertions": 0}
     out = jiwer.process_words(ref, hyp)
-    return {"words": len(ref.split()), "substitutions": out.substitutions,
-            "deletions": out.deletions, "insertions": out.insertions}
+    return {
+        "words": len(ref.split()),
+        "substitutions": out.substitutions,
+        "deletions": out.deletions,
+        "insertions": out.insertions,
+    }
 
 
 def first_word_lost(said: str, heard: str) -> bool:
@@ -112,11 +138,13 @@ def wer_summary(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     the items whose first word was lost."""
     pairs = list(pairs)
     errors = [word_errors(s, h) for s, h in pairs]
-    total = {k: sum(e[k] for e in errors)
-             for k in ("words", "substitutions", "deletions", "insertions")}
+    total = {
+        k: sum(e[k] for e in errors) for k in ("words", "substitutions", "deletions", "insertions")
+    }
     edits = total["substitutions"] + total["deletions"] + total["insertions"]
     return {
-        "items": len(pairs), **total,
+        "items": len(pairs),
+        **total,
         "wer": round(edits / total["words"], 4) if total["words"] else None,
         "first_word_lost": sum(first_word_lost(s, h) for s, h in pairs),
     }

@@ -47,8 +47,13 @@ class AgentPlayer:
 
         try:
             self._stream = sd.OutputStream(
-                device=self._device, samplerate=RATE, channels=1, dtype="int16",
-                blocksize=BLOCK, latency="low", callback=self._callback,
+                device=self._device,
+                samplerate=RATE,
+                channels=1,
+                dtype="int16",
+                blocksize=BLOCK,
+                latency="low",
+                callback=self._callback,
             )
             self._stream.start()
         except sd.PortAudioError as e:

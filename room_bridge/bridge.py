@@ -67,8 +67,13 @@ class TrackStats:
         if xs.size == 0:
             return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
         p50, p95, p99 = np.percentile(xs, [50, 95, 99])
-        return {"n": int(xs.size), "p50": round(p50, 2), "p95": round(p95, 2),
-                "p99": round(p99, 2), "max": round(float(xs.max()), 2)}
+        return {
+            "n": int(xs.size),
+            "p50": round(p50, 2),
+            "p95": round(p95, 2),
+            "p99": round(p99, 2),
+            "max": round(float(xs.max()), 2),
+        }
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,8 @@ class RoomBridge:
             try:
                 self._set_state("connecting")
                 await room.connect(
-                    self.url, self._token_source(),
+                    self.url,
+                    self._token_source(),
                     rtc.RoomOptions(auto_subscribe=self._player is not None),
                 )
                 await self._publish(room)
@@ -145,8 +151,12 @@ class RoomBridge:
             self.joins += 1
             attempt = 0
             self._set_state("connected")
-            log.info("publishing %s into room %s as %s", ", ".join(self._captures),
-                     room.name, room.local_participant.identity)
+            log.info(
+                "publishing %s into room %s as %s",
+                ", ".join(self._captures),
+                room.name,
+                room.local_participant.identity,
+            )
             try:
                 reason = await gone
             finally:
@@ -154,8 +164,11 @@ class RoomBridge:
             if reason == rtc.DisconnectReason.DUPLICATE_IDENTITY:
                 raise BridgeError("another participant joined with this identity; stopping")
             delay = backoff_s(0)
-            log.warning("disconnected (%s); joining again in %.1f s",
-                        rtc.DisconnectReason.Name(reason), delay)
+            log.warning(
+                "disconnected (%s); joining again in %.1f s",
+                rtc.DisconnectReason.Name(reason),
+                delay,
+            )
             self._set_state(f"waiting {delay:.1f} s (disconnected)")
             await asyncio.sleep(delay)
             attempt = 1
@@ -166,7 +179,8 @@ class RoomBridge:
 
         room = rtc.Room()
         gone: asyncio.Future[rtc.DisconnectReason.ValueType] = (
-            asyncio.get_running_loop().create_future())
+            asyncio.get_running_loop().create_future()
+        )
 
         def disconnected(reason: rtc.DisconnectReason.ValueType) -> None:
             if not gone.done():
@@ -280,4 +294,3 @@ class RoomBridge:
             published=sum(s.published for s in self.stats.values()),
             dropped=sum(s.dropped for s in self.stats.values()),
         )
-

@@ -101,8 +101,10 @@ async def _open(
         raise
     if device.index is None:  # Linux without the ALSA `pulse` plugin
         if backend == "auto":
-            log.warning("PortAudio lists no ALSA `pulse` device (is PulseAudio or PipeWire "
-                        "running? libasound2-plugins installed?); capturing with parec")
+            log.warning(
+                "PortAudio lists no ALSA `pulse` device (is PulseAudio or PipeWire "
+                "running? libasound2-plugins installed?); capturing with parec"
+            )
             return await ParecCapture.open(device)
         raise DeviceNotFound(
             "no ALSA `pulse` device: install libasound2-plugins, or use --backend parec"
@@ -197,8 +199,13 @@ class SoundDeviceCapture(_PortAudioCapture):
             self._stream.start()
         except sd.PortAudioError as e:
             raise CaptureError(f"cannot open {d.label!r}: {e}") from e
-        log.info("capturing %s: %d Hz, %d ch, input latency %.0f ms",
-                 d.label, d.samplerate, d.channels, self._stream.latency * 1000)
+        log.info(
+            "capturing %s: %d Hz, %d ch, input latency %.0f ms",
+            d.label,
+            d.samplerate,
+            d.channels,
+            self._stream.latency * 1000,
+        )
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         self._assemble(indata)
@@ -234,17 +241,29 @@ class ParecCapture:
         parec = shutil.which("parec")
         if parec is None:
             raise CaptureError("parec is not installed (Debian: pulseaudio-utils)")
-        args = [parec, "--raw", "--format=s16le", f"--rate={device.samplerate}",
-                f"--channels={device.channels}", f"--latency-msec={block_ms(device)}",
-                "--client-name=voxroom-bridge"]
+        args = [
+            parec,
+            "--raw",
+            "--format=s16le",
+            f"--rate={device.samplerate}",
+            f"--channels={device.channels}",
+            f"--latency-msec={block_ms(device)}",
+            "--client-name=voxroom-bridge",
+        ]
         if device.pulse_source:
             args.append(f"--device={device.pulse_source}")
         proc = await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
-        log.info("capturing %s with parec: %d Hz, %d ch", device.label, device.samplerate,
-                 device.channels)
+        log.info(
+            "capturing %s with parec: %d Hz, %d ch",
+            device.label,
+            device.samplerate,
+            device.channels,
+        )
         return cls(device, proc)
 
     async def _read(self) -> None:
@@ -367,4 +386,3 @@ class PyAudioWPatchCapture(_PortAudioCapture):
                 pa.terminate()
 
         await asyncio.to_thread(close)
-

@@ -32,27 +32,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     room.add_argument("--token", help="join token; without it one is made from the API key")
     room.add_argument("--room", help="room to join (with the API key and secret of the settings)")
     room.add_argument(
-        "--identity", default=f"{BRIDGE_IDENTITY_PREFIX}{socket.gethostname()}",
+        "--identity",
+        default=f"{BRIDGE_IDENTITY_PREFIX}{socket.gethostname()}",
         help="participant identity (default: meeting-bridge-<hostname>)",
     )
     room.add_argument("--name", default="Meeting audio", help="display name")
     room.add_argument(
-        "--candidate", metavar="IDENTITY",
+        "--candidate",
+        metavar="IDENTITY",
         help="with --room: the candidate's identity in the room (the copilot listens only to "
         "the bridge its token names; the web page shows it)",
     )
     room.add_argument(
-        "--agent-mode", choices=["copilot"],
+        "--agent-mode",
+        choices=["copilot"],
         help="ask the agent to act as an interview copilot (participant metadata voxroom.mode)",
     )
     audio = parser.add_argument_group("audio")
     audio.add_argument(
-        "--device", metavar="NAME",
+        "--device",
+        metavar="NAME",
         help="what to capture: a device name or index, or (Linux) a PulseAudio source such as "
         "alsa_output.pci-0000_00_1f.3.analog-stereo.monitor (default: the output's loopback)",
     )
     audio.add_argument(
-        "--backend", choices=["auto", "sounddevice", "parec", "pyaudiowpatch"], default="auto",
+        "--backend",
+        choices=["auto", "sounddevice", "parec", "pyaudiowpatch"],
+        default="auto",
         help="capture back-end (default: sounddevice, with parec / PyAudioWPatch as fallbacks)",
     )
     audio.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
@@ -61,32 +67,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mic-device", metavar="NAME", help="microphone (default: the default input)"
     )
     audio.add_argument(
-        "--play-agent", action="store_true",
+        "--play-agent",
+        action="store_true",
         help="play the agent's voice here, and keep it out of the published audio",
     )
     audio.add_argument("--play-device", metavar="NAME", help="output for --play-agent")
     audio.add_argument(
-        "--echo-tail-ms", type=float, default=150.0, metavar="MS",
+        "--echo-tail-ms",
+        type=float,
+        default=150.0,
+        metavar="MS",
         help="keep the capture muted this long after the agent's voice ends (default: 150)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if args.list_devices:
         return _list_devices()
     if not args.token and not args.room:
-        print("voxroom bridge: give --room (a token is made from the API key) or --token",
-              file=sys.stderr)
+        print(
+            "voxroom bridge: give --room (a token is made from the API key) or --token",
+            file=sys.stderr,
+        )
         return 2
     if args.token and (args.agent_mode or args.candidate):
-        print("voxroom bridge: --agent-mode and --candidate need --room: with --token, the "
-              "token's maker sets them (voxroom token --bridge-for)", file=sys.stderr)
+        print(
+            "voxroom bridge: --agent-mode and --candidate need --room: with --token, the "
+            "token's maker sets them (voxroom token --bridge-for)",
+            file=sys.stderr,
+        )
         return 2
     if not args.token and not args.candidate:
-        print("voxroom bridge: give --candidate, the identity of the candidate in the room: "
-              "their copilot listens only to a bridge that names them", file=sys.stderr)
+        print(
+            "voxroom bridge: give --candidate, the identity of the candidate in the room: "
+            "their copilot listens only to a bridge that names them",
+            file=sys.stderr,
+        )
         return 2
     from agent.config import load_settings
 
@@ -103,7 +124,11 @@ def run(args: argparse.Namespace) -> int:
         def token_source() -> str:
             # A fresh token for every join: a rejoin may come long after the first one.
             return create_bridge_token(
-                settings.livekit, args.room, args.identity, args.candidate, name=args.name,
+                settings.livekit,
+                args.room,
+                args.identity,
+                args.candidate,
+                name=args.name,
                 copilot_mode=args.agent_mode == "copilot",
             )
 
@@ -215,8 +240,9 @@ def _list_devices() -> int:
 
         if shutil.which("pactl"):
             print("\nPulseAudio/PipeWire sources (--device NAME; monitors carry the output):")
-            result = subprocess.run(["pactl", "list", "short", "sources"],
-                                    capture_output=True, text=True)
+            result = subprocess.run(
+                ["pactl", "list", "short", "sources"], capture_output=True, text=True
+            )
             for line in result.stdout.splitlines():
                 print("  " + line.split("\t")[1] if "\t" in line else line)
             if result.returncode != 0:

@@ -165,7 +165,8 @@ _NO_WASAPI_LOOPBACK = (
 
 def _windows_loopback(devices: DeviceList, requested: str | None) -> CaptureDevice:
     loopbacks = [
-        d for d in devices.inputs()
+        d
+        for d in devices.inputs()
         if "wasapi" in d.hostapi.lower() and WASAPI_LOOPBACK_MARK in d.name
     ]
     if requested:

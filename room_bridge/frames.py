@@ -122,4 +122,3 @@ class FrameQueue(DropOldestQueue[CapturedFrame]):
 
     def fail_threadsafe(self, error: BaseException) -> None:
         self._loop.call_soon_threadsafe(self.close, error)
-

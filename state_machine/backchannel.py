@@ -12,11 +12,54 @@ from state_machine.similarity import normalize_words, spoken_words
 _PHRASES: tuple[tuple[str, ...], ...] = tuple(
     tuple(p.split())
     for p in (
-        "mm hmm", "mm hm", "mhm", "mmhmm", "mm", "mmm", "hmm", "hm", "uh huh", "uh", "um", "huh",
-        "ah", "oh", "aha", "okay", "ok", "right", "all right", "alright", "yeah", "yes", "yep",
-        "yup", "sure", "i see", "got it", "cool", "nice", "great", "wow", "true", "exactly",
-        "indeed", "thanks", "thank you", "ha", "haha", "hahaha", "heh", "oh okay", "i know",
-        "of course", "makes sense", "that makes sense", "good", "fine", "uh yeah",
+        "mm hmm",
+        "mm hm",
+        "mhm",
+        "mmhmm",
+        "mm",
+        "mmm",
+        "hmm",
+        "hm",
+        "uh huh",
+        "uh",
+        "um",
+        "huh",
+        "ah",
+        "oh",
+        "aha",
+        "okay",
+        "ok",
+        "right",
+        "all right",
+        "alright",
+        "yeah",
+        "yes",
+        "yep",
+        "yup",
+        "sure",
+        "i see",
+        "got it",
+        "cool",
+        "nice",
+        "great",
+        "wow",
+        "true",
+        "exactly",
+        "indeed",
+        "thanks",
+        "thank you",
+        "ha",
+        "haha",
+        "hahaha",
+        "heh",
+        "oh okay",
+        "i know",
+        "of course",
+        "makes sense",
+        "that makes sense",
+        "good",
+        "fine",
+        "uh yeah",
     )
 )
 _BY_FIRST: dict[str, list[tuple[str, ...]]] = {}
@@ -32,8 +75,9 @@ def other_words(transcript: str) -> int:
     words = normalize_words(spoken_words(transcript))
     other = i = 0
     while i < len(words):
-        match = next((p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i:i + len(p)]) == p),
-                     None)
+        match = next(
+            (p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i : i + len(p)]) == p), None
+        )
         if match is None:
             other += 1
             i += 1
@@ -54,18 +98,79 @@ def is_backchannel(transcript: str) -> bool:
 # "Why?"). A short sound without one is more often the STT's reading of a hum: through
 # LiveKit, Whisper tiny.en heard a synthesized "mm hmm" as "and remember", "and Emma" and
 # "and then the", and other hums as "term", "Amen", "That."; none of them asks to stop.
-INTERRUPTION_CUES = frozenset({
-    "stop", "wait", "no", "nope", "hold", "hang", "sorry", "excuse", "pardon", "actually",
-    "enough", "pause", "repeat", "again", "back", "slower", "louder", "quiet", "shush",
-    "what", "why", "how", "who", "where", "when", "which", "but", "not", "don't", "cancel",
-})
+INTERRUPTION_CUES = frozenset(
+    {
+        "stop",
+        "wait",
+        "no",
+        "nope",
+        "hold",
+        "hang",
+        "sorry",
+        "excuse",
+        "pardon",
+        "actually",
+        "enough",
+        "pause",
+        "repeat",
+        "again",
+        "back",
+        "slower",
+        "louder",
+        "quiet",
+        "shush",
+        "what",
+        "why",
+        "how",
+        "who",
+        "where",
+        "when",
+        "which",
+        "but",
+        "not",
+        "don't",
+        "cancel",
+    }
+)
 # Words that carry nothing on their own: a sound transcribed as only these ("and then the",
 # "for the", "so, so") is the STT's reading of a hum or a fragment, not something said.
-FUNCTION_WORDS = frozenset({
-    "a", "an", "the", "and", "or", "so", "then", "that", "this", "for", "of", "to", "in",
-    "on", "at", "it", "is", "i", "i'm", "you", "we", "he", "she", "they", "be", "uh", "um",
-    "er", "well", "like", "just", "there", "if",
-})
+FUNCTION_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "so",
+        "then",
+        "that",
+        "this",
+        "for",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "it",
+        "is",
+        "i",
+        "i'm",
+        "you",
+        "we",
+        "he",
+        "she",
+        "they",
+        "be",
+        "uh",
+        "um",
+        "er",
+        "well",
+        "like",
+        "just",
+        "there",
+        "if",
+    }
+)
 SHORT_WORDS = 2
 """A sound of at most this many words interrupts only with a cue word or as a question."""
 CONTENT_WORDS = 2
@@ -74,8 +179,25 @@ heard Piper's "mm hmm" as "and then love." (one content word), a real interrupti
 cue ("Tell me about Lisbon instead") has more."""
 # Sounds, not words: any number of them is a hum or a laugh ("Mm-mm, mm-mm, mm-mm" is how
 # Whisper wrote espeak-ng's "mm hmm"), never something said to the agent.
-HUMS = frozenset({"mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "uh", "um", "huh", "ah", "oh",
-                  "ha", "haha", "hahaha", "heh"})
+HUMS = frozenset(
+    {
+        "mm",
+        "mmm",
+        "hmm",
+        "hm",
+        "mhm",
+        "mmhmm",
+        "uh",
+        "um",
+        "huh",
+        "ah",
+        "oh",
+        "ha",
+        "haha",
+        "hahaha",
+        "heh",
+    }
+)
 
 
 def interrupts(transcript: str) -> bool:
@@ -98,10 +220,23 @@ def interrupts(transcript: str) -> bool:
 # A reaction to the agent's answer opens with one of these ("Wait, ...", "No, I meant ...",
 # "Sorry, ..."), or with an acknowledgement ("Okay, and what about tomorrow?"). Hesitations
 # ("uh", "um") are no reaction: the speaker is going on with their own sentence.
-STOP_CUES = frozenset({
-    "stop", "wait", "no", "nope", "hold", "hang", "sorry", "excuse", "pardon", "actually",
-    "enough", "pause", "cancel",
-})
+STOP_CUES = frozenset(
+    {
+        "stop",
+        "wait",
+        "no",
+        "nope",
+        "hold",
+        "hang",
+        "sorry",
+        "excuse",
+        "pardon",
+        "actually",
+        "enough",
+        "pause",
+        "cancel",
+    }
+)
 HESITATIONS = frozenset({"uh", "um", "er", "erm", "hmm", "hm", "mm", "mmm"})
 
 
@@ -112,5 +247,5 @@ def reacts(transcript: str) -> bool:
     words = normalize_words(spoken_words(transcript))
     if not words or words[0] in STOP_CUES:
         return bool(words)
-    opening = next((p for p in _BY_FIRST.get(words[0], ()) if tuple(words[:len(p)]) == p), None)
+    opening = next((p for p in _BY_FIRST.get(words[0], ()) if tuple(words[: len(p)]) == p), None)
     return opening is not None and not set(opening) <= HESITATIONS

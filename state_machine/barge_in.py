@@ -133,8 +133,11 @@ class BargeInHandling(ABC):
             if self._ducked_at is not None and interrupts(text):
                 self._pause(utt.onset, now, out)  # it reads as an interruption: stop
             utt.candidate = None  # the sound goes on: transcribed whole when it stops
-        elif (interrupts(text) or (words and not o.backchannel_resume)
-              or (words and not is_backchannel(text) and self._goes_on(utt, text))):
+        elif (
+            interrupts(text)
+            or (words and not o.backchannel_resume)
+            or (words and not is_backchannel(text) and self._goes_on(utt, text))
+        ):
             # Short words that are no backchannel, said just after the user's own turn, go on
             # with it ("..., uh ... something funny"): the answer began inside their pause.
             self._commit_barge_in(utt, now, out)
@@ -164,9 +167,13 @@ class BargeInHandling(ABC):
         `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
         do not react to the answer ("Wait, ...", "Okay, and ...")."""
         r = self._reply
-        return (r is not None and bool(r.user_text) and self._turn_end is not None
-                and utt.onset - self._turn_end <= self.options.continuation_s + EPS
-                and not reacts(text))
+        return (
+            r is not None
+            and bool(r.user_text)
+            and self._turn_end is not None
+            and utt.onset - self._turn_end <= self.options.continuation_s + EPS
+            and not reacts(text)
+        )
 
     def _withdraw_answer(self, out: list[Action]) -> None:
         """The answer began inside the user's pause: it is withdrawn, not cut to what was

@@ -246,15 +246,25 @@ def silence_for_score(o: EndpointOptions, score: float) -> float:
 
 def candidate_due(o: EndpointOptions, utt: Utterance, now: float) -> bool:
     """Ask for a candidate transcript now: a pause, and none covers the speech yet."""
-    return (not utt.candidate_in_flight and not utt.fresh()
-            and (utt.silence(now, o.late_input_s) >= o.candidate_silence_s or utt.endpoint_reached))
+    return (
+        not utt.candidate_in_flight
+        and not utt.fresh()
+        and (utt.silence(now, o.late_input_s) >= o.candidate_silence_s or utt.endpoint_reached)
+    )
 
 
 def score_due(o: EndpointOptions, utt: Utterance) -> bool:
     """Ask the end-of-turn model about the fresh candidate now."""
     c = utt.candidate
-    return (o.scored and utt.fresh() and c is not None and not c.failed
-            and utt.scoring is None and utt.scored is not c and bool(c.text.strip()))
+    return (
+        o.scored
+        and utt.fresh()
+        and c is not None
+        and not c.failed
+        and utt.scoring is None
+        and utt.scored is not c
+        and bool(c.text.strip())
+    )
 
 
 def speculation_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
@@ -264,5 +274,7 @@ def speculation_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -
 
 def endpoint_due(o: EndpointOptions, utt: Utterance, now: float, cue: bool) -> bool:
     """The turn has ended (its transcript may still be on its way)."""
-    return (utt.silence(now, o.late_input_s) >= endpoint_silence(o, utt, cue)
-            or now - utt.onset + EPS >= o.max_utterance_s)
+    return (
+        utt.silence(now, o.late_input_s) >= endpoint_silence(o, utt, cue)
+        or now - utt.onset + EPS >= o.max_utterance_s
+    )

@@ -151,7 +151,12 @@ class ConversationStateMachine(BargeInHandling):
         return out
 
     def on_candidate(
-        self, utterance_id: int, text: str, covered_until: float, now: float, *,
+        self,
+        utterance_id: int,
+        text: str,
+        covered_until: float,
+        now: float,
+        *,
         failed: bool = False,
     ) -> list[Action]:
         """A transcript of utterance `utterance_id` covering its audio up to `covered_until`
@@ -160,8 +165,9 @@ class ConversationStateMachine(BargeInHandling):
         if utt is None or utt.id != utterance_id:
             return []
         utt.candidate_in_flight = False
-        utt.take_candidate(Candidate(text, covered_until, failed), self.options.endpoint,
-                           self.options.frame_s)
+        utt.take_candidate(
+            Candidate(text, covered_until, failed), self.options.endpoint, self.options.frame_s
+        )
         out: list[Action] = [E.Transcript(now, text, final=False)]
         if self._yielding():
             self._barge_in_candidate(utt, now, out)
@@ -184,9 +190,15 @@ class ConversationStateMachine(BargeInHandling):
         older than it and ignored."""
         utt = self._utt
         o = self.options
-        if (utt is None or utt.id != utterance_id or self.state is not AgentState.LISTENING
-                or self._yielding() or utt.endpoint_reached or utt.fresh()
-                or not (o.speculative_start and o.speculate_on_partials)):
+        if (
+            utt is None
+            or utt.id != utterance_id
+            or self.state is not AgentState.LISTENING
+            or self._yielding()
+            or utt.endpoint_reached
+            or utt.fresh()
+            or not (o.speculative_start and o.speculate_on_partials)
+        ):
             return []  # a candidate covers all the speech: it is newer than any partial
         out: list[Action] = []
         e = o.endpoint
@@ -257,8 +269,11 @@ class ConversationStateMachine(BargeInHandling):
     def say_first(self, text: str, now: float) -> list[Action]:
         """The agent speaks first (a profile's greeting): fixed words, heard and interrupted
         like any reply. Nothing when the user is already speaking or being answered."""
-        if (self.state is not AgentState.LISTENING or self._utt is not None
-                or self._reply is not None):
+        if (
+            self.state is not AgentState.LISTENING
+            or self._utt is not None
+            or self._reply is not None
+        ):
             return []
         self._next_id += 1
         self._reply = Reply(self._next_id, "", speculative=False, confirmed=True)
@@ -332,9 +347,14 @@ class ConversationStateMachine(BargeInHandling):
         if self._held:
             if not voiced and self._vote.quiet():
                 self._release_hold(out)
-        elif (voiced and self._vote.run >= self.options.barge_in_frames
-              and self.state is AgentState.THINKING and r is not None and r.confirmed
-              and not r.audio_started):  # a run that began before the turn ended holds too
+        elif (
+            voiced
+            and self._vote.run >= self.options.barge_in_frames
+            and self.state is AgentState.THINKING
+            and r is not None
+            and r.confirmed
+            and not r.audio_started
+        ):  # a run that began before the turn ended holds too
             self._held = True
             out.append(PausePlayback())
 

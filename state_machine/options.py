@@ -137,9 +137,14 @@ class CopilotOptions(ListenOptions):
     """Consecutive voiced frames that mean the interviewer went on (a speculative answer is
     dropped)."""
     speculative_start: bool = True
-    endpoint: EndpointOptions = field(default_factory=lambda: EndpointOptions(
-        silence_s=0.700, silence_cued_s=0.400, silence_complete_s=0.400,
-        silence_unfinished_s=1.200))
+    endpoint: EndpointOptions = field(
+        default_factory=lambda: EndpointOptions(
+            silence_s=0.700,
+            silence_cued_s=0.400,
+            silence_complete_s=0.400,
+            silence_unfinished_s=1.200,
+        )
+    )
     """Where a question ends (`state_machine.endpointing`, the voice agent's core), with the
     interviewer's numbers. Without an end-of-turn model, 0.7 s of silence ends anything that
     is not a complete question (state_machine.question_detector): interviewers pause inside

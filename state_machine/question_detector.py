@@ -20,29 +20,144 @@ from dataclasses import dataclass
 
 from state_machine.similarity import looks_complete, normalize_words, spoken_words
 
-_WH = {"what", "what's", "whats", "why", "how", "how's", "when", "where", "where's", "who",
-       "who's", "whom", "whose", "which"}
-_AUX = {"can", "could", "would", "will", "do", "does", "did", "have", "has", "had", "is", "are",
-        "was", "were", "should", "shall", "may", "might", "must", "won't", "wouldn't", "can't",
-        "couldn't", "don't", "doesn't", "didn't", "haven't", "isn't", "aren't"}
+_WH = {
+    "what",
+    "what's",
+    "whats",
+    "why",
+    "how",
+    "how's",
+    "when",
+    "where",
+    "where's",
+    "who",
+    "who's",
+    "whom",
+    "whose",
+    "which",
+}
+_AUX = {
+    "can",
+    "could",
+    "would",
+    "will",
+    "do",
+    "does",
+    "did",
+    "have",
+    "has",
+    "had",
+    "is",
+    "are",
+    "was",
+    "were",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "won't",
+    "wouldn't",
+    "can't",
+    "couldn't",
+    "don't",
+    "doesn't",
+    "didn't",
+    "haven't",
+    "isn't",
+    "aren't",
+}
 # What may follow an inverted auxiliary: "can you", "is there", "have the team"...
-_SUBJECT = {"you", "i", "we", "they", "he", "she", "it", "there", "that", "this", "your",
-            "the", "anyone", "someone", "somebody"}
+_SUBJECT = {
+    "you",
+    "i",
+    "we",
+    "they",
+    "he",
+    "she",
+    "it",
+    "there",
+    "that",
+    "this",
+    "your",
+    "the",
+    "anyone",
+    "someone",
+    "somebody",
+}
 # Requests that ask for an answer without being grammatical questions, by their first words.
 _REQUESTS = (
-    ("tell", "me"), ("tell", "us"), ("walk", "me", "through"), ("walk", "us", "through"),
-    ("talk", "me", "through"), ("take", "me", "through"), ("talk", "about"), ("describe",),
-    ("explain",), ("give", "me"), ("give", "us"), ("share",), ("name",), ("list",),
-    ("define",), ("compare",), ("i'd", "like", "to", "hear"), ("i'd", "love", "to", "hear"),
-    ("i'm", "curious"), ("i", "wonder"), ("i'm", "wondering"), ("talk", "us", "through"),
+    ("tell", "me"),
+    ("tell", "us"),
+    ("walk", "me", "through"),
+    ("walk", "us", "through"),
+    ("talk", "me", "through"),
+    ("take", "me", "through"),
+    ("talk", "about"),
+    ("describe",),
+    ("explain",),
+    ("give", "me"),
+    ("give", "us"),
+    ("share",),
+    ("name",),
+    ("list",),
+    ("define",),
+    ("compare",),
+    ("i'd", "like", "to", "hear"),
+    ("i'd", "love", "to", "hear"),
+    ("i'm", "curious"),
+    ("i", "wonder"),
+    ("i'm", "wondering"),
+    ("talk", "us", "through"),
 )
 # Words that the opener itself uses up: what is left must name something to answer about.
-_REQUEST_FILLER = {"me", "us", "a", "an", "the", "about", "through", "how", "your", "bit",
-                   "little", "more", "of", "on", "to"}
+_REQUEST_FILLER = {
+    "me",
+    "us",
+    "a",
+    "an",
+    "the",
+    "about",
+    "through",
+    "how",
+    "your",
+    "bit",
+    "little",
+    "more",
+    "of",
+    "on",
+    "to",
+}
 # Lead-ins that may come before the asking words.
-_LEAD_IN = {"so", "and", "okay", "ok", "alright", "right", "well", "now", "great", "good",
-            "then", "next", "um", "uh", "also", "but", "cool", "thanks", "perfect",
-            "yeah", "yes", "sure", "fine", "interesting", "lastly", "finally", "first"}
+_LEAD_IN = {
+    "so",
+    "and",
+    "okay",
+    "ok",
+    "alright",
+    "right",
+    "well",
+    "now",
+    "great",
+    "good",
+    "then",
+    "next",
+    "um",
+    "uh",
+    "also",
+    "but",
+    "cool",
+    "thanks",
+    "perfect",
+    "yeah",
+    "yes",
+    "sure",
+    "fine",
+    "interesting",
+    "lastly",
+    "finally",
+    "first",
+}
 
 _SENTENCE = re.compile(r"[^.?!]+[.?!]*")
 
@@ -63,7 +178,7 @@ def check_question(transcript: str) -> QuestionCheck:
     asking = [i for i, s in enumerate(sentences) if _asks(s)]
     if not asking:
         return QuestionCheck(False, False, "")
-    question = " ".join(sentences[asking[0]:])
+    question = " ".join(sentences[asking[0] :])
     last = sentences[asking[-1]]
     complete = looks_complete(text) and _has_object(last)
     return QuestionCheck(True, complete, question)
@@ -93,7 +208,7 @@ def _has_object(sentence: str) -> bool:
     opener = _request(words)
     if opener is None:
         return sentence.rstrip().endswith("?") or len(words) >= 2
-    rest = [w for w in words[len(opener):] if w not in _REQUEST_FILLER]
+    rest = [w for w in words[len(opener) :] if w not in _REQUEST_FILLER]
     return bool(rest)
 
 

@@ -40,8 +40,7 @@ def agent_worker(server: LiveKitServer, log_path: Path, *args: str, **env: str) 
     with ExitStack() as stack:
         try:
             stack.enter_context(
-                worker_process(["-m", "agent.cli", "agent", *args], env, log_path,
-                               timeout_s=180)
+                worker_process(["-m", "agent.cli", "agent", *args], env, log_path, timeout_s=180)
             )
         except RuntimeError as e:  # it never registered
             pytest.fail(str(e))

@@ -62,11 +62,13 @@ def question_wav(path: Path, text: str, *, lead_s: float = 3.0, silence_s: float
     import soxr
 
     speech = soxr.resample(espeak(text).astype(np.float32) / 32768, 16_000, WAV_RATE)
-    pcm = np.concatenate([
-        np.zeros(int(lead_s * WAV_RATE), np.float32),
-        speech,
-        np.zeros(int(silence_s * WAV_RATE), np.float32),
-    ])
+    pcm = np.concatenate(
+        [
+            np.zeros(int(lead_s * WAV_RATE), np.float32),
+            speech,
+            np.zeros(int(silence_s * WAV_RATE), np.float32),
+        ]
+    )
     sf.write(str(path), pcm, WAV_RATE, subtype="PCM_16")
     return path
 

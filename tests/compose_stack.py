@@ -37,13 +37,17 @@ SERVICE_IMAGES = {
 
 
 def _llm_service(script: dict) -> dict:
-    return {"services": {"llm": {
-        "image": IMAGE,
-        "entrypoint": ["tini", "--", "python", "-m", "tests.scripted_llm_service"],
-        "command": ["--port", "8000", json.dumps(script)],
-        "environment": {"PYTHONPATH": "/opt/voxroom-tests"},
-        "volumes": [f"{REPO / 'tests'}:/opt/voxroom-tests/tests:ro"],
-    }}}
+    return {
+        "services": {
+            "llm": {
+                "image": IMAGE,
+                "entrypoint": ["tini", "--", "python", "-m", "tests.scripted_llm_service"],
+                "command": ["--port", "8000", json.dumps(script)],
+                "environment": {"PYTHONPATH": "/opt/voxroom-tests"},
+                "volumes": [f"{REPO / 'tests'}:/opt/voxroom-tests/tests:ro"],
+            }
+        }
+    }
 
 
 @dataclass
@@ -59,20 +63,36 @@ class Stack:
 
     def compose(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            ["podman-compose", "-p", self.project, "-f", str(COMPOSE_FILE), "-f",
-             str(self.override), *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout_s)
-        assert done.returncode == 0, f"podman-compose {args}: {done.stdout[-2000:]}\n" \
-                                     f"{done.stderr[-2000:]}"
+            [
+                "podman-compose",
+                "-p",
+                self.project,
+                "-f",
+                str(COMPOSE_FILE),
+                "-f",
+                str(self.override),
+                *args,
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        assert done.returncode == 0, (
+            f"podman-compose {args}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
         return done
 
     def container(self, service: str, number: int = 1) -> str:
         return f"{self.project}_{service}_{number}"
 
     def user(self, room: str, identity: str) -> RoomUser:
-        settings = LiveKitSettings(url=self.url, api_key=self.env["LIVEKIT_API_KEY"],
-                                   api_secret=self.env["LIVEKIT_API_SECRET"],
-                                   agent_name=AGENT_NAME)
+        settings = LiveKitSettings(
+            url=self.url,
+            api_key=self.env["LIVEKIT_API_KEY"],
+            api_secret=self.env["LIVEKIT_API_SECRET"],
+            agent_name=AGENT_NAME,
+        )
         return RoomUser(self.url, create_join_token(settings, room, identity))
 
     def transcripts(self, room: str, worker: str) -> list[dict]:
@@ -106,8 +126,19 @@ async def wait_healthy(container: str, timeout_s: float) -> float:
 
 def _postgres_ready(stack: Stack, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while podman("exec", stack.container("postgres"), "pg_isready", "-U", "voxroom", "-d",
-                 "voxroom", check=False).returncode != 0:
+    while (
+        podman(
+            "exec",
+            stack.container("postgres"),
+            "pg_isready",
+            "-U",
+            "voxroom",
+            "-d",
+            "voxroom",
+            check=False,
+        ).returncode
+        != 0
+    ):
         assert time.monotonic() < deadline, logs(stack.container("postgres"))[-2000:]
         time.sleep(0.2)
 
@@ -122,16 +153,25 @@ def compose_stack(tmp_path: Path, script: dict) -> Iterator[Stack]:
     network = f"{project}_default"  # podman-compose uses it when it exists
     podman("network", "create", network)
     try:
-        gateway = podman("network", "inspect", network, "--format",
-                         "{{range .Subnets}}{{.Gateway}}{{end}}").stdout.strip()
+        gateway = podman(
+            "network", "inspect", network, "--format", "{{range .Subnets}}{{.Gateway}}{{end}}"
+        ).stdout.strip()
         override = tmp_path / "compose.llm.yml"
         override.write_text(yaml.safe_dump(_llm_service(script)))
-        env = {**podman_env(), **SERVICE_IMAGES, "AGENT_IMAGE": IMAGE,
-               "LIVEKIT_API_KEY": "stack-key", "LIVEKIT_API_SECRET": secrets.token_hex(24),
-               "POSTGRES_PASSWORD": secrets.token_hex(12), "NODE_IP": gateway,
-               "LIVEKIT_BIND_IP": gateway, "VOXROOM_LIVEKIT_AGENT_NAME": AGENT_NAME,
-               "VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_BASE_URL": "http://llm:8000/v1",
-               "VOXROOM_LLM_MODEL": "scripted-test-double"}
+        env = {
+            **podman_env(),
+            **SERVICE_IMAGES,
+            "AGENT_IMAGE": IMAGE,
+            "LIVEKIT_API_KEY": "stack-key",
+            "LIVEKIT_API_SECRET": secrets.token_hex(24),
+            "POSTGRES_PASSWORD": secrets.token_hex(12),
+            "NODE_IP": gateway,
+            "LIVEKIT_BIND_IP": gateway,
+            "VOXROOM_LIVEKIT_AGENT_NAME": AGENT_NAME,
+            "VOXROOM_LLM_PROVIDER": "openai",
+            "VOXROOM_LLM_BASE_URL": "http://llm:8000/v1",
+            "VOXROOM_LLM_MODEL": "scripted-test-double",
+        }
         stack = Stack(project, override, env, gateway)
         try:
             stack.compose("up", "-d", "--no-build", "redis", "postgres", "livekit", "llm")

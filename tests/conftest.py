@@ -63,9 +63,21 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = s.getsockname()[1]
     workdir = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_until_serving("redis-server", proc, lambda: _redis_answers(port), timeout_s=10.0)
@@ -75,8 +87,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(10)
 
 
-def _wait_until_serving(name: str, proc: subprocess.Popen[bytes], answers: Callable[[], bool],
-                        timeout_s: float) -> None:
+def _wait_until_serving(
+    name: str, proc: subprocess.Popen[bytes], answers: Callable[[], bool], timeout_s: float
+) -> None:
     """Returns once `answers()`; fails the test when the server `name` exits or stays silent
     for `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -123,18 +136,43 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("postgres")
     data = workdir / "data"
     subprocess.run(
-        _unprivileged([_postgres_binary("initdb"), "-D", str(data), "-U", "voxroom",
-                       "--auth=trust", "-E", "UTF8", "--no-sync"]),
-        check=True, capture_output=True, timeout=120,
+        _unprivileged(
+            [
+                _postgres_binary("initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "voxroom",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (workdir / "postgres.log").open("wb")
     proc = subprocess.Popen(
-        _unprivileged([_postgres_binary("postgres"), "-D", str(data), "-h", "127.0.0.1",
-                       "-p", str(port), "-k", str(workdir)]),
-        stdout=log, stderr=subprocess.STDOUT,
+        _unprivileged(
+            [
+                _postgres_binary("postgres"),
+                "-D",
+                str(data),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-k",
+                str(workdir),
+            ]
+        ),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"postgresql://voxroom@127.0.0.1:{port}/postgres"
     try:

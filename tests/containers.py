@@ -28,18 +28,22 @@ POD_TMPFS = ("/tmp", "/home/voxroom/.cache")
 
 
 def podman_env() -> dict[str, str]:
-    return {**os.environ,
-            "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF",
-                                              str(PODMAN_DIR / "containers.conf"))}
+    return {
+        **os.environ,
+        "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(PODMAN_DIR / "containers.conf")),
+    }
 
 
-def podman(*args: str, timeout_s: float = 120, check: bool = True
-           ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["podman", *args], env=podman_env(), capture_output=True, text=True,
-                          timeout=timeout_s)
+def podman(
+    *args: str, timeout_s: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout_s
+    )
     if check and done.returncode != 0:
-        raise AssertionError(f"podman {' '.join(args)} exited {done.returncode}:\n"
-                             f"{done.stderr[-3000:]}")
+        raise AssertionError(
+            f"podman {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
     return done
 
 
@@ -73,12 +77,25 @@ class Container:
         podman("kill", "--signal", name, self.name)
 
 
-def run_args(name: str, env: dict[str, str], image: str = IMAGE,
-             read_only: bool = True) -> list[str]:
+def run_args(
+    name: str, env: dict[str, str], image: str = IMAGE, read_only: bool = True
+) -> list[str]:
     """`podman run` as the Deployment runs the pod: read-only root filesystem, tmpfs for its
     emptyDir volumes, no capabilities, no privilege escalation."""
-    args = ["run", "--rm", "--name", name, "--network", "host",
-            "--cap-drop", "all", "--security-opt", "no-new-privileges", "--stop-timeout", "660"]
+    args = [
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--cap-drop",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
+        "--stop-timeout",
+        "660",
+    ]
     if read_only:
         args.append("--read-only")
     for path in POD_TMPFS:
@@ -89,22 +106,34 @@ def run_args(name: str, env: dict[str, str], image: str = IMAGE,
 
 
 @contextmanager
-def container(log: Path, env: dict[str, str], agent_args: list[str], image: str = IMAGE,
-              name: str | None = None, timeout_s: float = 240) -> Iterator[Container]:
+def container(
+    log: Path,
+    env: dict[str, str],
+    agent_args: list[str],
+    image: str = IMAGE,
+    name: str | None = None,
+    timeout_s: float = 240,
+) -> Iterator[Container]:
     """The image's worker (its ENTRYPOINT, then `agent_args`) in a container; yields once it
     printed that it registered with LiveKit, and stops it afterwards (SIGTERM, then kill)."""
     name = name or f"voxroom-test-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    proc = subprocess.Popen(["podman", *run_args(name, env, image), *agent_args],
-                            env=podman_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        ["podman", *run_args(name, env, image), *agent_args],
+        env=podman_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     box = Container(name, proc, log, started, log_output(proc, log, REGISTERED))
     try:
         deadline = time.monotonic() + timeout_s
         while not box.output.ready.wait(0.2):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{name} did not register (exit {proc.poll()}); its log:\n"
-                                     f"{log.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"{name} did not register (exit {proc.poll()}); its log:\n"
+                    f"{log.read_text()[-3000:]}"
+                )
         yield box
     finally:
         if proc.poll() is None:

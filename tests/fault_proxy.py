@@ -114,8 +114,9 @@ class FaultProxy:
             for w in (writer, link.server):
                 w.close()
 
-    async def _pump(self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                    *, to_client: bool) -> None:
+    async def _pump(
+        self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, to_client: bool
+    ) -> None:
         held: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
         writer = asyncio.create_task(self._deliver(link, held, dst, to_client=to_client))
         loop = asyncio.get_running_loop()
@@ -131,8 +132,14 @@ class FaultProxy:
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
-    async def _deliver(self, link: _Link, held: asyncio.Queue[tuple[float, bytes]],
-                       dst: asyncio.StreamWriter, *, to_client: bool) -> None:
+    async def _deliver(
+        self,
+        link: _Link,
+        held: asyncio.Queue[tuple[float, bytes]],
+        dst: asyncio.StreamWriter,
+        *,
+        to_client: bool,
+    ) -> None:
         loop = asyncio.get_running_loop()
         while True:
             due, data = await held.get()

@@ -56,6 +56,7 @@ class Timeline:
     def partial_at(self, t: float, text: str, score: float | None = None) -> None:
         """The partial transcript `text` of the open utterance, read at `t` (with `score`, the
         end-of-turn model's P(complete) for it)."""
+
         def deliver(now: float) -> list[A.Action]:
             utt = self.machine._utt
             return [] if utt is None else self.machine.on_partial(utt.id, text, score, now)
@@ -67,7 +68,9 @@ class Timeline:
         heapq.heappush(self._queue, (round(t, 6), self._seq, fn))
 
     def run(
-        self, voiced: Callable[[float], bool], until_s: float,
+        self,
+        voiced: Callable[[float], bool],
+        until_s: float,
         stalls: tuple[tuple[float, float], ...] = (),
         loop_stalls: tuple[tuple[float, float], ...] = (),
     ) -> None:
@@ -83,8 +86,11 @@ class Timeline:
         held: list[bool] = []
         for i in range(1, n + 1):
             t = round(i * f, 6)
-            while self._queue and self._queue[0][0] <= t and not any(
-                    a < t < b for a, b in loop_stalls):
+            while (
+                self._queue
+                and self._queue[0][0] <= t
+                and not any(a < t < b for a, b in loop_stalls)
+            ):
                 when, _, fn = heapq.heappop(self._queue)
                 self._apply(fn(when), when)
             if any(a < t < b for a, b in loop_stalls):

@@ -32,8 +32,7 @@ def sandbox_available() -> bool:
     """Whether this machine lets an unprivileged process make a private mount namespace."""
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "--mount", "--map-root-user", "true"],
-                           capture_output=True)
+    probe = subprocess.run(["unshare", "--mount", "--map-root-user", "true"], capture_output=True)
     return probe.returncode == 0
 
 
@@ -55,14 +54,25 @@ def host_env(host: Path) -> dict[str, str]:
 
 
 @contextmanager
-def pod_worker(host: Path, agent_args: list[str], env: dict[str, str],
-               ready: str = "worker registered") -> Iterator[subprocess.Popen[str]]:
+def pod_worker(
+    host: Path, agent_args: list[str], env: dict[str, str], ready: str = "worker registered"
+) -> Iterator[subprocess.Popen[str]]:
     """`voxroom agent AGENT_ARGS` as on a pod of its own under `host`: its home read-only
     but for ~/.cache (the host's cache folder mounted there); its output in host/worker.log.
     Yields once it printed `ready`."""
     base = host_env(host)
-    argv = ["-m", "tests.pod_home", base["HOME"], str(host / "cache"), "--",
-            sys.executable, "-m", "agent.cli", "agent", *agent_args]
+    argv = [
+        "-m",
+        "tests.pod_home",
+        base["HOME"],
+        str(host / "cache"),
+        "--",
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "agent",
+        *agent_args,
+    ]
     with worker_process(argv, {**base, **env}, host / "worker.log", ready=ready) as proc:
         yield proc
 
@@ -71,8 +81,10 @@ def main(argv: list[str]) -> None:
     home, cache, sep, *program = argv
     if sep != "--" or not program:
         raise SystemExit(__doc__)
-    os.execvp("unshare", ["unshare", "--mount", "--map-root-user", "sh", "-c", _SCRIPT, "sh",
-                          home, cache, *program])
+    os.execvp(
+        "unshare",
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", _SCRIPT, "sh", home, cache, *program],
+    )
 
 
 if __name__ == "__main__":

@@ -34,22 +34,39 @@ def pulse_daemon(home: Path) -> Iterator[dict[str, str]]:
     device) at it."""
     for tool in ("pulseaudio", "pactl", "paplay", "parec"):
         if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed (Debian: pulseaudio, pulseaudio-utils)",
-                        pytrace=False)
+            pytest.fail(
+                f"{tool} is not installed (Debian: pulseaudio, pulseaudio-utils)", pytrace=False
+            )
     socket_path = home / "native"
     # Its own HOME and runtime dir: nothing touches the user's PulseAudio or its cookie.
-    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(home),
-           "PULSE_RUNTIME_PATH": str(home / "runtime"), "PULSE_STATE_PATH": str(home / "state"),
-           "PULSE_SERVER": f"unix:{socket_path}"}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(home),
+        "PULSE_RUNTIME_PATH": str(home / "runtime"),
+        "PULSE_STATE_PATH": str(home / "state"),
+        "PULSE_SERVER": f"unix:{socket_path}",
+    }
     env.pop("PULSE_SINK", None)
     env.pop("PULSE_SOURCE", None)
     daemon = subprocess.Popen(
         # -n: no default modules (no hardware, no D-Bus); root needs no --system here.
-        ["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
-         "--log-target=stderr",
-         "-L", f"module-native-protocol-unix auth-anonymous=1 socket={socket_path}",
-         "-L", f"module-null-sink sink_name={SINK} rate=48000 channels=2"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            "pulseaudio",
+            "-n",
+            "--daemonize=no",
+            "--exit-idle-time=-1",
+            "--use-pid-file=no",
+            "--log-target=stderr",
+            "-L",
+            f"module-native-protocol-unix auth-anonymous=1 socket={socket_path}",
+            "-L",
+            f"module-null-sink sink_name={SINK} rate=48000 channels=2",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 10
@@ -65,7 +82,8 @@ def pulse_daemon(home: Path) -> Iterator[dict[str, str]]:
 
 async def paplay(env: dict[str, str], wav: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        "paplay", f"--device={SINK}", "--latency-msec=20", str(wav), env=env)
+        "paplay", f"--device={SINK}", "--latency-msec=20", str(wav), env=env
+    )
     assert await proc.wait() == 0
 
 
@@ -96,19 +114,26 @@ class BridgeProcess:
         assert self.proc.returncode == 0, "".join(self.lines[-40:])
         summary = [line for line in self.lines if line.startswith(SUMMARY_PREFIX)]
         assert summary, "".join(self.lines[-40:])
-        return json.loads(summary[-1][len(SUMMARY_PREFIX):])
+        return json.loads(summary[-1][len(SUMMARY_PREFIX) :])
 
 
 @contextmanager
 def bridge_process(
     server: LiveKitServer, env: dict[str, str], *args: str
 ) -> Iterator[BridgeProcess]:
-    full_env = {**env, "LIVEKIT_API_KEY": server.api_key, "LIVEKIT_API_SECRET": server.api_secret,
-                "PYTHONUNBUFFERED": "1"}
+    full_env = {
+        **env,
+        "LIVEKIT_API_KEY": server.api_key,
+        "LIVEKIT_API_SECRET": server.api_secret,
+        "PYTHONUNBUFFERED": "1",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent.cli", "bridge", "--url", server.url, *args],
-        env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     bridge = BridgeProcess(proc)
 

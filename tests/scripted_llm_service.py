@@ -19,9 +19,12 @@ from agent.testing.scripted_llm_server import scripted_llm_server
 
 
 async def serve(port: int, script: dict) -> None:
-    llm = ScriptedLLM(script["replies"], by_text=script.get("by_text"),
-                      ttft_ms=script.get("ttft_ms", 100.0),
-                      words_per_s=script.get("words_per_s", 15.0))
+    llm = ScriptedLLM(
+        script["replies"],
+        by_text=script.get("by_text"),
+        ttft_ms=script.get("ttft_ms", 100.0),
+        words_per_s=script.get("words_per_s", 15.0),
+    )
     async with scripted_llm_server(llm, host="0.0.0.0", port=port) as url:
         print(f"scripted LLM serving {url}", flush=True)
         await asyncio.Event().wait()

@@ -123,7 +123,7 @@ def test_nan_and_clipped_float_samples_are_repaired() -> None:
 
 def test_malformed_and_invalid_frames_are_dropped_or_trimmed_never_raised() -> None:
     g = guard()
-    assert g.push(np.zeros(321, np.int16), INPUT_RATE, 2)  == []  # 160 + 0.5 samples each
+    assert g.push(np.zeros(321, np.int16), INPUT_RATE, 2) == []  # 160 + 0.5 samples each
     assert g.fixes[MALFORMED] == 1
     for rate, channels in [(0, 1), (-16000, 1), (10**9, 1), (INPUT_RATE, 0), (INPUT_RATE, 99)]:
         assert g.push(np.zeros(320, np.int16), rate, channels) == []
@@ -165,8 +165,12 @@ def test_any_frame_becomes_valid_frames_or_nothing(
     g = guard()
     vad = VoiceActivityDetector()
     x = np.resize(tone(4000, 16000), n).astype(np.float64)
-    x = {"speech": x, "nan": np.where(np.arange(n) % 3, x, np.nan), "loud": x * 1e6,
-         "zeros": np.zeros(n)}[content]
+    x = {
+        "speech": x,
+        "nan": np.where(np.arange(n) % 3, x, np.nan),
+        "loud": x * 1e6,
+        "zeros": np.zeros(n),
+    }[content]
     if np.dtype(dtype).kind in "iu":
         x = np.nan_to_num(x * 1000).clip(np.iinfo(dtype).min, np.iinfo(dtype).max)
     for _ in range(3):
@@ -270,9 +274,7 @@ def music(t: float) -> np.ndarray:
     """Chords changing every half second: harmonic, so webrtcvad calls it voiced."""
     f0 = [220.0, 262.0, 330.0, 196.0][int(t / 0.5) % 4]
     tt = (np.arange(FRAME_SAMPLES) + round((t - FRAME_S) * INPUT_RATE)) / INPUT_RATE
-    return (sum(np.sin(2 * np.pi * f0 * r * tt) for r in (1, 1.25, 1.5, 2)) * 1500).astype(
-        np.int16
-    )
+    return (sum(np.sin(2 * np.pi * f0 * r * tt) for r in (1, 1.25, 1.5, 2)) * 1500).astype(np.int16)
 
 
 def test_music_is_never_answered() -> None:
@@ -298,8 +300,12 @@ class DeltasLLM:
             await asyncio.sleep(0.02)
 
 
-MARKDOWN = ["Here is **the** code:\n", "```python\nprint('hi')\n```\n", "Done. 😀 ",
-            "See [the docs](http://example.com/x)."]
+MARKDOWN = [
+    "Here is **the** code:\n",
+    "```python\nprint('hi')\n```\n",
+    "Done. 😀 ",
+    "See [the docs](http://example.com/x).",
+]
 
 
 def test_markdown_code_blocks_and_emoji_never_reach_tts() -> None:

@@ -65,8 +65,9 @@ def test_frames_arriving_one_by_one_are_one_timeline() -> None:
 
 
 def test_recordings_are_cut_at_pauses_into_short_utterances() -> None:
-    speech = np.concatenate([tone(1.0), quiet(0.3), tone(2.0), quiet(0.3), tone(4.0),
-                             quiet(0.1), tone(1.0), quiet(0.5)])
+    speech = np.concatenate(
+        [tone(1.0), quiet(0.3), tone(2.0), quiet(0.3), tone(4.0), quiet(0.1), tone(1.0), quiet(0.5)]
+    )
     pieces = split_at_pauses(speech, min_pause_s=0.2, max_len_s=3.5)
     # 1 s + pause + 2 s fit in 3.5 s; the 4 s piece and its 0.1 s pause stay whole
     assert [round(len(p) / RATE, 1) for p in pieces] == [3.3, 5.1]
@@ -75,8 +76,12 @@ def test_recordings_are_cut_at_pauses_into_short_utterances() -> None:
 def test_scripted_replies_follow_the_user_turns() -> None:
     pcm = tone(0.5)
     q = Utterance("q", "v", "Q?", "A.", pcm)
-    b = BargeIn("b", Utterance("bq", "v", "Long?", "Long answer.", pcm),
-                Utterance("bi", "v", "Stop.", "Sorry.", pcm), 1.0)
+    b = BargeIn(
+        "b",
+        Utterance("bq", "v", "Long?", "Long answer.", pcm),
+        Utterance("bi", "v", "Stop.", "Sorry.", pcm),
+        1.0,
+    )
     assert scripted_replies([q, b, q]) == ["A.", "Long answer.", "Sorry.", "A."]
 
 
@@ -90,28 +95,47 @@ def test_comparison_is_voxroom_over_the_other() -> None:
     assert comp["other"]["endpoint"]["p50"] is None
 
 
-def test_saved_results_are_summarized_again(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture) -> None:
+def test_saved_results_are_summarized_again(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """--from-json re-renders a saved run; an item the agent answered before the user had
     finished has no voice-to-voice of its own and is left out of it."""
     from bench.cli import add_arguments, run
 
     def item(v2v: float, premature: bool = False) -> ItemResult:
-        return ItemResult("q", "v", "question", {"endpoint": 300.0}, voice_to_voice_ms=v2v,
-                          premature=premature)
+        return ItemResult(
+            "q", "v", "question", {"endpoint": 300.0}, voice_to_voice_ms=v2v, premature=premature
+        )
 
     ours = RunResult("voxroom", "livekit", "script", [item(500), item(700), item(5, True)])
     theirs = RunResult("AgentSession tuned", "livekit", "script", [item(1000), item(1400)])
     saved = tmp_path / "saved.json"
-    saved.write_text(json.dumps({
-        "date": "2026-12-01T00:00:00+00:00", "machine": {"cpus": 2},
-        "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
-        "runs": [ours.as_json(), theirs.as_json()]}))
+    saved.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-01T00:00:00+00:00",
+                "machine": {"cpus": 2},
+                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
+                "runs": [ours.as_json(), theirs.as_json()],
+            }
+        )
+    )
     p = argparse.ArgumentParser()
     add_arguments(p)
     out = tmp_path / "again.json"
-    assert run(p.parse_args(["--from-json", str(saved), "--json", str(out), "--plot",
-                             str(tmp_path / "again.png")])) == 0
+    assert (
+        run(
+            p.parse_args(
+                [
+                    "--from-json",
+                    str(saved),
+                    "--json",
+                    str(out),
+                    "--plot",
+                    str(tmp_path / "again.png"),
+                ]
+            )
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     v2v = report["runs"][0]["summary"]["stages"]["voice_to_voice"]
     assert (v2v["n"], v2v["p50"]) == (2, 600.0)
@@ -126,9 +150,20 @@ def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
 
     p = argparse.ArgumentParser()
     add_arguments(p)
-    return p.parse_args(["--questions", "1", "--barge-ins", "1", "--no-recordings",
-                         "--cache-dir", str(tmp_path / "speech"), "--json",
-                         str(tmp_path / "bench.json"), *extra])
+    return p.parse_args(
+        [
+            "--questions",
+            "1",
+            "--barge-ins",
+            "1",
+            "--no-recordings",
+            "--cache-dir",
+            str(tmp_path / "speech"),
+            "--json",
+            str(tmp_path / "bench.json"),
+            *extra,
+        ]
+    )
 
 
 def check_run(run: dict, *, anchor: bool = False) -> None:
@@ -195,7 +230,10 @@ def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
     assert run(bench_args(tmp_path, "--compare-agentsession")) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
     assert [r["name"] for r in report["runs"]] == [
-        "voxroom", "AgentSession defaults", "AgentSession tuned"]
+        "voxroom",
+        "AgentSession defaults",
+        "AgentSession tuned",
+    ]
     for r in report["runs"]:
         assert r["path"] == "livekit"
         check_run(r, anchor=r["name"] != "voxroom")
@@ -216,9 +254,25 @@ def test_simulate_path_reports_the_turn_corpus_by_kind(
     p = argparse.ArgumentParser()
     add_arguments(p)
     out = tmp_path / "turns.json"
-    assert run(p.parse_args(["--corpus", "turns", "--kinds", "paused,backchannel", "--per-kind",
-                             "1", "--cache-dir", str(tmp_path / "speech"), "--json",
-                             str(out)])) == 0
+    assert (
+        run(
+            p.parse_args(
+                [
+                    "--corpus",
+                    "turns",
+                    "--kinds",
+                    "paused,backchannel",
+                    "--per-kind",
+                    "1",
+                    "--cache-dir",
+                    str(tmp_path / "speech"),
+                    "--json",
+                    str(out),
+                ]
+            )
+        )
+        == 0
+    )
     [voxroom] = json.loads(out.read_text())["runs"]
     items = {i["kind"]: i for i in voxroom["items"]}
     assert set(items) == {"paused", "backchannel"}
@@ -266,9 +320,24 @@ def _running(pid: int) -> bool:
 @pytest.mark.integration
 def test_a_benchmark_stopped_by_sigterm_stops_its_server_and_worker(tmp_path: Path) -> None:
     bench = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "bench", "--path", "livekit", "--questions", "1",
-         "--barge-ins", "0", "--no-recordings", "--cache-dir", str(tmp_path / "speech")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "bench",
+            "--path",
+            "livekit",
+            "--questions",
+            "1",
+            "--barge-ins",
+            "0",
+            "--no-recordings",
+            "--cache-dir",
+            str(tmp_path / "speech"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     kids: list[int] = []
     try:
         deadline = time.monotonic() + 120

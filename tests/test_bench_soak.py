@@ -8,9 +8,13 @@ from bench.soak import SoakResult, SoakSample
 
 def run(rss: list[float], tasks: list[int] | None = None) -> SoakResult:
     tasks = tasks or [5] * len(rss)
-    return SoakResult(30.0, [SoakSample(t_s=60.0 * i, rss_mb=m, tasks=n, threads=4,
-                                        open_files=12, turns=10 * i)
-                             for i, (m, n) in enumerate(zip(rss, tasks, strict=True))])
+    return SoakResult(
+        30.0,
+        [
+            SoakSample(t_s=60.0 * i, rss_mb=m, tasks=n, threads=4, open_files=12, turns=10 * i)
+            for i, (m, n) in enumerate(zip(rss, tasks, strict=True))
+        ],
+    )
 
 
 def test_growth_during_the_warm_up_then_flat_is_flat() -> None:

@@ -62,30 +62,36 @@ def test_the_registry_offers_the_builtin_clock_and_the_doubles_as_a_worker_would
         registry.close()
 
 
-@pytest.mark.parametrize(("tool", "expected", "given"), [
-    ("get_weather", {"city": "paris"}, {"city": "Paris, France"}),
-    ("get_weather", {"city": "new york"}, {"city": " New  York "}),
-    ("set_timer", {"minutes": 10}, {"minutes": "10"}),
-    ("set_timer", {"minutes": 10}, {"minutes": "ten"}),
-    ("set_timer", {"minutes": 5}, {"minutes": 5.0}),
-    ("current_time", {"timezone": "America/New_York"}, {"timezone": "US/Eastern"}),
-    ("current_time", {}, {"timezone": ""}),
-    ("current_time", {}, {}),
-])
+@pytest.mark.parametrize(
+    ("tool", "expected", "given"),
+    [
+        ("get_weather", {"city": "paris"}, {"city": "Paris, France"}),
+        ("get_weather", {"city": "new york"}, {"city": " New  York "}),
+        ("set_timer", {"minutes": 10}, {"minutes": "10"}),
+        ("set_timer", {"minutes": 10}, {"minutes": "ten"}),
+        ("set_timer", {"minutes": 5}, {"minutes": 5.0}),
+        ("current_time", {"timezone": "America/New_York"}, {"timezone": "US/Eastern"}),
+        ("current_time", {}, {"timezone": ""}),
+        ("current_time", {}, {}),
+    ],
+)
 def test_arguments_said_another_way_are_right(tool: str, expected: dict, given: dict) -> None:
     assert verdict(tool, expected, [(tool, json.dumps(given))], "") == RIGHT
 
 
-@pytest.mark.parametrize(("tool", "expected", "given"), [
-    ("get_weather", {"city": "paris"}, {"city": "London"}),
-    ("set_timer", {"minutes": 10}, {"minutes": 15}),
-    # A zone with another offset, and one asked for nowhere (the user wants local time).
-    ("current_time", {"timezone": "America/New_York"}, {"timezone": "EST"}),
-    ("current_time", {}, {"timezone": "Europe/Oslo"}),
-    # An argument the tool does not take makes the call fail.
-    ("current_time", {}, {"timezone": "", "default": ""}),
-    ("get_weather", {"city": "oslo"}, {"city": "Oslo", "unit": "C"}),
-])
+@pytest.mark.parametrize(
+    ("tool", "expected", "given"),
+    [
+        ("get_weather", {"city": "paris"}, {"city": "London"}),
+        ("set_timer", {"minutes": 10}, {"minutes": 15}),
+        # A zone with another offset, and one asked for nowhere (the user wants local time).
+        ("current_time", {"timezone": "America/New_York"}, {"timezone": "EST"}),
+        ("current_time", {}, {"timezone": "Europe/Oslo"}),
+        # An argument the tool does not take makes the call fail.
+        ("current_time", {}, {"timezone": "", "default": ""}),
+        ("get_weather", {"city": "oslo"}, {"city": "Oslo", "unit": "C"}),
+    ],
+)
 def test_wrong_or_extra_arguments_are_wrong(tool: str, expected: dict, given: dict) -> None:
     assert verdict(tool, expected, [(tool, json.dumps(given))], "") == WRONG_ARGUMENTS
 
@@ -108,8 +114,15 @@ def test_each_verdict() -> None:
     assert verdict("get_weather", weather, [("get_weather", "{not json")], "") == WRONG_ARGUMENTS
     assert verdict("get_weather", weather, [("get_weather", "[1]")], "") == WRONG_ARGUMENTS
     # The first call decides; a second one does not repair it.
-    assert verdict("get_weather", weather,
-                   [("current_time", "{}"), ("get_weather", '{"city": "Oslo"}')], "") == WRONG_TOOL
+    assert (
+        verdict(
+            "get_weather",
+            weather,
+            [("current_time", "{}"), ("get_weather", '{"city": "Oslo"}')],
+            "",
+        )
+        == WRONG_TOOL
+    )
     assert verdict(None, {}, [], "Jane Austen.") == ANSWERED
     assert verdict(None, {}, [], "  ") == SILENT
     assert verdict(None, {}, [("current_time", "{}")], "") == UNNEEDED_CALL
@@ -155,18 +168,46 @@ def _result(needs: str | None, v: str, **kw: object) -> RequestResult:
 
 def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
     results = [
-        _result("set_timer", RIGHT, calls=[("set_timer", "{}")], to_call_ms=1000.0,
-                answer_speakable=True, answer_uses_result=True, answer_first_word_ms=500.0,
-                answer_source="llm", rounds=1),
-        _result("get_weather", WRONG_ARGUMENTS, calls=[("get_weather", "{}")], to_call_ms=3000.0,
-                answer_speakable=False, answer_uses_result=True, rounds=2, answer_source="llm"),
-        _result("current_time", RIGHT, calls=[("current_time", "{}")], to_call_ms=1500.0,
-                answer_speakable=True, answer_uses_result=True, rounds=1,
-                answer_source="tool result"),
+        _result(
+            "set_timer",
+            RIGHT,
+            calls=[("set_timer", "{}")],
+            to_call_ms=1000.0,
+            answer_speakable=True,
+            answer_uses_result=True,
+            answer_first_word_ms=500.0,
+            answer_source="llm",
+            rounds=1,
+        ),
+        _result(
+            "get_weather",
+            WRONG_ARGUMENTS,
+            calls=[("get_weather", "{}")],
+            to_call_ms=3000.0,
+            answer_speakable=False,
+            answer_uses_result=True,
+            rounds=2,
+            answer_source="llm",
+        ),
+        _result(
+            "current_time",
+            RIGHT,
+            calls=[("current_time", "{}")],
+            to_call_ms=1500.0,
+            answer_speakable=True,
+            answer_uses_result=True,
+            rounds=1,
+            answer_source="tool result",
+        ),
         _result("current_time", NO_CALL, to_first_word_ms=200.0),
         _result(None, ANSWERED, to_first_word_ms=300.0),
-        _result(None, UNNEEDED_CALL, calls=[("current_time", "{}")], to_call_ms=2000.0,
-                failed_call="Error: ..."),
+        _result(
+            None,
+            UNNEEDED_CALL,
+            calls=[("current_time", "{}")],
+            to_call_ms=2000.0,
+            failed_call="Error: ...",
+        ),
     ]
     s = summary(results)
     assert s["tool_requests"] == {"n": 4, "right": 2, "right_tool": 3}
@@ -174,20 +215,35 @@ def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
     assert s["per_tool"]["set_timer"] == {"n": 1, "right": 1}
     assert s["per_tool"]["get_weather"] == {"n": 1, "right": 0}
     assert s["answers_after_call"] == {
-        "n": 3, "speakable": 2, "speakable_with_result": 2, "called_again": 2,
-        "llm_answers": 2, "results_said_as_they_are": 1, "failed_calls": 1}
+        "n": 3,
+        "speakable": 2,
+        "speakable_with_result": 2,
+        "called_again": 2,
+        "llm_answers": 2,
+        "results_said_as_they_are": 1,
+        "failed_calls": 1,
+    }
     assert s["to_call_ms"]["n"] == 4 and s["to_call_ms"]["p50"] == 1750.0
     # First words are the no-tool requests' only: a tool request's text is not its answer.
     assert s["to_first_word_ms"]["n"] == 1 and s["to_first_word_ms"]["p50"] == 300.0
-    text = tool_use.format_report({
-        "summary": s, "results": [vars(r) for r in results], "llm": "x",
-        "load_average": {"start": [1.0], "end": [1.0]}, "machine": {"cpus": 2}, "date": "d"})
+    text = tool_use.format_report(
+        {
+            "summary": s,
+            "results": [vars(r) for r in results],
+            "llm": "x",
+            "load_average": {"start": [1.0], "end": [1.0]},
+            "machine": {"cpus": 2},
+            "date": "d",
+        }
+    )
     assert "tool requests: 2 of 4 right" in text
 
 
 def test_select_takes_the_first_of_each_half() -> None:
-    reqs = [tool_use.ToolRequest(f"t{i}", "v", text, tool, args, np.zeros(1, np.int16))
-            for i, (text, tool, args) in enumerate(REQUESTS)]
+    reqs = [
+        tool_use.ToolRequest(f"t{i}", "v", text, tool, args, np.zeros(1, np.int16))
+        for i, (text, tool, args) in enumerate(REQUESTS)
+    ]
     chosen = tool_use.select(reqs, 2)
     assert [r.tool is not None for r in chosen] == [True, True, False, False]
     assert tool_use.select(reqs, None) == reqs
@@ -207,6 +263,7 @@ def test_the_tools_corpus_has_each_kind_and_scripted_calls_of_the_offered_double
     assert all(hasattr(tool_doubles, name) for name in OFFERED)
     # The slow double is slow enough for voxroom's filler, the quick one is not.
     from agent.pipeline.tool_round import FILLER_AFTER_S
+
     assert tool_doubles.WEATHER_DELAY_S < FILLER_AFTER_S < tool_doubles.FORECAST_DELAY_S
     check_kinds(["tool", "no_tool"])
     with pytest.raises(ValueError, match="unknown kind"):
@@ -234,8 +291,9 @@ def test_the_scripted_llm_calls_the_tool_then_answers_with_its_result() -> None:
     kind, text, reply = ITEMS[0]
     assert kind == "tool"
     items = [type("U", (), {"text": text, "answer": reply})()]
-    llm = ScriptedLLM(scripted_replies(items), by_text=scripted_answers(items), ttft_ms=0,
-                      words_per_s=1000)
+    llm = ScriptedLLM(
+        scripted_replies(items), by_text=scripted_answers(items), ttft_ms=0, words_per_s=1000
+    )
     spec = [ToolSpec("get_weather", "", {"type": "object"})]
 
     async def reply_to(messages: list[dict]) -> list[object]:
@@ -244,10 +302,15 @@ def test_the_scripted_llm_calls_the_tool_then_answers_with_its_result() -> None:
     first = asyncio.run(reply_to([{"role": "user", "content": text}]))
     assert len(first) == 1 and isinstance(first[0], ToolCall)
     assert json.loads(first[0].arguments) == {"city": "Oslo"}
-    answer = asyncio.run(reply_to([
-        {"role": "user", "content": text},
-        {"role": "assistant", "content": None, "tool_calls": [first[0].message()]},
-        {"role": "tool", "tool_call_id": first[0].id, "content": weather_text("Oslo")}]))
+    answer = asyncio.run(
+        reply_to(
+            [
+                {"role": "user", "content": text},
+                {"role": "assistant", "content": None, "tool_calls": [first[0].message()]},
+                {"role": "tool", "tool_call_id": first[0].id, "content": weather_text("Oslo")},
+            ]
+        )
+    )
     assert "".join(map(str, answer)).endswith(weather_text("Oslo"))
 
 
@@ -260,19 +323,25 @@ def _quiet(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * 16_000), np.int16)
 
 
-@pytest.mark.parametrize(("parts", "fillers_at", "answer_at"), [
-    # A filler at 1.0 s, a 0.3 s gap, the answer at 2.0 s.
-    ([_quiet(1.0), _tone(0.7), _quiet(0.3), _tone(2.0), _quiet(1.0)], {1.0}, 2.0),
-    # Two fillers before the answer.
-    ([_quiet(0.5), _tone(0.7), _quiet(1.2), _tone(0.9), _quiet(0.3), _tone(1.0)],
-     {0.5, 2.4}, 3.6),
-    # No filler: the answer's first chunk, cut off from the rest by a slow synthesis, is the
-    # answer all the same.
-    ([_quiet(0.5), _tone(0.6), _quiet(0.3), _tone(1.0), _quiet(1.0)], set(), 0.5),
-])
-def test_the_answer_itself_starts_after_the_fillers(parts: list[np.ndarray],
-                                                    fillers_at: set[float],
-                                                    answer_at: float) -> None:
+@pytest.mark.parametrize(
+    ("parts", "fillers_at", "answer_at"),
+    [
+        # A filler at 1.0 s, a 0.3 s gap, the answer at 2.0 s.
+        ([_quiet(1.0), _tone(0.7), _quiet(0.3), _tone(2.0), _quiet(1.0)], {1.0}, 2.0),
+        # Two fillers before the answer.
+        (
+            [_quiet(0.5), _tone(0.7), _quiet(1.2), _tone(0.9), _quiet(0.3), _tone(1.0)],
+            {0.5, 2.4},
+            3.6,
+        ),
+        # No filler: the answer's first chunk, cut off from the rest by a slow synthesis, is the
+        # answer all the same.
+        ([_quiet(0.5), _tone(0.6), _quiet(0.3), _tone(1.0), _quiet(1.0)], set(), 0.5),
+    ],
+)
+def test_the_answer_itself_starts_after_the_fillers(
+    parts: list[np.ndarray], fillers_at: set[float], answer_at: float
+) -> None:
     from bench.measure import HeardAudio, ItemResult, measure_answer
 
     heard = HeardAudio(16_000, [(100.0, np.concatenate(parts))])

@@ -44,21 +44,25 @@ def test_the_answers_own_pauses_and_level_are_read_off_the_reference() -> None:
 
 def test_a_ducked_voice_under_the_talking_threshold_is_still_no_silence() -> None:
     # Its soft sounds at 200 (under AUDIBLE, 300) are sound: silence is under SILENT (100).
-    answer = heard(("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3),
-                   amp=600)
+    answer = heard(
+        ("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3), amp=600
+    )
     assert backchannel_silence(answer, 0.0, 1.5, 1.8, REFERENCE.pauses()) == 0
 
 
-@pytest.mark.parametrize(("answer", "caused_ms"), [
-    # paused 1.6-1.9 s for a backchannel said 1.5-1.8 s, then on (its own pause now at 2.8 s)
-    ([("talk", 1.6), ("quiet", 0.3), ("talk", 0.9), ("quiet", 0.2), ("talk", 3.3)], 300),
-    # ducked instead: never silent but for the answer's own pause
-    ([("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3)], 0),
-    # the answer's own pause stretched by 0.3 s
-    ([("talk", 2.5), ("quiet", 0.5), ("talk", 3.3)], 300),
-    # stopped for good: silent to the end of the window (2.5 s after the backchannel)
-    ([("talk", 1.6), ("quiet", 6.0)], 2700),
-])
+@pytest.mark.parametrize(
+    ("answer", "caused_ms"),
+    [
+        # paused 1.6-1.9 s for a backchannel said 1.5-1.8 s, then on (its own pause now at 2.8 s)
+        ([("talk", 1.6), ("quiet", 0.3), ("talk", 0.9), ("quiet", 0.2), ("talk", 3.3)], 300),
+        # ducked instead: never silent but for the answer's own pause
+        ([("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3)], 0),
+        # the answer's own pause stretched by 0.3 s
+        ([("talk", 2.5), ("quiet", 0.5), ("talk", 3.3)], 300),
+        # stopped for good: silent to the end of the window (2.5 s after the backchannel)
+        ([("talk", 1.6), ("quiet", 6.0)], 2700),
+    ],
+)
 def test_a_backchannel_is_charged_the_silence_beyond_the_answers_own_pauses(
     answer: list[tuple[str, float]], caused_ms: float
 ) -> None:
@@ -72,12 +76,15 @@ def test_a_backchannel_is_charged_the_silence_beyond_the_answers_own_pauses(
     assert unreferenced.backchannel_silence_ms is None  # no reference: not measured
 
 
-@pytest.mark.parametrize(("answer", "yield_ms", "stop_ms"), [
-    # onset at 3.0 s: ducked at 3.1 s, stopped at 3.4 s
-    ([("talk", 3.1), ("soft", 0.3), ("quiet", 2.0)], 100, 400),
-    # no duck: the stop is the yield
-    ([("talk", 3.25), ("quiet", 2.0)], 250, 250),
-])
+@pytest.mark.parametrize(
+    ("answer", "yield_ms", "stop_ms"),
+    [
+        # onset at 3.0 s: ducked at 3.1 s, stopped at 3.4 s
+        ([("talk", 3.1), ("soft", 0.3), ("quiet", 2.0)], 100, 400),
+        # no duck: the stop is the yield
+        ([("talk", 3.25), ("quiet", 2.0)], 250, 250),
+    ],
+)
 def test_an_interruption_yields_at_its_duck_or_its_stop(
     answer: list[tuple[str, float]], yield_ms: float, stop_ms: float
 ) -> None:
@@ -97,26 +104,44 @@ def test_a_quiet_word_the_answer_has_anyway_a_small_dip_or_a_short_one_is_no_yie
     same = heard(("talk", 3.2), ("soft", 0.3), ("talk", 2.5))
     assert yielded_after(same, 3.0, 5.0, 0.0, quiet_word) is None
     # 3.5 dB down for 0.5 s, then 16 dB down for only 0.1 s
-    dips = HeardAudio(RATE, [(0.0, np.concatenate(
-        [tone(3.1), tone(0.5, 2000), tone(0.5), tone(0.1, 500), tone(1.8)]))])
+    dips = HeardAudio(
+        RATE,
+        [(0.0, np.concatenate([tone(3.1), tone(0.5, 2000), tone(0.5), tone(0.1, 500), tone(1.8)]))],
+    )
     assert yielded_after(dips, 3.0, 5.0, 0.0, REFERENCE) is None
     # the same duck heard 30 ms late (jitter) is found 30 ms late
     late = heard(("quiet", 0.03), ("talk", 3.1), ("soft", 0.3), ("talk", 2.0))
     assert yielded_after(late, 3.0, 5.0, 0.03, REFERENCE) == pytest.approx(3.13, abs=0.011)
 
 
-@pytest.mark.parametrize(("said", "asked", "lost", "misheard"), [
-    # the first half never reached the LLM
-    ("Could you tell me which bus goes to the airport?", "which bus goes to the airport?", 4, 0),
-    # all of it, one word misheard by Whisper
-    ("Could you tell me which bus goes to the airport?",
-     "Could you tell me which bus goes to the harbour?", 0, 1),
-    # fillers are no words; punctuation and case do not matter
-    ("I need a recipe for dinner, so, um something with chicken?",
-     "i need a recipe for dinner so something with chicken", 0, 0),
-    # nothing asked: every word lost
-    ("Tell me about Lisbon instead.", "", 5, 0),
-])
+@pytest.mark.parametrize(
+    ("said", "asked", "lost", "misheard"),
+    [
+        # the first half never reached the LLM
+        (
+            "Could you tell me which bus goes to the airport?",
+            "which bus goes to the airport?",
+            4,
+            0,
+        ),
+        # all of it, one word misheard by Whisper
+        (
+            "Could you tell me which bus goes to the airport?",
+            "Could you tell me which bus goes to the harbour?",
+            0,
+            1,
+        ),
+        # fillers are no words; punctuation and case do not matter
+        (
+            "I need a recipe for dinner, so, um something with chicken?",
+            "i need a recipe for dinner so something with chicken",
+            0,
+            0,
+        ),
+        # nothing asked: every word lost
+        ("Tell me about Lisbon instead.", "", 5, 0),
+    ],
+)
 def test_words_lost_are_said_words_deleted_and_misheard_ones_substituted(
     said: str, asked: str, lost: int, misheard: int
 ) -> None:
@@ -162,23 +187,38 @@ def test_voxroom_stop_and_yield_at_the_agent_come_from_its_logged_events(
     onset = 5000.0  # the worker's VAD heard the interruption start (monotonic)
 
     def line(event: str, after_s: float, at: float = onset) -> str:
-        record = {"session": "s", "turn_id": 3, "event": event,
-                  "t_ms": round((at + after_s + session_wall) * 1000), "onset": at}
+        record = {
+            "session": "s",
+            "turn_id": 3,
+            "event": event,
+            "t_ms": round((at + after_s + session_wall) * 1000),
+            "onset": at,
+        }
         if onset_ms_logged:
             record["onset_ms"] = round((at + session_wall) * 1000)
         return f"2026-01-01 00:00:00,000 INFO voxroom.turns: {json.dumps(record)}"
 
     log = tmp_path / "worker.log"
-    log.write_text("\n".join([
-        line("playback_paused", 0.3, at=onset - 20.0),  # an earlier item's
-        "2026-01-01 00:00:00,000 INFO livekit.agents: not an event",
-        line("playback_ducked", 0.04), line("playback_paused", 0.13),
-    ]) + "\n")
-    items = [ItemResult("q", "v", "question", {}), ItemResult("i", "v", "interruption", {}),
-             ItemResult("j", "v", "interruption", {})]
+    log.write_text(
+        "\n".join(
+            [
+                line("playback_paused", 0.3, at=onset - 20.0),  # an earlier item's
+                "2026-01-01 00:00:00,000 INFO livekit.agents: not an event",
+                line("playback_ducked", 0.04),
+                line("playback_paused", 0.13),
+            ]
+        )
+        + "\n"
+    )
+    items = [
+        ItemResult("q", "v", "question", {}),
+        ItemResult("i", "v", "interruption", {}),
+        ItemResult("j", "v", "interruption", {}),
+    ]
     user = Overlay(onset - 0.03, onset + 1.0, 0.0)  # the user's sound, as the bench sent it
-    _attach_voxroom_yields(items, [None, user, user._replace(onset=onset + 50, end=onset + 51)],
-                           log, session_wall)
+    _attach_voxroom_yields(
+        items, [None, user, user._replace(onset=onset + 50, end=onset + 51)], log, session_wall
+    )
     assert items[1].agent_yield_ms == pytest.approx(40, abs=1)
     assert items[1].agent_stop_ms == pytest.approx(130, abs=1)
     assert items[2].agent_stop_ms is None  # no pause of the agent's during that sound
@@ -196,12 +236,24 @@ def test_agentsession_stop_at_the_agent_comes_from_its_state_changes(tmp_path: P
     from bench.livekit_path import Overlay, _attach_agentsession_yields
 
     rows = [
-        {"collected_at": 100.0, "type": "agent_state_changed", "old_state": "thinking",
-         "new_state": "speaking"},
-        {"collected_at": 101.06, "type": "user_state_changed", "old_state": "listening",
-         "new_state": "speaking"},
-        {"collected_at": 101.3, "type": "agent_state_changed", "old_state": "speaking",
-         "new_state": "listening"},
+        {
+            "collected_at": 100.0,
+            "type": "agent_state_changed",
+            "old_state": "thinking",
+            "new_state": "speaking",
+        },
+        {
+            "collected_at": 101.06,
+            "type": "user_state_changed",
+            "old_state": "listening",
+            "new_state": "speaking",
+        },
+        {
+            "collected_at": 101.3,
+            "type": "agent_state_changed",
+            "old_state": "speaking",
+            "new_state": "listening",
+        },
         {"collected_at": 101.3, "type": "llm_metrics", "speech_id": "x", "ttft": 0.1},
     ]
     path = tmp_path / "metrics.jsonl"
@@ -215,19 +267,62 @@ def test_agentsession_stop_at_the_agent_comes_from_its_state_changes(tmp_path: P
 def test_the_new_figures_are_in_the_summary_and_the_printed_table() -> None:
     from bench.cli import format_kinds, format_words_lost
 
-    run = RunResult("voxroom", "livekit", "script", [
-        ItemResult("p", "v", "paused", {}, voice_to_voice_ms=700, words_said=9, words_lost=4,
-                   words_misheard=1, asked="which bus goes to the airport"),
-        ItemResult("p2", "v", "paused", {}, voice_to_voice_ms=650, words_said=6, words_lost=0,
-                   words_misheard=0),
-        ItemResult("b", "v", "backchannel", {}, turns=1, heard_after_backchannel=True,
-                   backchannel_silence_ms=310),
-        ItemResult("i", "v", "interruption", {}, turns=2, barge_in_stop_ms=220, yield_ms=90,
-                   agent_stop_ms=130, agent_yield_ms=40, answered_interruption=True),
-    ])
+    run = RunResult(
+        "voxroom",
+        "livekit",
+        "script",
+        [
+            ItemResult(
+                "p",
+                "v",
+                "paused",
+                {},
+                voice_to_voice_ms=700,
+                words_said=9,
+                words_lost=4,
+                words_misheard=1,
+                asked="which bus goes to the airport",
+            ),
+            ItemResult(
+                "p2",
+                "v",
+                "paused",
+                {},
+                voice_to_voice_ms=650,
+                words_said=6,
+                words_lost=0,
+                words_misheard=0,
+            ),
+            ItemResult(
+                "b",
+                "v",
+                "backchannel",
+                {},
+                turns=1,
+                heard_after_backchannel=True,
+                backchannel_silence_ms=310,
+            ),
+            ItemResult(
+                "i",
+                "v",
+                "interruption",
+                {},
+                turns=2,
+                barge_in_stop_ms=220,
+                yield_ms=90,
+                agent_stop_ms=130,
+                agent_yield_ms=40,
+                answered_interruption=True,
+            ),
+        ],
+    )
     kinds = run.summary()["kinds"]
-    assert (kinds["paused"]["words_lost"], kinds["paused"]["words_misheard"],
-            kinds["paused"]["words_said"], kinds["paused"]["items_losing_words"]) == (4, 1, 15, 1)
+    assert (
+        kinds["paused"]["words_lost"],
+        kinds["paused"]["words_misheard"],
+        kinds["paused"]["words_said"],
+        kinds["paused"]["items_losing_words"],
+    ) == (4, 1, 15, 1)
     assert kinds["backchannel"]["backchannel_silence"]["p50"] == 310
     assert kinds["interruption"]["agent_yield"]["p50"] == 40
     assert kinds["question" if "question" in kinds else "paused"]["yield"] is None

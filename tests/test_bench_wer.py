@@ -37,12 +37,17 @@ def test_normalization_makes_the_same_words_alike() -> None:
 
 
 def test_word_errors_count_each_kind_of_edit() -> None:
-    e = word_errors("What is the tallest mountain in the world?",
-                    "What is not all is mounted in the world?")
+    e = word_errors(
+        "What is the tallest mountain in the world?", "What is not all is mounted in the world?"
+    )
     assert e["words"] == 8
     assert e["substitutions"] + e["deletions"] + e["insertions"] == 4
     assert word_errors("Why do cats purr?", "") == {
-        "words": 4, "substitutions": 0, "deletions": 4, "insertions": 0}
+        "words": 4,
+        "substitutions": 0,
+        "deletions": 4,
+        "insertions": 0,
+    }
 
 
 def test_a_lost_first_word_is_told_apart_from_a_later_one() -> None:
@@ -55,8 +60,12 @@ def test_a_lost_first_word_is_told_apart_from_a_later_one() -> None:
 
 
 def test_the_corpus_rate_weighs_items_by_their_words() -> None:
-    s = wer_summary([("one two three four five six seven eight", "one two three four five six "
-                      "seven eight"), ("why not", "")])
+    s = wer_summary(
+        [
+            ("one two three four five six seven eight", "one two three four five six seven eight"),
+            ("why not", ""),
+        ]
+    )
     assert (s["items"], s["words"], s["deletions"], s["wer"]) == (2, 10, 2, 0.2)
     assert s["first_word_lost"] == 1
 
@@ -64,22 +73,29 @@ def test_the_corpus_rate_weighs_items_by_their_words() -> None:
 def test_the_item_transcript_merges_a_withdrawn_turn() -> None:
     assert final_transcript([]) == ""
     assert final_transcript(["What is the", "What is the tallest mountain?"]) == (
-        "What is the tallest mountain?")
+        "What is the tallest mountain?"
+    )
     assert final_transcript(["Why do", "cats purr?"]) == "Why do cats purr?"
 
 
 def item(kind: str, said: str, heard: str | None, v2v: float = 600.0) -> ItemResult:
-    return ItemResult(f"{kind}-x", "v", kind, {}, voice_to_voice_ms=v2v, said=said,
-                      transcript=heard)
+    return ItemResult(
+        f"{kind}-x", "v", kind, {}, voice_to_voice_ms=v2v, said=said, transcript=heard
+    )
 
 
 def test_the_summary_reports_wer_per_kind_and_overall() -> None:
-    run = RunResult("voxroom", "livekit", "script", [
-        item("clean", "Why is the sky blue?", "Why is the sky blue?"),
-        item("noise", "Why is the sky blue?", "is the sky glue"),
-        item("noise", "How do rainbows form?", None),  # no transcript recorded: not scored
-        item("question", "", "whatever"),  # nothing known to be said: not scored
-    ])
+    run = RunResult(
+        "voxroom",
+        "livekit",
+        "script",
+        [
+            item("clean", "Why is the sky blue?", "Why is the sky blue?"),
+            item("noise", "Why is the sky blue?", "is the sky glue"),
+            item("noise", "How do rainbows form?", None),  # no transcript recorded: not scored
+            item("question", "", "whatever"),  # nothing known to be said: not scored
+        ],
+    )
     wer = run.summary()["wer"]
     assert set(wer) == {"clean", "noise", "overall"}
     assert wer["clean"]["wer"] == 0.0 and wer["noise"]["wer"] == 0.4
@@ -93,14 +109,26 @@ def test_saved_listening_results_print_the_wer_table(
 ) -> None:
     from bench.cli import add_arguments, run
 
-    ours = RunResult("voxroom", "livekit", "script", [
-        item("phone", "Why do cats purr?", "Why do cats pour?", 610.0),
-        item("quiet_start", "Who painted the Mona Lisa?", "painted the Mona Lisa", 590.0)])
+    ours = RunResult(
+        "voxroom",
+        "livekit",
+        "script",
+        [
+            item("phone", "Why do cats purr?", "Why do cats pour?", 610.0),
+            item("quiet_start", "Who painted the Mona Lisa?", "painted the Mona Lisa", 590.0),
+        ],
+    )
     saved = tmp_path / "saved.json"
-    saved.write_text(json.dumps({
-        "date": "2026-12-02T00:00:00+00:00", "machine": {"cpus": 2},
-        "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
-        "runs": [ours.as_json()]}))
+    saved.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-02T00:00:00+00:00",
+                "machine": {"cpus": 2},
+                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
+                "runs": [ours.as_json()],
+            }
+        )
+    )
     p = argparse.ArgumentParser()
     add_arguments(p)
     assert run(p.parse_args(["--from-json", str(saved)])) == 0
@@ -121,9 +149,27 @@ def test_simulate_path_scores_what_the_agent_heard(tmp_path: Path) -> None:
     p = argparse.ArgumentParser()
     add_arguments(p)
     out = tmp_path / "listen.json"
-    assert run(p.parse_args(["--corpus", "listen", "--split", "held-out", "--kinds",
-                             "phone,quiet_start", "--per-kind", "1", "--cache-dir",
-                             str(tmp_path / "speech"), "--json", str(out)])) == 0
+    assert (
+        run(
+            p.parse_args(
+                [
+                    "--corpus",
+                    "listen",
+                    "--split",
+                    "held-out",
+                    "--kinds",
+                    "phone,quiet_start",
+                    "--per-kind",
+                    "1",
+                    "--cache-dir",
+                    str(tmp_path / "speech"),
+                    "--json",
+                    str(out),
+                ]
+            )
+        )
+        == 0
+    )
     [voxroom] = json.loads(out.read_text())["runs"]
     items = {i["kind"]: i for i in voxroom["items"]}
     assert set(items) == {"phone", "quiet_start"}

@@ -133,13 +133,27 @@ def test_windows_microphone_default_and_unknown():
 
 def test_pyaudio_device_dicts_become_a_device_list():
     infos = [
-        {"index": 0, "name": "Speakers (Realtek(R) Audio)", "hostApi": 1, "maxInputChannels": 0,
-         "maxOutputChannels": 2, "defaultSampleRate": 48000.0},
-        {"index": 1, "name": "Speakers (Realtek(R) Audio) [Loopback]", "hostApi": 1,
-         "maxInputChannels": 2, "maxOutputChannels": 0, "defaultSampleRate": 48000.0},
+        {
+            "index": 0,
+            "name": "Speakers (Realtek(R) Audio)",
+            "hostApi": 1,
+            "maxInputChannels": 0,
+            "maxOutputChannels": 2,
+            "defaultSampleRate": 48000.0,
+        },
+        {
+            "index": 1,
+            "name": "Speakers (Realtek(R) Audio) [Loopback]",
+            "hostApi": 1,
+            "maxInputChannels": 2,
+            "maxOutputChannels": 0,
+            "defaultSampleRate": 48000.0,
+        },
     ]
-    hostapis = [{"name": "MME", "defaultOutputDevice": -1},
-                {"name": "Windows WASAPI", "defaultOutputDevice": 0}]
+    hostapis = [
+        {"name": "MME", "defaultOutputDevice": -1},
+        {"name": "Windows WASAPI", "defaultOutputDevice": 0},
+    ]
     devices = device_list_from_pyaudio(infos, hostapis)
     assert devices.wasapi_default_output == 0
     assert choose_loopback("Windows", devices, None).index == 1

@@ -121,16 +121,31 @@ def tone_windows(pcm: np.ndarray, freq: float, *, min_dbfs: float = -50.0) -> in
 
 @pytest.mark.parametrize("backend", ["sounddevice", "parec"])
 async def test_what_the_sink_plays_reaches_the_room(
-    livekit_server: LiveKitServer, pulse: dict[str, str], speech_wav: tuple[Path, np.ndarray],
+    livekit_server: LiveKitServer,
+    pulse: dict[str, str],
+    speech_wav: tuple[Path, np.ndarray],
     backend: str,
 ):
     wav, speech = speech_wav
     room = f"bridge-pulse-{backend}"
     listener = Listener()
     await listener.join(livekit_server, room)
-    with bridge_process(livekit_server, pulse, "--room", room, "--identity", "bridge",
-                        "--device", f"{SINK}.monitor", "--backend", backend,
-                        "--candidate", "candidate-1", "--agent-mode", "copilot") as bridge:
+    with bridge_process(
+        livekit_server,
+        pulse,
+        "--room",
+        room,
+        "--identity",
+        "bridge",
+        "--device",
+        f"{SINK}.monitor",
+        "--backend",
+        backend,
+        "--candidate",
+        "candidate-1",
+        "--agent-mode",
+        "copilot",
+    ) as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.wait_for(listener.subscribed.wait(), 10)
         metadata = listener.room.remote_participants["bridge"].metadata
@@ -145,8 +160,10 @@ async def test_what_the_sink_plays_reaches_the_room(
     received = listener.audio_since(played_at)
     corr, lag = best_alignment(speech, received)
     latency = summary["tracks"]["meeting-audio"]["capture_to_publish_ms"]
-    print(f"\n{backend}: envelope correlation {corr:.3f}; paplay start -> listener {lag * 20} ms; "
-          f"capture -> publish {latency}; summary {summary}")
+    print(
+        f"\n{backend}: envelope correlation {corr:.3f}; paplay start -> listener {lag * 20} ms; "
+        f"capture -> publish {latency}; summary {summary}"
+    )
     assert corr > 0.8
     assert lag * 20 < 1000
     assert summary["joins"] == 1
@@ -165,7 +182,8 @@ async def test_the_agents_voice_played_here_is_kept_out_of_the_meeting_audio(
     agent = rtc.Room()
     token = (
         api.AccessToken(livekit_server.api_key, livekit_server.api_secret)
-        .with_identity("agent-double").with_kind("agent")
+        .with_identity("agent-double")
+        .with_kind("agent")
         .with_grants(api.VideoGrants(room_join=True, room=room, agent=True))
         .to_jwt()
     )
@@ -177,11 +195,28 @@ async def test_the_agents_voice_played_here_is_kept_out_of_the_meeting_audio(
     )
     # The sink's monitor, recorded independently: proof that the agent's voice was played.
     monitor = await asyncio.create_subprocess_exec(
-        "parec", f"--device={SINK}.monitor", "--raw", "--format=s16le", f"--rate={RATE}",
-        "--channels=1", env=pulse, stdout=asyncio.subprocess.PIPE)
-    with bridge_process(livekit_server, pulse, "--room", room, "--identity", "bridge",
-                        "--device", f"{SINK}.monitor", "--candidate", "candidate-1",
-                        "--play-agent") as bridge:
+        "parec",
+        f"--device={SINK}.monitor",
+        "--raw",
+        "--format=s16le",
+        f"--rate={RATE}",
+        "--channels=1",
+        env=pulse,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    with bridge_process(
+        livekit_server,
+        pulse,
+        "--room",
+        room,
+        "--identity",
+        "bridge",
+        "--device",
+        f"{SINK}.monitor",
+        "--candidate",
+        "candidate-1",
+        "--play-agent",
+    ) as bridge:
         await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.to_thread(bridge.wait_for, "playing agent-double's track", 10)
         await asyncio.sleep(1.0)
@@ -200,8 +235,10 @@ async def test_the_agents_voice_played_here_is_kept_out_of_the_meeting_audio(
     received = listener.audio_since(started)
     in_room = tone_windows(received, 1000.0)
     speech_windows = int((envelope(received) > 300).sum())
-    print(f"\ntone: {in_sink} x 100 ms in the sink, {in_room} in the room; "
-          f"{speech_windows} x 20 ms of meeting audio received; summary {summary}")
+    print(
+        f"\ntone: {in_sink} x 100 ms in the sink, {in_room} in the room; "
+        f"{speech_windows} x 20 ms of meeting audio received; summary {summary}"
+    )
     assert in_sink >= 7  # the bridge played the agent's voice into the output
     assert in_room == 0  # ... and none of it went back into the room
     assert summary["echo_gate_muted_frames"] >= 50

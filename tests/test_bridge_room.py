@@ -103,10 +103,12 @@ async def test_rejoins_after_being_removed_from_the_room(livekit_server: LiveKit
     try:
         await listener.wait_for_audio(0)
         assert bridge.state == "connected" and bridge.joins == 1
-        async with api.LiveKitAPI(livekit_server.http_url, livekit_server.api_key,
-                                  livekit_server.api_secret) as lk:
+        async with api.LiveKitAPI(
+            livekit_server.http_url, livekit_server.api_key, livekit_server.api_secret
+        ) as lk:
             await lk.room.remove_participant(
-                api.RoomParticipantIdentity(room=room, identity="bridge"))
+                api.RoomParticipantIdentity(room=room, identity="bridge")
+            )
         await listener.wait_for_audio(1)  # published again, on a new subscription
         assert bridge.joins == 2 and bridge.state == "connected"
         stats = bridge.stats[MEETING_TRACK]
@@ -128,8 +130,12 @@ async def test_stops_when_another_participant_takes_its_identity(livekit_server:
     try:
         await eventually(lambda: bridge.joins == 1, 15)
         impostor = rtc.Room()
-        await impostor.connect(livekit_server.url, create_join_token(
-            livekit_server.livekit_settings(), room, "bridge", dispatch_agent=False))
+        await impostor.connect(
+            livekit_server.url,
+            create_join_token(
+                livekit_server.livekit_settings(), room, "bridge", dispatch_agent=False
+            ),
+        )
         with pytest.raises(ExceptionGroup) as info:
             await asyncio.wait_for(task, 10)
         assert info.group_contains(BridgeError)

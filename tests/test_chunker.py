@@ -277,9 +277,7 @@ def reply_text(program: bytes) -> str:
     )
 
 
-def cut_between_words(
-    chunker: TextChunker, program: bytes, sizes: bytes
-) -> tuple[str, list[str]]:
+def cut_between_words(chunker: TextChunker, program: bytes, sizes: bytes) -> tuple[str, list[str]]:
     """The reply of `program`, and the `chunker`'s chunks of it streamed in deltas of `sizes`: the
     speakable text's words, cut between words, and all of it spoken."""
     text = reply_text(program)

@@ -41,7 +41,7 @@ def test_environment_beats_toml(empty_dir: Path) -> None:
     path = _toml(
         empty_dir,
         '[livekit]\nurl = "ws://from-file:7880"\napi_key = "file-key"\n'
-        '[llm]\nmax_tokens = 64\ntemperature = 0.9\n',
+        "[llm]\nmax_tokens = 64\ntemperature = 0.9\n",
     )
     env = {"LIVEKIT_URL": "ws://from-env:7880", "VOXROOM_LLM_MAX_TOKENS": "200"}
     settings = load_settings(path, env=env)
@@ -65,8 +65,11 @@ def test_env_names() -> None:
 
 
 def test_secrets_stay_out_of_repr() -> None:
-    env = {"LIVEKIT_API_SECRET": "s3cr3t-livekit", "OPENAI_API_KEY": "s3cr3t-openai",
-           "DEEPGRAM_API_KEY": "s3cr3t-deepgram"}
+    env = {
+        "LIVEKIT_API_SECRET": "s3cr3t-livekit",
+        "OPENAI_API_KEY": "s3cr3t-openai",
+        "DEEPGRAM_API_KEY": "s3cr3t-deepgram",
+    }
     assert "s3cr3t" not in repr(load_settings(env=env))
 
 
@@ -100,9 +103,13 @@ def test_openai_stt_needs_a_server_or_a_key(empty_dir: Path) -> None:
         load_settings(env={"VOXROOM_STT_PROVIDER": "openai", "VOXROOM_STT_BASE_URL": "ws://x"})
     keyed = load_settings(env={"VOXROOM_STT_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test"})
     assert keyed.stt.api_key == "sk-test"  # OpenAI's key when no STT key is set
-    served = load_settings(env={"VOXROOM_STT_PROVIDER": "openai",
-                                "VOXROOM_STT_BASE_URL": "http://asr.internal:8000/v1",
-                                "VOXROOM_STT_MODEL": "large-v3"})
+    served = load_settings(
+        env={
+            "VOXROOM_STT_PROVIDER": "openai",
+            "VOXROOM_STT_BASE_URL": "http://asr.internal:8000/v1",
+            "VOXROOM_STT_MODEL": "large-v3",
+        }
+    )
     assert (served.stt.base_url, served.stt.model) == ("http://asr.internal:8000/v1", "large-v3")
 
 
@@ -112,16 +119,32 @@ def test_stt_model_dir_must_hold_a_model(empty_dir: Path) -> None:
         load_settings(env={"VOXROOM_STT_MODEL_DIR": str(empty_dir)})
     (empty_dir / "model.bin").write_bytes(b"")
     assert load_settings(env={"VOXROOM_STT_MODEL_DIR": str(empty_dir)}).stt.model_dir == str(
-        empty_dir)
+        empty_dir
+    )
 
 
-@pytest.mark.parametrize(("section", "key", "default", "other", "bad", "message"), [
-    ("stt", "partials", "listening", "off", "sometimes",
-     r"stt\.partials must be one of listening, always, off"),
-    ("turn", "detector", "text+smart-turn", "smart-turn", "vad",
-     r"turn\.detector must be one of text\+smart-turn, text, smart-turn"),
-    ("turn", "barge_in", "duck", "pause", "stop", r"turn\.barge_in must be 'duck' or 'pause'"),
-])
+@pytest.mark.parametrize(
+    ("section", "key", "default", "other", "bad", "message"),
+    [
+        (
+            "stt",
+            "partials",
+            "listening",
+            "off",
+            "sometimes",
+            r"stt\.partials must be one of listening, always, off",
+        ),
+        (
+            "turn",
+            "detector",
+            "text+smart-turn",
+            "smart-turn",
+            "vad",
+            r"turn\.detector must be one of text\+smart-turn, text, smart-turn",
+        ),
+        ("turn", "barge_in", "duck", "pause", "stop", r"turn\.barge_in must be 'duck' or 'pause'"),
+    ],
+)
 def test_a_setting_of_a_few_values_is_checked(
     empty_dir: Path, section: str, key: str, default: str, other: str, bad: str, message: str
 ) -> None:
@@ -147,14 +170,19 @@ def test_missing_explicit_file(empty_dir: Path) -> None:
         ({"VOXROOM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "k"}, r"VOXROOM_LLM_MODEL"),
         ({"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_MODEL": "gpt"}, r"OPENAI_API_KEY"),
         (
-            {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_MODEL": "m",
-             "VOXROOM_LLM_BASE_URL": "localhost:8080/v1"},
+            {
+                "VOXROOM_LLM_PROVIDER": "openai",
+                "VOXROOM_LLM_MODEL": "m",
+                "VOXROOM_LLM_BASE_URL": "localhost:8080/v1",
+            },
             r"llm\.base_url must be an http\(s\) URL",
         ),
         ({"VOXROOM_LLM_MAX_TOKENS": "0"}, r"max_tokens must be positive"),
         ({"VOXROOM_STT_PROVIDER": "deepgram"}, r"DEEPGRAM_API_KEY"),
-        ({"VOXROOM_STT_PROVIDER": "vosk"},
-         r"stt\.provider must be one of whisper, deepgram, openai"),
+        (
+            {"VOXROOM_STT_PROVIDER": "vosk"},
+            r"stt\.provider must be one of whisper, deepgram, openai",
+        ),
         ({"VOXROOM_TTS_PROVIDER": "say"}, r"tts\.provider must be 'piper'"),
     ],
 )
@@ -167,10 +195,16 @@ def test_invalid_settings_are_rejected(env: dict[str, str], message: str) -> Non
     "env",
     [
         # An OpenAI-compatible server of one's own needs no OpenAI key.
-        {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_MODEL": "qwen",
-         "VOXROOM_LLM_BASE_URL": "http://127.0.0.1:8080/v1"},
-        {"VOXROOM_LLM_PROVIDER": "openai", "VOXROOM_LLM_MODEL": "gpt-4o-mini",
-         "OPENAI_API_KEY": "k"},
+        {
+            "VOXROOM_LLM_PROVIDER": "openai",
+            "VOXROOM_LLM_MODEL": "qwen",
+            "VOXROOM_LLM_BASE_URL": "http://127.0.0.1:8080/v1",
+        },
+        {
+            "VOXROOM_LLM_PROVIDER": "openai",
+            "VOXROOM_LLM_MODEL": "gpt-4o-mini",
+            "OPENAI_API_KEY": "k",
+        },
         {"VOXROOM_STT_PROVIDER": "deepgram", "DEEPGRAM_API_KEY": "k"},
         {"LIVEKIT_URL": "https://lk.example.org"},
     ],

@@ -42,8 +42,10 @@ def index(embedder):
 
 
 def test_chunks_are_paragraphs_and_list_items_under_their_heading() -> None:
-    text = ("# Jo Doe\n\nBerlin.\n\n## Experience\n\n- Led the payments\n  rewrite.\n"
-            "- Mentored four engineers.\n\n1. First\n2) Second\n")
+    text = (
+        "# Jo Doe\n\nBerlin.\n\n## Experience\n\n- Led the payments\n  rewrite.\n"
+        "- Mentored four engineers.\n\n1. First\n2) Second\n"
+    )
     assert chunk_document(text) == [
         "Jo Doe: Berlin.",
         "Experience: Led the payments rewrite.",
@@ -89,7 +91,9 @@ def _pdf(text: str) -> bytes:
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1, xref)
+        len(objects) + 1,
+        xref,
+    )
     return bytes(out)
 
 
@@ -108,8 +112,9 @@ def test_a_broken_pdf_is_refused_not_raised_through() -> None:
 @pytest.mark.slow
 def test_the_numpy_embedder_matches_sentence_transformers(embedder) -> None:
     # The similarities sentence-transformers' documentation prints for all-MiniLM-L6-v2.
-    v = embedder.embed(["The weather is lovely today.", "It's so sunny outside!",
-                        "He drove to the stadium."])
+    v = embedder.embed(
+        ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+    )
     assert v.shape == (3, 384) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     sims = v @ v.T
@@ -122,12 +127,15 @@ def test_the_numpy_embedder_matches_sentence_transformers(embedder) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("question", "fact"), [
-    ("Tell me about a time you disagreed with your manager.", "Disagreed with my manager"),
-    ("What languages do you speak?", "German (native)"),
-    ("Where did you study?", "Technical University of Munich"),
-    ("Have you ever had an outage in production?", "twelve-hour outage"),
-])
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("Tell me about a time you disagreed with your manager.", "Disagreed with my manager"),
+        ("What languages do you speak?", "German (native)"),
+        ("Where did you study?", "Technical University of Munich"),
+        ("Have you ever had an outage in production?", "twelve-hour outage"),
+    ],
+)
 def test_a_question_about_a_resume_fact_retrieves_that_fact_first(
     index: ContextIndex, question: str, fact: str
 ) -> None:

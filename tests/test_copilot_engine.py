@@ -95,8 +95,9 @@ class ScriptedSTTStream(STTStreamDouble):
 
     def _decode_partial(self) -> None:
         partial = Transcript(self.stt.said(self.voiced_frames * FRAME_S), final=False)
-        self._timers.append(asyncio.get_running_loop().call_later(
-            self.stt.delay_s, self._queue.put_nowait, partial))
+        self._timers.append(
+            asyncio.get_running_loop().call_later(self.stt.delay_s, self._queue.put_nowait, partial)
+        )
 
     async def flush(self) -> str:
         self.stt.calls += 1
@@ -289,9 +290,17 @@ def run_copilot(
         loop = asyncio.get_running_loop()
         sink = RecordingSink()
         events: list[dict] = []
-        engine = CopilotEngine(stt=stt, llm=llm, sink=sink, context=context, options=options,
-                               vad=AnyNonZeroVAD(), clock=loop.time,
-                               on_event=lambda e: events.append(event_json(e)), prefill=prefill)
+        engine = CopilotEngine(
+            stt=stt,
+            llm=llm,
+            sink=sink,
+            context=context,
+            options=options,
+            vad=AnyNonZeroVAD(),
+            clock=loop.time,
+            on_event=lambda e: events.append(event_json(e)),
+            prefill=prefill,
+        )
         await engine.start()
         if warm:
             await engine.warm()
@@ -359,8 +368,12 @@ def test_a_speculative_answer_is_never_shown_before_the_endpoint():
 
 
 def test_a_pause_inside_a_question_cancels_the_speculative_answer_and_answers_the_whole():
-    stt = ScriptedSTT([(1.0, "Tell me about a time when"),
-                       (2.0, "Tell me about a time when you disagreed with your manager.")])
+    stt = ScriptedSTT(
+        [
+            (1.0, "Tell me about a time when"),
+            (2.0, "Tell me about a time when you disagreed with your manager."),
+        ]
+    )
     llm = RecordingLLM([ANSWER], ttft_ms=100)
     run = run_copilot([("speech", 1.0), ("silence", 0.5), ("speech", 1.0)], stt, llm)
 
@@ -379,9 +392,13 @@ def test_a_pause_inside_a_question_cancels_the_speculative_answer_and_answers_th
 def test_a_comma_pause_after_a_complete_looking_half_does_not_end_the_question():
     # "Where did you go to university, and what did you study?": the first half is a whole
     # question, and the comma's pause (a quick decode hears it well inside it) ends nothing.
-    stt = ScriptedSTT([(1.0, "Where did you go to university?"),
-                       (2.0, "Where did you go to university, and what did you study?")],
-                      delay_s=0.05)
+    stt = ScriptedSTT(
+        [
+            (1.0, "Where did you go to university?"),
+            (2.0, "Where did you go to university, and what did you study?"),
+        ],
+        delay_s=0.05,
+    )
     llm = RecordingLLM([ANSWER], ttft_ms=10, words_per_s=1000)
     run = run_copilot([("speech", 1.0), ("silence", 0.3), ("speech", 1.0)], stt, llm)
 
@@ -390,7 +407,8 @@ def test_a_comma_pause_after_a_complete_looking_half_does_not_end_the_question()
     assert run.sink.status(aid) == "complete"
     # The half was answered speculatively, unseen, and that answer dropped.
     assert [c["reason"] for c in kinds(run.events, "answer_cancelled")] == [
-        "the interviewer went on"]
+        "the interviewer went on"
+    ]
 
 
 def test_a_transcript_asked_at_a_pause_is_not_waited_for_once_the_question_goes_on():
@@ -404,7 +422,9 @@ def test_a_transcript_asked_at_a_pause_is_not_waited_for_once_the_question_goes_
     assert record.question == "Where did you study?"
     assert record.started_at - run.speech_ends[-1] == pytest.approx(0.46, abs=0.021)
     assert [d["text"] for d in kinds(run.events, "transcript")] == [
-        "Where did you study?", "Where did you study?"]  # the candidate, then the final
+        "Where did you study?",
+        "Where did you study?",
+    ]  # the candidate, then the final
 
 
 @pytest.mark.parametrize("gap_s", [1.5, 30.0])
@@ -419,8 +439,7 @@ def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float)
             return "What did you do there?"
 
     llm = RecordingLLM([ANSWER], ttft_ms=100)
-    run = run_copilot([("speech", 1.0), ("silence", gap_s), ("speech", 1.0)],
-                      ByTimeSTT([]), llm)
+    run = run_copilot([("speech", 1.0), ("silence", gap_s), ("speech", 1.0)], ByTimeSTT([]), llm)
 
     [(_, question)] = run.sink.opened()
     assert question == "What did you do there?"
@@ -439,27 +458,37 @@ def test_a_statement_before_a_question_is_its_context_while_recent(gap_s: float)
 
 
 def test_the_prompt_is_system_then_document_pieces_in_document_order_then_the_question():
-    context = FixedContext([Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
-                            Piece(2, "job", "Lead three teams.")])
+    context = FixedContext(
+        [
+            Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
+            Piece(2, "job", "Lead three teams."),
+        ]
+    )
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
     run_copilot([("speech", 1.0)], stt, llm, context=context)
 
     assert context.questions == ["Have you mentored anyone?"]
     [messages] = llm.requests
-    assert messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces,
-                                        "Have you mentored anyone?")
+    assert messages == copilot_messages(
+        COPILOT_SYSTEM_PROMPT, context.pieces, "Have you mentored anyone?"
+    )
     assert messages[0] == {"role": "system", "content": COPILOT_SYSTEM_PROMPT}
     assert messages[1]["content"] == (
         "My resume:\n- Mentored four engineers; agreed a prototype.\n\n"
-        "From its description: Lead three teams.\n\nInterviewer: Have you mentored anyone?")
+        "From its description: Lead three teams.\n\nInterviewer: Have you mentored anyone?"
+    )
 
 
-THREE_PIECES = [Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
-                Piece(2, "job", "Lead three teams."),
-                Piece(9, "resume", "Speaks German.")]
-EVERY_PIECE = ("My resume:\n- Mentored four engineers; agreed a prototype.\n- Speaks German.\n\n"
-               "From its description: Lead three teams.\n\n")
+THREE_PIECES = [
+    Piece(7, "resume", "Mentored four engineers; agreed a prototype."),
+    Piece(2, "job", "Lead three teams."),
+    Piece(9, "resume", "Speaks German."),
+]
+EVERY_PIECE = (
+    "My resume:\n- Mentored four engineers; agreed a prototype.\n- Speaks German.\n\n"
+    "From its description: Lead three teams.\n\n"
+)
 
 
 def _warmed_run(
@@ -477,9 +506,16 @@ def _warmed_run(
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        engine = CopilotEngine(stt=stt, llm=llm, sink=RecordingSink(), context=context,
-                               options=options, vad=AnyNonZeroVAD(), clock=loop.time,
-                               on_event=on_event)
+        engine = CopilotEngine(
+            stt=stt,
+            llm=llm,
+            sink=RecordingSink(),
+            context=context,
+            options=options,
+            vad=AnyNonZeroVAD(),
+            clock=loop.time,
+            on_event=on_event,
+        )
         await engine.start()
         await engine.warm()
         await engine.warm()  # nothing new: no second request
@@ -513,7 +549,11 @@ def test_a_warm_up_grows_the_prefix_a_few_pieces_at_a_time_in_document_order():
     pieces = [Piece(i, "resume", "x" * 200) for i in (5, 1, 4, 2, 3)]
     steps = prefix_steps(pieces, 400)
     assert [[p.chunk_id for p in step] for step in steps] == [
-        [], [1, 2], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
+        [],
+        [1, 2],
+        [1, 2, 3, 4],
+        [1, 2, 3, 4, 5],
+    ]
     assert prefix_steps([], 400) == [[]]
 
 
@@ -521,20 +561,26 @@ def test_before_the_warm_up_a_prompt_carries_only_the_nearest_pieces():
     context = FixedContext(THREE_PIECES)
     stt = ScriptedSTT([(1.0, "Have you mentored anyone?")])
     llm = RecordingLLM([ANSWER])
-    run_copilot([("speech", 1.0)], stt, llm, context=context,  # never warmed
-                options=CopilotOptions(context_pieces=1))
+    run_copilot(
+        [("speech", 1.0)],
+        stt,
+        llm,
+        context=context,  # never warmed
+        options=CopilotOptions(context_pieces=1),
+    )
 
     assert context.questions == ["Have you mentored anyone?"]
     [[_, asked]] = llm.requests
-    assert asked["content"] == ("My resume:\n- Mentored four engineers; agreed a prototype.\n\n"
-                                "From its description: Lead three teams.\n\n"
-                                "Interviewer: Have you mentored anyone?")
+    assert asked["content"] == (
+        "My resume:\n- Mentored four engineers; agreed a prototype.\n\n"
+        "From its description: Lead three teams.\n\n"
+        "Interviewer: Have you mentored anyone?"
+    )
 
 
 def test_documents_over_the_prefix_limit_are_searched_even_when_warm():
     context = FixedContext(THREE_PIECES)
-    llm, told = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40,
-                                                    context_pieces=1))
+    llm, told = _warmed_run(context, CopilotOptions(stable_prefix_max_chars=40, context_pieces=1))
 
     # Told each time, so that a client stops waiting for the pieces to be read.
     assert told == [{"pieces": 0, "documents_fit": False}] * 2
@@ -551,8 +597,14 @@ def test_a_warm_up_waits_while_an_answer_is_on_its_way():
 
     async def main() -> CopilotEngine:
         loop = asyncio.get_running_loop()
-        engine = CopilotEngine(stt=stt, llm=llm, sink=RecordingSink(), context=context,
-                               vad=AnyNonZeroVAD(), clock=loop.time)
+        engine = CopilotEngine(
+            stt=stt,
+            llm=llm,
+            sink=RecordingSink(),
+            context=context,
+            vad=AnyNonZeroVAD(),
+            clock=loop.time,
+        )
         await engine.start()
         warm = asyncio.create_task(engine.warm())  # 4 steps of ~1 s each
         for frame in [VOICED] * 50 + [SILENT] * 400:  # a question at 1 s of the warm-up
@@ -581,8 +633,9 @@ def test_a_new_question_supersedes_an_unfinished_answer():
 
     long_answer = " ".join(f"word{i}" for i in range(60))  # 6 s at 10 words/s
     llm = RecordingLLM([long_answer], ttft_ms=100, words_per_s=10)
-    run = run_copilot([("speech", 1.0), ("silence", 1.0), ("speech", 2.0)], ByLength([]), llm,
-                      tail_s=8.0)
+    run = run_copilot(
+        [("speech", 1.0), ("silence", 1.0), ("speech", 2.0)], ByLength([]), llm, tail_s=8.0
+    )
 
     (first, q1), (second, q2) = run.sink.opened()
     assert (q1, q2) == (texts[1.0], texts[2.0])
@@ -607,15 +660,23 @@ def test_answers_stop_after_three_lines():
 
 
 def test_a_long_answer_stops_at_the_first_sentence_end_past_the_word_limit():
-    rambling = ("I am a backend engineer with eight years of Go. I own services end to end "
-                "and I measure before I change anything. I also mentor people.")
+    rambling = (
+        "I am a backend engineer with eight years of Go. I own services end to end "
+        "and I measure before I change anything. I also mentor people."
+    )
     stt = ScriptedSTT([(1.0, "Tell me about yourself.")])
-    run = run_copilot([("speech", 1.0)], stt, RecordingLLM([rambling], words_per_s=50),
-                      options=CopilotOptions(max_answer_words=12))
+    run = run_copilot(
+        [("speech", 1.0)],
+        stt,
+        RecordingLLM([rambling], words_per_s=50),
+        options=CopilotOptions(max_answer_words=12),
+    )
     [(aid, _)] = run.sink.opened()
-    assert run.sink.text(aid).rstrip() == ("I am a backend engineer with eight years of Go. I own "
-                                           "services end to end and I measure before I change "
-                                           "anything.")
+    assert run.sink.text(aid).rstrip() == (
+        "I am a backend engineer with eight years of Go. I own "
+        "services end to end and I measure before I change "
+        "anything."
+    )
     assert run.engine.answers[0].status == "complete"
 
 
@@ -623,8 +684,12 @@ def test_an_answer_that_never_ends_a_sentence_stops_at_the_hard_word_limit():
     run_on = " ".join(f"word{i}" for i in range(100))
     stt = ScriptedSTT([(1.0, "Tell me about an outage.")])
     llm = RecordingLLM([run_on], words_per_s=50)
-    run = run_copilot([("speech", 1.0)], stt, llm,
-                      options=CopilotOptions(max_answer_words=12, answer_word_limit=20))
+    run = run_copilot(
+        [("speech", 1.0)],
+        stt,
+        llm,
+        options=CopilotOptions(max_answer_words=12, answer_word_limit=20),
+    )
     [(aid, _)] = run.sink.opened()
     assert run.sink.text(aid).split() == run_on.split()[:20]
     assert run.engine.answers[0].status == "complete"
@@ -641,14 +706,20 @@ def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():
     assert llm.closed_early == 1
 
 
-@pytest.mark.parametrize(("text", "loops"), [
-    ("caused by a full disk outage caused by a full disk outage caused by a full disk outage",
-     True),
-    ("ha ha ha ha ha ha", True),
-    ("caused by a full disk outage caused by a full disk outage", False),  # twice is fine
-    ("Go, Python, PostgreSQL, Redis, Kafka, Kubernetes, Terraform, Prometheus, gRPC.", False),
-    ("I measure, I change, I measure again.", False),
-])
+@pytest.mark.parametrize(
+    ("text", "loops"),
+    [
+        (
+            "caused by a full disk outage caused by a full disk outage "
+            "caused by a full disk outage",
+            True,
+        ),
+        ("ha ha ha ha ha ha", True),
+        ("caused by a full disk outage caused by a full disk outage", False),  # twice is fine
+        ("Go, Python, PostgreSQL, Redis, Kafka, Kubernetes, Terraform, Prometheus, gRPC.", False),
+        ("I measure, I change, I measure again.", False),
+    ],
+)
 def test_a_loop_is_a_phrase_three_times_in_a_row(text: str, loops: bool) -> None:
     assert looping(text.split()) is loops
 
@@ -708,8 +779,12 @@ def test_silence_and_noise_alone_ask_nothing():
 
 # ---- reading the question ahead (prefill) ---------------------------------------------------
 
-GROWING = [(0.4, "Tell me"), (0.8, "Tell me about a..."), (1.2, "Tell me about a time you?"),
-           (1.6, "Tell me about a time you failed.")]
+GROWING = [
+    (0.4, "Tell me"),
+    (0.8, "Tell me about a..."),
+    (1.2, "Tell me about a time you?"),
+    (1.6, "Tell me about a time you failed."),
+]
 
 
 def _after_warm_up(llm: RecordingLLM) -> list[tuple[float, float, str]]:
@@ -744,8 +819,9 @@ def test_the_question_is_read_ahead_as_its_partials_grow_and_the_answer_continue
     for _, _, partial, messages, finished in ahead:
         assert finished
         assert messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, partial)
-    assert head_messages == copilot_messages(COPILOT_SYSTEM_PROMPT, context.pieces, "",
-                                             (question, ANSWER))
+    assert head_messages == copilot_messages(
+        COPILOT_SYSTEM_PROMPT, context.pieces, "", (question, ANSWER)
+    )
     [(_, _, asked)] = _after_warm_up(llm)
     assert asked == EVERY_PIECE + "Interviewer: " + question
     assert asked.startswith(EVERY_PIECE + "Interviewer: " + prefill.questions()[-2])
@@ -762,8 +838,10 @@ def test_the_question_is_read_ahead_as_its_partials_grow_and_the_answer_continue
 
 def test_never_two_requests_in_flight_and_no_partial_is_decoded_during_one():
     context = FixedContext(THREE_PIECES)
-    stt = ScriptedSTT([(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)]
-                      + [(2.8, "Why words?")], delay_s=0.1)
+    stt = ScriptedSTT(
+        [(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)] + [(2.8, "Why words?")],
+        delay_s=0.1,
+    )
     llm = RecordingLLM([ANSWER], ttft_ms=100)
     prefill = RecordingPrefill(0.9)  # slower than the partials (every 0.4 s)
     run_copilot([("speech", 2.8)], stt, llm, context=context, prefill=prefill, warm=True)
@@ -787,8 +865,9 @@ def test_nothing_is_read_ahead_before_the_prefix_is_warm():
     stt = ScriptedSTT(GROWING, delay_s=0.2)
     llm = RecordingLLM([ANSWER], ttft_ms=100)
     prefill = RecordingPrefill(0.1)
-    run = run_copilot([("speech", 1.6)], stt, llm, context=FixedContext(THREE_PIECES),
-                      prefill=prefill)
+    run = run_copilot(
+        [("speech", 1.6)], stt, llm, context=FixedContext(THREE_PIECES), prefill=prefill
+    )
 
     assert prefill.requests == []
     [(aid, _)] = run.sink.opened()
@@ -798,9 +877,15 @@ def test_nothing_is_read_ahead_before_the_prefix_is_warm():
 def test_closing_while_reading_ahead_leaves_nothing_running():
     stt = ScriptedSTT(GROWING, delay_s=0.2)
     prefill = RecordingPrefill(5.0)
-    run = run_copilot([("speech", 1.6)], stt, RecordingLLM([ANSWER]),
-                      context=FixedContext(THREE_PIECES), prefill=prefill, warm=True,
-                      close_at=1.0)
+    run = run_copilot(
+        [("speech", 1.6)],
+        stt,
+        RecordingLLM([ANSWER]),
+        context=FixedContext(THREE_PIECES),
+        prefill=prefill,
+        warm=True,
+        close_at=1.0,
+    )
 
     [(_, _, question, _, finished)] = prefill.requests
     assert question == "Tell" and not finished  # cancelled by aclose()
@@ -810,12 +895,15 @@ def test_closing_while_reading_ahead_leaves_nothing_running():
 
 
 def test_a_failing_prefill_stops_after_three_tries_and_answers_still_come():
-    stt = ScriptedSTT([(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)]
-                      + [(2.8, "Why words?")], delay_s=0.1)
+    stt = ScriptedSTT(
+        [(0.4 * i, " ".join(["word"] * i)) for i in range(1, 7)] + [(2.8, "Why words?")],
+        delay_s=0.1,
+    )
     llm = RecordingLLM([ANSWER], ttft_ms=100)
     prefill = RecordingPrefill(0.05, fail=True)
-    run = run_copilot([("speech", 2.8)], stt, llm, context=FixedContext(THREE_PIECES),
-                      prefill=prefill, warm=True)
+    run = run_copilot(
+        [("speech", 2.8)], stt, llm, context=FixedContext(THREE_PIECES), prefill=prefill, warm=True
+    )
 
     assert len(prefill.requests) == 3
     [(aid, _)] = run.sink.opened()
@@ -824,13 +912,23 @@ def test_a_failing_prefill_stops_after_three_tries_and_answers_still_come():
 
 
 def test_the_text_heard_at_a_pause_inside_a_question_is_read_ahead_when_it_goes_on():
-    stt = ScriptedSTT([(1.0, "Tell me about a time when"),
-                       (2.0, "Tell me about a time when you disagreed with your manager.")],
-                      partials=False)
+    stt = ScriptedSTT(
+        [
+            (1.0, "Tell me about a time when"),
+            (2.0, "Tell me about a time when you disagreed with your manager."),
+        ],
+        partials=False,
+    )
     llm = RecordingLLM([ANSWER], ttft_ms=100)
     prefill = RecordingPrefill(0.1)
-    run = run_copilot([("speech", 1.0), ("silence", 0.5), ("speech", 1.0)], stt, llm,
-                      context=FixedContext(THREE_PIECES), prefill=prefill, warm=True)
+    run = run_copilot(
+        [("speech", 1.0), ("silence", 0.5), ("speech", 1.0)],
+        stt,
+        llm,
+        context=FixedContext(THREE_PIECES),
+        prefill=prefill,
+        warm=True,
+    )
 
     # The candidate at the pause started a speculative answer; the interviewer went on, so
     # it was closed, and once its slot is free the candidate's text is read ahead, its last
@@ -842,8 +940,7 @@ def test_the_text_heard_at_a_pause_inside_a_question_is_read_ahead_when_it_goes_
     assert speculative.endswith("Interviewer: Tell me about a time when")
     assert opened >= cancelled_closed + CopilotOptions().llm_release_s - 1e-6
     assert opened < run.speech_ends[1] and asked_at >= closed
-    assert asked.endswith("Interviewer: Tell me about a time when you disagreed with your "
-                          "manager.")
+    assert asked.endswith("Interviewer: Tell me about a time when you disagreed with your manager.")
 
 
 def test_without_a_prefill_no_partials_are_decoded():

@@ -41,8 +41,10 @@ CANDIDATE = "candidate"
 LOOKALIKE = "meeting-bridge-lookalike"  # a plain token: everything a bridge shows but its token
 OTHERS_BRIDGE = "meeting-bridge-of-someone-else"  # a real bridge token, another candidate's
 OURS = "meeting-bridge-ours"
-INTRUDER_QUESTIONS = {LOOKALIKE: "What salary does the other candidate expect?",
-                      OTHERS_BRIDGE: "Tell me about your biggest weakness."}
+INTRUDER_QUESTIONS = {
+    LOOKALIKE: "What salary does the other candidate expect?",
+    OTHERS_BRIDGE: "Tell me about your biggest weakness.",
+}
 INTRUDER_WORDS = ("salary", "weakness")
 QUESTION = "Where did you go to university, and what did you study?"
 REPLY = "- I studied computer science at the Technical University of Munich."
@@ -61,14 +63,27 @@ async def test_only_the_candidates_bridge_is_heard(
     settings = livekit_server.livekit_settings()
     log_path = tmp_path / "worker.log"
     llm = RecordingLLM([REPLY])
-    lookalike = RoomUser(livekit_server.url, create_join_token(
-        settings, ROOM, LOOKALIKE, dispatch_agent=False,
-        metadata=json.dumps({"voxroom.mode": "copilot"})), track_name=MEETING_TRACK)
-    others_bridge = RoomUser(livekit_server.url, create_bridge_token(
-        settings, ROOM, OTHERS_BRIDGE, "someone-else", copilot_mode=True),
-        track_name=MEETING_TRACK)
-    ours = RoomUser(livekit_server.url, create_bridge_token(
-        settings, ROOM, OURS, CANDIDATE, copilot_mode=True), track_name=MEETING_TRACK)
+    lookalike = RoomUser(
+        livekit_server.url,
+        create_join_token(
+            settings,
+            ROOM,
+            LOOKALIKE,
+            dispatch_agent=False,
+            metadata=json.dumps({"voxroom.mode": "copilot"}),
+        ),
+        track_name=MEETING_TRACK,
+    )
+    others_bridge = RoomUser(
+        livekit_server.url,
+        create_bridge_token(settings, ROOM, OTHERS_BRIDGE, "someone-else", copilot_mode=True),
+        track_name=MEETING_TRACK,
+    )
+    ours = RoomUser(
+        livekit_server.url,
+        create_bridge_token(settings, ROOM, OURS, CANDIDATE, copilot_mode=True),
+        track_name=MEETING_TRACK,
+    )
     candidate = CopilotClient(CANDIDATE)
     speakers = (lookalike, others_bridge, ours)
     joined: list[RoomUser] = []
@@ -77,34 +92,56 @@ async def test_only_the_candidates_bridge_is_heard(
     async def join(user: RoomUser) -> None:
         await user.connect()
         joined.append(user)
-    async with fake_openai_server(llm) as base_url, worker_beside_loop(
-        livekit_server, log_path, **scripted_llm_env(base_url)
+
+    async with (
+        fake_openai_server(llm) as base_url,
+        worker_beside_loop(livekit_server, log_path, **scripted_llm_env(base_url)),
     ):
         # The candidate's token creates the room and dispatches their copilot, as the page does.
-        await candidate.join(livekit_server.url, create_join_token(
-            settings, ROOM, CANDIDATE, dispatch_metadata=copilot_metadata(CANDIDATE)))
+        await candidate.join(
+            livekit_server.url,
+            create_join_token(
+                settings, ROOM, CANDIDATE, dispatch_metadata=copilot_metadata(CANDIDATE)
+            ),
+        )
         try:
-            await require(lambda: (a := candidate.agent()) is not None
-                          and a.attributes.get(ATTR_AGENT_STATE) == "listening", 120,
-                          "the copilot never started listening")
+            await require(
+                lambda: (
+                    (a := candidate.agent()) is not None
+                    and a.attributes.get(ATTR_AGENT_STATE) == "listening"
+                ),
+                120,
+                "the copilot never started listening",
+            )
             # Its grants do not let a participant give itself the bridge attribute.
             await join(lookalike)
             await lookalike.room.local_participant.set_attributes(
-                {ATTR_BRIDGE_CANDIDATE: CANDIDATE})
+                {ATTR_BRIDGE_CANDIDATE: CANDIDATE}
+            )
             await join(others_bridge)
-            silences += await asyncio.gather(*(ask(user, INTRUDER_QUESTIONS[identity])
-                                               for user, identity in ((lookalike, LOOKALIKE),
-                                                                      (others_bridge,
-                                                                       OTHERS_BRIDGE))))
+            silences += await asyncio.gather(
+                *(
+                    ask(user, INTRUDER_QUESTIONS[identity])
+                    for user, identity in ((lookalike, LOOKALIKE), (others_bridge, OTHERS_BRIDGE))
+                )
+            )
             for identity in (LOOKALIKE, OTHERS_BRIDGE):
-                await require(lambda i=identity: f"{i}'s {MEETING_TRACK} ignored: not the bridge "
-                              f"of {CANDIDATE}" in log_path.read_text(), 10,
-                              f"the copilot never turned {identity}'s track down")
+                await require(
+                    lambda i=identity: (
+                        f"{i}'s {MEETING_TRACK} ignored: not the bridge "
+                        f"of {CANDIDATE}" in log_path.read_text()
+                    ),
+                    10,
+                    f"the copilot never turned {identity}'s track down",
+                )
 
             await join(ours)
             silences.append(await ask(ours, QUESTION))
-            await require(lambda: candidate.answers and candidate.answers[-1].done_at, 60,
-                          "the candidate's own bridge got no answer")
+            await require(
+                lambda: candidate.answers and candidate.answers[-1].done_at,
+                60,
+                "the candidate's own bridge got no answer",
+            )
             # Anything of the intruders' (asked seconds before) would have reached the
             # candidate before this answer was complete.
             [answer] = candidate.answers

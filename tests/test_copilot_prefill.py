@@ -92,7 +92,8 @@ def copilot_layout(messages: list[dict[str, str]], question: str) -> str:
     system, user = messages
     context = user["content"].removesuffix("Interviewer: " + question)
     return chatml([system, {"role": "user", "content": context + ROLES_LINE}]) + (
-        "Interviewer: " + question)
+        "Interviewer: " + question
+    )
 
 
 async def test_a_read_ahead_is_the_answer_prompt_cut_after_the_question(
@@ -142,7 +143,11 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
     assert body["prompt"] == copilot_layout(messages, question) + ANSWER_END
     assert ANSWER_END == "\nMe: I"  # the answer's first word: the candidate speaks
     assert (body["stream"], body["cache_prompt"], body["n_predict"], body["temperature"]) == (
-        True, True, 50, 0.2)
+        True,
+        True,
+        50,
+        0.2,
+    )
     # not the next exchange it imagines, nor a second answer
     assert body["stop"] == ["END", "\nInterviewer:", "\nMe:"]
     assert reads == [PrefillResult(cached=120, read=3, ms=150.5)]
@@ -189,7 +194,10 @@ def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_setti
     local = llama_client_for(Client("http://127.0.0.1:8080/v1"))
     assert local is not None and local.root == "http://127.0.0.1:8080"
     assert (local.max_tokens, local.temperature, local.stop) == (
-        77, 0.5, ["X", "\nInterviewer:", "\nMe:"])
+        77,
+        0.5,
+        ["X", "\nInterviewer:", "\nMe:"],
+    )
     assert llama_client_for(Client("https://api.example.com/v1")) is None
     assert llama_client_for(Client(None)) is None
     # Another OpenAI-compatible server on this machine (a test double, a user's own server).
@@ -208,12 +216,11 @@ async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
     client.on_answer_read = reads.append
     start, final = "Tell me about a time", QUESTION + " in production?"
     try:
-        partial = await client.prefill(
-            copilot_messages(COPILOT_SYSTEM_PROMPT, [], start), start)
+        partial = await client.prefill(copilot_messages(COPILOT_SYSTEM_PROMPT, [], start), start)
         grown = await client.prefill(
-            copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION), QUESTION)
-        words = [w async for w in client.stream(
-            copilot_messages(COPILOT_SYSTEM_PROMPT, [], final))]
+            copilot_messages(COPILOT_SYSTEM_PROMPT, [], QUESTION), QUESTION
+        )
+        words = [w async for w in client.stream(copilot_messages(COPILOT_SYSTEM_PROMPT, [], final))]
     finally:
         await client.aclose()
         await asyncio.to_thread(server.stop)
@@ -242,8 +249,19 @@ async def test_the_exchange_before_is_in_the_answers_turn_and_read_ahead_with_th
     _ = [w async for w in client.stream(follow_up)]
 
     read_ahead, answer = (body["prompt"] for body in fake.completions)
-    dialogue = (f"Interviewer: {QUESTION}?\nMe: I wrote the on-call handbook.\n"
-                "Interviewer: How long did it take?")
-    assert answer == chatml([{"role": "system", "content": COPILOT_SYSTEM_PROMPT},
-                             {"role": "user", "content": ROLES_LINE}]) + dialogue + ANSWER_END
+    dialogue = (
+        f"Interviewer: {QUESTION}?\nMe: I wrote the on-call handbook.\n"
+        "Interviewer: How long did it take?"
+    )
+    assert (
+        answer
+        == chatml(
+            [
+                {"role": "system", "content": COPILOT_SYSTEM_PROMPT},
+                {"role": "user", "content": ROLES_LINE},
+            ]
+        )
+        + dialogue
+        + ANSWER_END
+    )
     assert answer.startswith(read_ahead) and read_ahead.endswith("\nInterviewer: ")

@@ -71,14 +71,17 @@ class IndexNow:
         return self.index.pieces()
 
 
-@pytest.mark.parametrize(("question", "bullet"), [
-    ("What is your biggest weakness?", "public speaking"),
-    ("Where did you go to university?", "Technical University of Munich"),
-    ("How did you make the checkout service faster?", "Redis read-through cache"),
-    ("Tell me about a time you had an outage in production.", "full disk"),
-    ("Have you ever mentored junior engineers?", "four junior engineers"),
-    ("What are your salary expectations?", "€95,000"),
-])
+@pytest.mark.parametrize(
+    ("question", "bullet"),
+    [
+        ("What is your biggest weakness?", "public speaking"),
+        ("Where did you go to university?", "Technical University of Munich"),
+        ("How did you make the checkout service faster?", "Redis read-through cache"),
+        ("Tell me about a time you had an outage in production.", "full disk"),
+        ("Have you ever mentored junior engineers?", "four junior engineers"),
+        ("What are your salary expectations?", "€95,000"),
+    ],
+)
 def test_the_prompt_holds_the_pieces_retrieved_for_the_question(index, question, bullet) -> None:
     context = IndexNow(index)
     relevant = asyncio.run(relevant_pieces(context, question))
@@ -93,7 +96,8 @@ def test_the_prompt_holds_the_pieces_retrieved_for_the_question(index, question,
     assert all(p.text in prompt for p in relevant)
     # the line of company context, then the job description's head; the question last
     assert "The job I am interviewing for: Staff Engineer, Payments Platform — Lumen Pay\n" in (
-        prompt)
+        prompt
+    )
     assert prompt.endswith("\n\nInterviewer: " + question)
     # the resume's other bullets stay out: a small model reads three, not all
     ids = {p.chunk_id for p in relevant}
@@ -104,20 +108,27 @@ def test_the_prompt_holds_the_pieces_retrieved_for_the_question(index, question,
 def test_a_follow_up_is_searched_with_the_question_before_it(index) -> None:
     assert is_follow_up("And what did that do to the p99 latency?")
     assert not is_follow_up("Where did you go to university, and what did you study?")
-    assert search_text("How many players did it serve?", "What did you build at Tidewater?") \
-        .startswith("What did you build at Tidewater?")
+    assert search_text(
+        "How many players did it serve?", "What did you build at Tidewater?"
+    ).startswith("What did you build at Tidewater?")
     context = IndexNow(index)
-    [piece] = asyncio.run(relevant_pieces(
-        context, "How many players did it serve?", "What did you build at Tidewater Games?", 1))
+    [piece] = asyncio.run(
+        relevant_pieces(
+            context, "How many players did it serve?", "What did you build at Tidewater Games?", 1
+        )
+    )
     assert "2 million daily players" in piece.text
 
 
-@pytest.mark.parametrize("bad", [
-    "I can. Please provide me with the resume.",
-    "I am a backend engineer at Google with fifteen years of Java.",
-    "I am a good listener and I like to help people.",
-    "I made the service faster by working closely with my team.",  # nothing of the bullet
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "I can. Please provide me with the resume.",
+        "I am a backend engineer at Google with fifteen years of Java.",
+        "I am a good listener and I like to help people.",
+        "I made the service faster by working closely with my team.",  # nothing of the bullet
+    ],
+)
 def test_an_answer_the_guard_refuses_is_replaced_by_the_retrieved_pieces(index, bad) -> None:
     question = "How did you make the checkout service faster?"
     context = IndexNow(index)
@@ -139,8 +150,12 @@ def test_an_answer_the_guard_refuses_is_replaced_by_the_retrieved_pieces(index, 
 def test_an_answer_the_guard_accepts_stays(index) -> None:
     context = IndexNow(index)
     llm = RecordingLLM([ANSWER])
-    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, "What did you do at Northwind?")]),
-                      llm, context=context)
+    run = run_copilot(
+        [("speech", 1.0)],
+        ScriptedSTT([(1.0, "What did you do at Northwind?")]),
+        llm,
+        context=context,
+    )
     [(aid, _)] = run.sink.opened()
     assert run.sink.text(aid) == ANSWER and run.sink.status(aid) == "complete"
     assert run.engine.answers[0].replacement_id is None
@@ -150,12 +165,16 @@ def test_pieces_said_in_the_first_person(index) -> None:
     resume = [p for p in index.pieces() if p.source == "resume"]
     pieces = {p.text.partition(":")[0]: p for p in resume}
     first = min(p.chunk_id for p in resume)
-    said = {heading: first_person(p, first_of_resume=p.chunk_id == first)
-            for heading, p in pieces.items()}
-    assert said["Education"] == ("My education: Master of Science in Computer Science, "
-                                 "Technical University of Munich, 2017.")
+    said = {
+        heading: first_person(p, first_of_resume=p.chunk_id == first)
+        for heading, p in pieces.items()
+    }
+    assert said["Education"] == (
+        "My education: Master of Science in Computer Science, Technical University of Munich, 2017."
+    )
     assert said["Dana Whitfield — Senior Backend Engineer"].startswith(
-        "I'm Dana Whitfield — Senior Backend Engineer. Berlin, Germany.")
+        "I'm Dana Whitfield — Senior Backend Engineer. Berlin, Germany."
+    )
     northwind = [first_person(p) for p in resume if p.text.startswith("Northwind")]
     assert northwind[0].startswith("At Northwind Bank, I led the rewrite")
     assert all(not voice_problems(s) for s in [*said.values(), *northwind])
@@ -167,22 +186,29 @@ def test_pieces_said_in_the_first_person(index) -> None:
 def test_an_empty_answer_with_warm_documents_fails_and_does_not_wait_for_a_token(index) -> None:
     context = IndexNow(index)
     llm = EmptyLLM()
-    run = run_copilot([("speech", 1.0)], ScriptedSTT([(1.0, "What did you do at Northwind?")]),
-                      llm, context=context, warm=True)
+    run = run_copilot(
+        [("speech", 1.0)],
+        ScriptedSTT([(1.0, "What did you do at Northwind?")]),
+        llm,
+        context=context,
+        warm=True,
+    )
     [(aid, _)] = run.sink.opened()
     assert run.sink.status(aid) == "failed"
     assert context.questions == []  # the guard's search waited for a first token that never came
 
 
-def test_the_warm_up_tells_every_piece_sent_though_the_prompt_holds_the_job_descriptions_head(
-) -> None:
+def test_the_warm_up_tells_every_piece_sent_though_the_prompt_holds_the_job_descriptions_head() -> (
+    None
+):
     """A client waits for the warm count to reach the pieces it sent (voxroom.copilot
     .warm_pieces); the prompt holds the job description's first ~500 characters only."""
     from tests.test_copilot_engine import FixedContext, Piece, _warmed_run
 
     job = [Piece(i, "job_description", f"Duty {i}: " + "x" * 200) for i in range(10, 16)]
-    context = FixedContext([Piece(1, "resume", "Mentored four engineers; agreed a prototype."),
-                            *job])
+    context = FixedContext(
+        [Piece(1, "resume", "Mentored four engineers; agreed a prototype."), *job]
+    )
     llm, told = _warmed_run(context)
     assert told == [{"pieces": 7, "documents_fit": True}] * 2
     asked = llm.requests[-1][-1]["content"]
@@ -218,14 +244,16 @@ def test_a_follow_up_sees_the_previous_question_and_the_answer_shown_to_it(index
 
     context = IndexNow(index)
     llm = AnswersByQuestion({asked: answered, follow_up: "I served 2 million daily players."})
-    run = run_copilot([("speech", 1.0), ("silence", 3.0), ("speech", 2.0)], ByLength([]), llm,
-                      context=context)
+    run = run_copilot(
+        [("speech", 1.0), ("silence", 3.0), ("speech", 2.0)], ByLength([]), llm, context=context
+    )
 
     first, second = run.engine.answers
     assert (first.question, first.text.strip(), second.question) == (asked, answered, follow_up)
     # the prompt holds the exchange before, then the follow-up
-    assert llm.prompts[-1].endswith(f"\n\nInterviewer: {asked}\nMe: {answered}"
-                                    f"\nInterviewer: {follow_up}")
+    assert llm.prompts[-1].endswith(
+        f"\n\nInterviewer: {asked}\nMe: {answered}\nInterviewer: {follow_up}"
+    )
     assert "\nMe: " not in llm.prompts[0]
     # and it was searched with them: its pieces are those of the exchange
     assert context.questions[-1].startswith(f"{asked} {answered}")
@@ -243,8 +271,11 @@ def test_an_answer_is_grounded_by_what_it_names_of_a_piece_beyond_the_question(i
     # the employer and title of the heading are not what was done there
     assert not grounded_in("I was a Backend Engineer at Tidewater Games.", [tidewater], "")
     # a follow-up must add to the exchange it follows
-    assert not grounded_in("I built the matchmaking service.", [tidewater],
-                           f"What did you build at Tidewater Games? {said} What was it like?")
+    assert not grounded_in(
+        "I built the matchmaking service.",
+        [tidewater],
+        f"What did you build at Tidewater Games? {said} What was it like?",
+    )
 
 
 def test_questions_of_a_common_kind_are_answered_from_their_own_section_first(index) -> None:
@@ -257,8 +288,10 @@ def test_questions_of_a_common_kind_are_answered_from_their_own_section_first(in
     opening, outline, _ = asyncio.run(relevant_pieces(context, "Walk me through your resume."))
     assert opening.text.startswith("Dana Whitfield")
     # the roles one after the other, which no single piece holds
-    assert outline.text == ("Experience: Northwind Bank — Senior Backend Engineer (2021–present); "
-                            "Tidewater Games — Backend Engineer (2017–2021).")
+    assert outline.text == (
+        "Experience: Northwind Bank — Senior Backend Engineer (2021–present); "
+        "Tidewater Games — Backend Engineer (2017–2021)."
+    )
     assert first_person(outline).startswith("My experience: Northwind Bank")
     # why the candidate wants the job: their own nearest piece, then the job's
     first, second, _ = asyncio.run(relevant_pieces(context, "Why do you want to work here?"))
@@ -273,8 +306,10 @@ def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
     every = index.pieces()
     general = general_pieces(every, "What experience do you have with Kubernetes?")
     texts = [p.text for p in every if p.chunk_id in general]
-    assert [t.partition(":")[0] for t in texts] == ["Dana Whitfield — Senior Backend Engineer",
-                                                   "Summary"]
+    assert [t.partition(":")[0] for t in texts] == [
+        "Dana Whitfield — Senior Backend Engineer",
+        "Summary",
+    ]
     assert general_pieces(every, "Tell me about yourself.") == frozenset()
     # "eight years of backend development in Go and Python" is the opening's, not an answer
     asked = "What experience do you have with Kubernetes?"
@@ -283,4 +318,5 @@ def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
     pieces = [p for p in every if p.chunk_id in general]
     assert answer_problems(answer, vocab, pieces, asked) == []
     assert answer_problems(answer, vocab, pieces, asked, general=general) == [
-        "not grounded in the retrieved pieces"]
+        "not grounded in the retrieved pieces"
+    ]

@@ -33,16 +33,22 @@ from agent.transports.room_io import parse_metadata, read_metadata, requested_mo
 COPILOT = json.dumps({"voxroom.mode": "copilot"})
 
 
-def _participant(identity: str, metadata: str = "", tracks: tuple[str, ...] = (),
-                 attributes: dict[str, str] | None = None):
+def _participant(
+    identity: str,
+    metadata: str = "",
+    tracks: tuple[str, ...] = (),
+    attributes: dict[str, str] | None = None,
+):
     pubs = {f"TR_{i}": SimpleNamespace(name=name) for i, name in enumerate(tracks)}
-    return SimpleNamespace(identity=identity, metadata=metadata, track_publications=pubs,
-                           attributes=attributes or {})
+    return SimpleNamespace(
+        identity=identity, metadata=metadata, track_publications=pubs, attributes=attributes or {}
+    )
 
 
 def _room(metadata: str = "", *participants):
-    return SimpleNamespace(metadata=metadata,
-                           remote_participants={p.identity: p for p in participants})
+    return SimpleNamespace(
+        metadata=metadata, remote_participants={p.identity: p for p in participants}
+    )
 
 
 def test_metadata_is_a_json_object_or_nothing() -> None:
@@ -69,8 +75,9 @@ def test_the_bridge_is_known_by_metadata_identity_or_track() -> None:
 
 
 def test_only_the_bridge_whose_token_names_the_candidate_is_heard() -> None:
-    ours = _participant("laptop", tracks=(MEETING_TRACK,),
-                        attributes={ATTR_BRIDGE_CANDIDATE: "cand"})
+    ours = _participant(
+        "laptop", tracks=(MEETING_TRACK,), attributes={ATTR_BRIDGE_CANDIDATE: "cand"}
+    )
     assert bridges_for(ours, "cand")
     assert not bridges_for(ours, "someone-else")
     assert not bridges_for(ours, None)  # no candidate yet: nobody's bridge
@@ -91,12 +98,15 @@ def test_metadata_files_are_read_only_inside_the_context_directory(tmp_path: Pat
     assert context_file(None, "resume.md") is None  # no directory configured: nothing read
 
 
-@pytest.mark.parametrize(("dispatch", "logged"), [
-    ("{not json", "dispatch metadata: not a JSON object"),
-    ('["copilot"]', "dispatch metadata: not a JSON object"),
-    ('{"voxroom.mode": "copliot"}', "unknown voxroom.mode 'copliot'"),
-    ('{"voxroom.mode": 1}', "unknown voxroom.mode 1"),
-])
+@pytest.mark.parametrize(
+    ("dispatch", "logged"),
+    [
+        ("{not json", "dispatch metadata: not a JSON object"),
+        ('["copilot"]', "dispatch metadata: not a JSON object"),
+        ('{"voxroom.mode": "copliot"}', "unknown voxroom.mode 'copliot'"),
+        ('{"voxroom.mode": 1}', "unknown voxroom.mode 1"),
+    ],
+)
 def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
     dispatch: str, logged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -107,11 +117,19 @@ def test_bad_dispatch_metadata_is_logged_and_the_voice_assistant_runs(
 
 
 def test_metadata_keys_of_the_wrong_type_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
-    text = json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": ["a"],
-                       "voxroom.resume": "", "voxroom.job_description": "job.md"})
+    text = json.dumps(
+        {
+            "voxroom.mode": "copilot",
+            "voxroom.candidate": ["a"],
+            "voxroom.resume": "",
+            "voxroom.job_description": "job.md",
+        }
+    )
     with caplog.at_level(logging.WARNING, logger="agent.transports.room_io"):
-        assert read_metadata(text, "room") == {"voxroom.mode": "copilot",
-                                               "voxroom.job_description": "job.md"}
+        assert read_metadata(text, "room") == {
+            "voxroom.mode": "copilot",
+            "voxroom.job_description": "job.md",
+        }
     assert "voxroom.candidate must be a non-empty string" in caplog.text
     assert "voxroom.resume must be a non-empty string" in caplog.text
     caplog.clear()
@@ -160,8 +178,11 @@ async def test_the_interviewers_words_never_reach_the_worker_log(
 ) -> None:
     session = CopilotSession(_room(COPILOT), stt=None, llm=None, embedder=None)
     with caplog.at_level(logging.DEBUG, logger="agent.copilot.room"):
-        session._log_event(QuestionTranscript(1.0, "Where did you study", final=True,
-                                              utterance_id=1, heard="Where"))
+        session._log_event(
+            QuestionTranscript(
+                1.0, "Where did you study", final=True, utterance_id=1, heard="Where"
+            )
+        )
         session._log_event(NotAQuestion(2.0, utterance_id=2, text="I see, thanks"))
         await asyncio.sleep(0)  # the spawned sends run (no candidate yet: nothing is sent)
     assert "question heard: 4 words" in caplog.text and "not_a_question" in caplog.text

@@ -31,8 +31,9 @@ class WordTTS:
     sample_rate: int = RATE
     texts: list[str] = field(default_factory=list)
 
-    async def synthesize(self, text: str, *, left_context: str = "",
-                         right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         self.texts.append(text)
         await asyncio.sleep(0.02)
         return np.full(int(len(text.split()) * WORD_S * RATE), 1000, np.int16)
@@ -75,15 +76,25 @@ async def _speaking() -> tuple[WordTTS, TimelineSink, Playout, SpokenAnswerSink]
     return tts, timeline, playout, sink
 
 
-ANSWER = ["- I studied at TU Munich.\n", "- A master's in computer science, ",
-          "finished in 2017.\n"]
+ANSWER = [
+    "- I studied at TU Munich.\n",
+    "- A master's in computer science, ",
+    "finished in 2017.\n",
+]
 
 
 def test_the_control_message_switches_speech_and_nothing_else_does() -> None:
     assert parse_control('{"speak": true}') is True
     assert parse_control('{"speak": false}') is False
-    for ignored in ('{"speak": "yes"}', '{"speak": 1}', "{}", "[true]", "speak", "",
-                    '{"speak": true, "x": "' + "y" * 2000 + '"}'):
+    for ignored in (
+        '{"speak": "yes"}',
+        '{"speak": 1}',
+        "{}",
+        "[true]",
+        "speak",
+        "",
+        '{"speak": true, "x": "' + "y" * 2000 + '"}',
+    ):
         assert parse_control(ignored) is None, ignored
 
 

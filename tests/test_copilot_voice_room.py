@@ -73,10 +73,21 @@ class UnitEmbedder:
 
 
 def _agent_token(server: LiveKitServer, room: str) -> str:
-    grants = api.VideoGrants(room_join=True, room=room, can_publish=True, can_subscribe=True,
-                             can_publish_data=True, can_update_own_metadata=True)
-    return (api.AccessToken(server.api_key, server.api_secret).with_identity("copilot-agent")
-            .with_kind("agent").with_grants(grants).to_jwt())
+    grants = api.VideoGrants(
+        room_join=True,
+        room=room,
+        can_publish=True,
+        can_subscribe=True,
+        can_publish_data=True,
+        can_update_own_metadata=True,
+    )
+    return (
+        api.AccessToken(server.api_key, server.api_secret)
+        .with_identity("copilot-agent")
+        .with_kind("agent")
+        .with_grants(grants)
+        .to_jwt()
+    )
 
 
 class Listener:
@@ -93,12 +104,14 @@ class Listener:
 
     async def join(self, server: LiveKitServer, room: str) -> None:
         self.room.register_text_stream_handler(TOPIC_COPILOT, self._on_answer)
-        token = create_join_token(server.livekit_settings(), room, self.identity,
-                                  dispatch_agent=False)
+        token = create_join_token(
+            server.livekit_settings(), room, self.identity, dispatch_agent=False
+        )
         await self.room.connect(server.url, token)
 
-    def _on_track(self, track: rtc.Track, pub: rtc.RemoteTrackPublication,
-                  _p: rtc.RemoteParticipant) -> None:
+    def _on_track(
+        self, track: rtc.Track, pub: rtc.RemoteTrackPublication, _p: rtc.RemoteParticipant
+    ) -> None:
         if pub.name == COPILOT_VOICE_TRACK:
             self.voice_subscribed = True
             self._spawn(self._record(track))
@@ -131,11 +144,12 @@ async def _play_question(room: rtc.Room) -> None:
     source = rtc.AudioSource(RATE, 1)
     track = rtc.LocalAudioTrack.create_audio_track(MEETING_TRACK, source)
     await room.local_participant.publish_track(
-        track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
+        track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+    )
     pcm = with_silence(espeak(QUESTION), 0.5, 2.0)
     frame = RATE // 50
     for i in range(0, len(pcm) - frame + 1, frame):
-        await source.capture_frame(rtc.AudioFrame(pcm[i:i + frame].tobytes(), RATE, 1, frame))
+        await source.capture_frame(rtc.AudioFrame(pcm[i : i + frame].tobytes(), RATE, 1, frame))
 
 
 async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
@@ -153,9 +167,13 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
     await intruder.join(livekit_server, room_name)  # first in: not the candidate all the same
     await candidate.join(livekit_server, room_name)
     session = CopilotSession(
-        agent_room, stt=FixedSTT(), llm=ScriptedLLM([REPLY], ttft_ms=80, words_per_s=20),
-        embedder=UnitEmbedder(), tts=tts,
-        job_metadata=json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": "candidate"}))
+        agent_room,
+        stt=FixedSTT(),
+        llm=ScriptedLLM([REPLY], ttft_ms=80, words_per_s=20),
+        embedder=UnitEmbedder(),
+        tts=tts,
+        job_metadata=json.dumps({"voxroom.mode": "copilot", "voxroom.candidate": "candidate"}),
+    )
     run = asyncio.create_task(session.run())
     try:
         await require(lambda: session.engine is not None, 30, "the session never started")
@@ -163,18 +181,22 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         assert agent.attributes.get(ATTR_SPEAK) in (None, "false")
         # The intruder cannot turn speech on for anyone...
         await intruder.room.local_participant.send_text(
-            json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL)
+            json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL
+        )
         await asyncio.sleep(1.0)  # time for a wrongly accepted request to show
         assert agent.attributes.get(ATTR_SPEAK) in (None, "false")
         # ...the candidate can.
         await candidate.room.local_participant.send_text(
-            json.dumps({"speak": True}), topic=TOPIC_COPILOT_CONTROL,
-            destination_identities=["copilot-agent"])
+            json.dumps({"speak": True}),
+            topic=TOPIC_COPILOT_CONTROL,
+            destination_identities=["copilot-agent"],
+        )
         await require(lambda: agent.attributes.get(ATTR_SPEAK) == "true", 10, "speech not on")
         await require(lambda: candidate.voice_subscribed, 10, "the candidate got no voice track")
 
-        bridge_token = create_bridge_token(livekit_server.livekit_settings(), room_name,
-                                           "meeting-bridge-test", "candidate")
+        bridge_token = create_bridge_token(
+            livekit_server.livekit_settings(), room_name, "meeting-bridge-test", "candidate"
+        )
         await bridge.connect(livekit_server.url, bridge_token)
         await _play_question(bridge)
         await require(lambda: candidate.answers, 30, "no written answer")
@@ -184,8 +206,11 @@ async def test_the_candidate_alone_hears_the_answer_once_speech_is_on(
         assert [a.strip() for a in candidate.answers] == [REPLY.strip()]
         assert intruder.answers == []
         assert not intruder.voice_subscribed and intruder.voiced_frames == 0
-        publication = next(p for p in intruder.room.remote_participants["copilot-agent"]
-                           .track_publications.values() if p.name == COPILOT_VOICE_TRACK)
+        publication = next(
+            p
+            for p in intruder.room.remote_participants["copilot-agent"].track_publications.values()
+            if p.name == COPILOT_VOICE_TRACK
+        )
         assert not publication.subscribed  # visible to everyone, hearable by the candidate only
         assert session.engine.answers[0].status == "complete"
     finally:

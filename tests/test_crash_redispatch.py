@@ -93,8 +93,7 @@ async def test_killed_worker_room_gets_a_new_agent_with_the_history(
                 store.close()
                 job_id = first_agent.removeprefix("agent-")
                 logs = {a: tmp_path / "worker-a.log", b: tmp_path / "worker-b.log"}
-                [(victim, _)] = [(p, log) for p, log in logs.items()
-                                 if job_id in log.read_text()]
+                [(victim, _)] = [(p, log) for p, log in logs.items() if job_id in log.read_text()]
                 killed = time.monotonic()
                 os.kill(victim.pid, signal.SIGKILL)
                 await _wait(lambda: user.agent_identity not in (None, first_agent), 30)

@@ -78,27 +78,39 @@ class Cluster:
 
     def user(self, node: int, room: str, identity: str) -> RoomUser:
         server = self.nodes[node]
-        return RoomUser(server.url, create_join_token(server.livekit_settings(AGENT), room,
-                                                      identity))
+        return RoomUser(
+            server.url, create_join_token(server.livekit_settings(AGENT), room, identity)
+        )
 
     async def serving(self, agent_identity: str) -> tuple[Host, Host]:
         """(the host whose worker runs this agent's job, the other one)."""
         a, b = self.hosts
-        await _wait(lambda: a.served(agent_identity) or b.served(agent_identity), 10,
-                    f"the job of {agent_identity} in a worker's log")
+        await _wait(
+            lambda: a.served(agent_identity) or b.served(agent_identity),
+            10,
+            f"the job of {agent_identity} in a worker's log",
+        )
         assert not (a.served(agent_identity) and b.served(agent_identity))
         return (a, b) if a.served(agent_identity) else (b, a)
 
 
 if not sandbox_available():
-    pytest.skip("needs unshare with user and mount namespaces (the pod's read-only home)",
-                allow_module_level=True)
+    pytest.skip(
+        "needs unshare with user and mount namespaces (the pod's read-only home)",
+        allow_module_level=True,
+    )
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, redis_url: str, shared_redis_url: str, store_url: str,
-                  llm: ScriptedLLM, drain_timeout_s: float = 600.0,
-                  config: str = "") -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path,
+    redis_url: str,
+    shared_redis_url: str,
+    store_url: str,
+    llm: ScriptedLLM,
+    drain_timeout_s: float = 600.0,
+    config: str = "",
+) -> AsyncIterator[Cluster]:
     """Two nodes and a worker on each; `config`: both workers' voxroom.toml."""
     requests: list[dict] = []
     async with AsyncExitStack() as stack:
@@ -114,22 +126,30 @@ async def cluster(tmp_path: Path, redis_url: str, shared_redis_url: str, store_u
             config_env["VOXROOM_CONFIG"] = str(tmp_path / "voxroom.toml")
         starting = []
         for name, node in zip("ab", nodes, strict=True):
-            env = {"LIVEKIT_URL": node.url, "LIVEKIT_API_KEY": node.api_key,
-                   "LIVEKIT_API_SECRET": node.api_secret, "VOXROOM_STORE_URL": store_url,
-                   "VOXROOM_REDIS_URL": shared_redis_url, **scripted_llm_env(base_url),
-                   **config_env}
+            env = {
+                "LIVEKIT_URL": node.url,
+                "LIVEKIT_API_KEY": node.api_key,
+                "LIVEKIT_API_SECRET": node.api_secret,
+                "VOXROOM_STORE_URL": store_url,
+                "VOXROOM_REDIS_URL": shared_redis_url,
+                **scripted_llm_env(base_url),
+                **config_env,
+            }
             starting.append((name, pod_worker(tmp_path / f"host-{name}", args, env)))
         # Both at once, beside the loop: each worker checks its LLM (served on this loop).
-        started = await asyncio.gather(*(asyncio.to_thread(cm.__enter__) for _, cm in starting),
-                                       return_exceptions=True)
+        started = await asyncio.gather(
+            *(asyncio.to_thread(cm.__enter__) for _, cm in starting), return_exceptions=True
+        )
         for (_, cm), proc in zip(starting, started, strict=True):
             if not isinstance(proc, BaseException):
                 stack.push_async_callback(asyncio.to_thread, cm.__exit__, None, None, None)
         for proc in started:
             if isinstance(proc, BaseException):
                 pytest.fail(f"a worker did not start: {proc}")
-        hosts = tuple(Host(name, proc, tmp_path / f"host-{name}" / "worker.log")
-                      for (name, _), proc in zip(starting, started, strict=True))
+        hosts = tuple(
+            Host(name, proc, tmp_path / f"host-{name}" / "worker.log")
+            for (name, _), proc in zip(starting, started, strict=True)
+        )
         yield Cluster(nodes, hosts, shared_redis_url, store_url, requests)  # type: ignore[arg-type]
 
 
@@ -186,9 +206,16 @@ async def _wait_for_turns(store_url: str, room: str, n: int, timeout_s: float) -
 def _transcripts_json(store_url: str, room: str, cwd: Path) -> list[dict]:
     out = subprocess.run(
         [sys.executable, "-m", "agent.cli", "transcripts", "--room", room, "--json"],
-        capture_output=True, text=True, check=True, timeout=60, cwd=cwd,
-        env={**os.environ, "VOXROOM_STORE_URL": store_url,
-             "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=cwd,
+        env={
+            **os.environ,
+            "VOXROOM_STORE_URL": store_url,
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        },
     ).stdout
     return [json.loads(line) for line in out.splitlines()]
 
@@ -233,8 +260,7 @@ async def test_kill_9_mid_reply_the_other_host_continues_with_the_history(
             os.kill(victim.proc.pid, signal.SIGKILL)
             killed = time.monotonic()
             last_seen = sent[0]
-            await _wait(lambda: user.agent_identity not in (None, first_agent), 30,
-                        "a new agent")
+            await _wait(lambda: user.agent_identity not in (None, first_agent), 30, "a new agent")
             new_agent_s = time.monotonic() - killed
             record_property("new_agent_s", round(new_agent_s, 2))
             print(f"\nnew agent {user.agent_identity} {new_agent_s:.2f} s after kill -9")
@@ -271,8 +297,9 @@ async def test_sigterm_mid_reply_finishes_the_reply_takes_no_new_room_then_exits
     redis_url: str, fresh_redis_url: str, postgres_url: str, tmp_path: Path
 ) -> None:
     llm = ScriptedLLM([SHORT_REPLY], ttft_ms=100, words_per_s=6)
-    async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm,
-                       drain_timeout_s=120) as c:
+    async with cluster(
+        tmp_path, redis_url, fresh_redis_url, postgres_url, llm, drain_timeout_s=120
+    ) as c:
         user = c.user(0, "sky", "user-1")
         await user.connect()
         late = None
@@ -298,8 +325,11 @@ async def test_sigterm_mid_reply_finishes_the_reply_takes_no_new_room_then_exits
             [turn] = await _stored_turns(c.store_url, "sky")
             assert turn["interrupted"] is False
             assert turn["agent_text"] == SHORT_REPLY and turn["heard_text"] == SHORT_REPLY
-            await _wait(lambda: SHORT_REPLY in user.final_texts(user.agent_identity or ""), 10,
-                        "the reply's final transcript")
+            await _wait(
+                lambda: SHORT_REPLY in user.final_texts(user.agent_identity or ""),
+                10,
+                "the reply's final transcript",
+            )
             assert draining.proc.poll() is None  # the conversation is still on
         finally:
             await user.close()
@@ -319,8 +349,7 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
     turn = ScriptedToolTurn(tool="current_time", answer="It is {result}.")
     llm = ScriptedLLM([turn, SECOND_REPLY], ttft_ms=100, words_per_s=6)
     config = '[profiles.default]\ntools = ["current_time"]\n'
-    async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm,
-                       config=config) as c:
+    async with cluster(tmp_path, redis_url, fresh_redis_url, postgres_url, llm, config=config) as c:
         async with _joined(c, "clock") as (user, first_agent, victim, survivor):
             said = await _ask(user, "What time is it?")
             await _wait_for_turns(c.store_url, "clock", 1, timeout_s=10)
@@ -332,8 +361,7 @@ async def test_tool_calls_in_the_history_survive_a_kill_9_redispatch_to_another_
             assert stored["agent_text"] == f"It is {result['content']}."
 
             os.kill(victim.proc.pid, signal.SIGKILL)
-            await _wait(lambda: user.agent_identity not in (None, first_agent), 30,
-                        "a new agent")
+            await _wait(lambda: user.agent_identity not in (None, first_agent), 30, "a new agent")
             assert user.agent_identity is not None
             assert await c.serving(user.agent_identity) == (survivor, victim)
             await user.wait_for_state("listening", after=said, timeout_s=30)

@@ -173,8 +173,16 @@ async def test_publisher_speaks_livekit_shapes_over_the_data_channel() -> None:
     publisher.on_event(Transcript(0.2, "What is the capital of France?", final=True))
     publisher.on_event(AudioStart(0.3, reply_id=1))
     publisher.on_event(TtsChunk(0.3, "Paris.", reply_id=1))
-    publisher.on_event(Turn(0.4, user_text="What is the capital of France?", agent_text="Paris.",
-                            heard_text="", interrupted=False, latency_ms={}))
+    publisher.on_event(
+        Turn(
+            0.4,
+            user_text="What is the capital of France?",
+            agent_text="Paris.",
+            heard_text="",
+            interrupted=False,
+            latency_ms={},
+        )
+    )
     await asyncio.sleep(0.05)
     assert channel.sent == []
     channel.open()
@@ -208,12 +216,14 @@ async def test_a_turn_the_user_went_on_with_is_published_again_under_its_segment
     publisher.on_event(Transcript(0.1, "Please remember my number.", final=True))
     publisher.on_event(TurnRetracted(0.2))
     publisher.on_event(Transcript(0.3, "four two seven", final=False))
-    publisher.on_event(Transcript(0.4, "Please remember my number, four two seven.",
-                                  final=True))
+    publisher.on_event(Transcript(0.4, "Please remember my number, four two seven.", final=True))
     publisher.on_event(Transcript(0.5, "And my name?", final=True))
     await publisher.aclose()
-    segments = [(m["attributes"]["lk.segment_id"], m["text"]) for m in channel.sent
-                if m.get("topic") == "lk.transcription"]
+    segments = [
+        (m["attributes"]["lk.segment_id"], m["text"])
+        for m in channel.sent
+        if m.get("topic") == "lk.transcription"
+    ]
     assert [seg for seg, _ in segments] == ["user-0", "user-0", "user-0", "user-1"]
 
 
@@ -238,8 +248,12 @@ def static_dir(tmp_path: Path) -> Path:
 
 def _agent() -> DirectAgent:
     # Engines are not reached by these requests: each is refused before an engine starts.
-    return DirectAgent(stt=None, llm=ScriptedLLM(["unused"]), tts=None,  # type: ignore[arg-type]
-                       system_prompt="")
+    return DirectAgent(
+        stt=None,
+        llm=ScriptedLLM(["unused"]),
+        tts=None,  # type: ignore[arg-type]
+        system_prompt="",
+    )
 
 
 VIDEO_ONLY_OFFER = (
@@ -306,8 +320,9 @@ def direct_demo(port: int, log_path: Path, cwd: Path, **env: str) -> Iterator[st
 async def test_browser_talks_to_the_agent_directly(tmp_path: Path) -> None:
     wav = question_wav(tmp_path / "question.wav", QUESTION)
     async with fake_openai_server(ScriptedLLM([REPLY])) as base_url:
-        with direct_demo(free_port(), tmp_path / "demo.log", tmp_path,
-                         **scripted_llm_env(base_url)) as url:
+        with direct_demo(
+            free_port(), tmp_path / "demo.log", tmp_path, **scripted_llm_env(base_url)
+        ) as url:
             async with browser_page(wav) as page:
                 talk = await converse(page, url)
                 assert await page.locator("#mode").text_content() == "Direct connection"

@@ -56,7 +56,9 @@ async def test_fallback_model_gets_its_own_row_and_the_bundled_model_answers() -
         settings = replace(settings, llm=replace(settings.llm, fallback="local"))
         rows = await Doctor(settings, only={"llm"}).run()
     assert [(r.name, r.status) for r in rows] == [
-        ("llm (scripted)", OK), ("llm fallback (bundled)", OK)], rows
+        ("llm (scripted)", OK),
+        ("llm fallback (bundled)", OK),
+    ], rows
     assert rows[1].detail.startswith("first token ")
 
 
@@ -86,12 +88,12 @@ def _no_livekit_binary(monkeypatch) -> None:
 
 
 @pytest.mark.integration
-async def test_local_livekit_that_answers_needs_no_binary_here(livekit_server,
-                                                               monkeypatch) -> None:
+async def test_local_livekit_that_answers_needs_no_binary_here(livekit_server, monkeypatch) -> None:
     # The image on the host network: LiveKit on the shared loopback, no binary inside.
     _no_livekit_binary(monkeypatch)
-    rows = await Doctor(Settings(livekit=livekit_server.livekit_settings()), only={"livekit"},
-                        timeout_s=10).run()
+    rows = await Doctor(
+        Settings(livekit=livekit_server.livekit_settings()), only={"livekit"}, timeout_s=10
+    ).run()
     assert [(r.name, r.status) for r in rows] == [("livekit-server", OK), ("livekit", OK)]
     assert rows[0].detail == f"none here, not needed: a LiveKit answers at {livekit_server.url}"
 
@@ -109,10 +111,12 @@ async def test_local_livekit_that_is_down_and_no_binary_fails_with_the_install_h
 async def test_deepgram_hears_the_test_speech() -> None:
     async with DeepgramServerDouble(word_code_recogniser(["hello there general kenobi"])) as fake:
         stt = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
-        test_speech = Speech("Hello there, general Kenobi!",
-                             np.concatenate([speech(0, 4), silence(100)]))
-        [row] = await Doctor(Settings(stt=stt), only={"deepgram"}, speech=test_speech,
-                              timeout_s=30).run()
+        test_speech = Speech(
+            "Hello there, general Kenobi!", np.concatenate([speech(0, 4), silence(100)])
+        )
+        [row] = await Doctor(
+            Settings(stt=stt), only={"deepgram"}, speech=test_speech, timeout_s=30
+        ).run()
         assert (row.status, row.detail) == (OK, "heard 'hello there general kenobi' (match 1.00)")
 
         wrong = Speech("goodbye everyone", test_speech.pcm)
@@ -129,8 +133,12 @@ async def test_deepgram_hears_the_test_speech() -> None:
 def test_table_has_a_row_per_check() -> None:
     from agent.apps.doctor import CheckResult
 
-    table = format_table([CheckResult("piper", OK, 95.4, "3.4 s of speech"),
-                          CheckResult("deepgram", SKIP, None, "stt.provider = whisper")])
+    table = format_table(
+        [
+            CheckResult("piper", OK, 95.4, "3.4 s of speech"),
+            CheckResult("deepgram", SKIP, None, "stt.provider = whisper"),
+        ]
+    )
     assert table.splitlines() == [
         "engine    status        ms  detail",
         "piper     ok            95  3.4 s of speech",
@@ -150,8 +158,9 @@ def test_cli_json_and_exit_status_on_failure(monkeypatch, capsys) -> None:
 
 
 @pytest.mark.integration
-def test_cli_exit_status_zero_when_everything_checked_works(livekit_server, monkeypatch,
-                                                          capsys) -> None:
+def test_cli_exit_status_zero_when_everything_checked_works(
+    livekit_server, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("LIVEKIT_URL", livekit_server.url)
     monkeypatch.setenv("LIVEKIT_API_KEY", livekit_server.api_key)
     monkeypatch.setenv("LIVEKIT_API_SECRET", livekit_server.api_secret)

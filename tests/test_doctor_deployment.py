@@ -18,19 +18,23 @@ def _dead_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_postgres_and_redis_that_answer_pass(postgres_url: str,
-                                                   fresh_redis_url: str) -> None:
+async def test_postgres_and_redis_that_answer_pass(postgres_url: str, fresh_redis_url: str) -> None:
     settings = Settings(store=StoreSettings(url=postgres_url, redis_url=fresh_redis_url))
     rows = await Doctor(settings, only={"store"}).run()
-    assert [(r.name, r.status) for r in rows] == [("turn store (postgresql)", OK),
-                                                 ("shared state (redis)", OK)], rows
+    assert [(r.name, r.status) for r in rows] == [
+        ("turn store (postgresql)", OK),
+        ("shared state (redis)", OK),
+    ], rows
     assert "Redis " in rows[1].detail
 
 
 async def test_dead_servers_fail_with_their_reason() -> None:
     port = _dead_port()
-    settings = Settings(store=StoreSettings(url=f"postgresql://v@127.0.0.1:{port}/v",
-                                            redis_url=f"redis://127.0.0.1:{port}/0"))
+    settings = Settings(
+        store=StoreSettings(
+            url=f"postgresql://v@127.0.0.1:{port}/v", redis_url=f"redis://127.0.0.1:{port}/0"
+        )
+    )
     store, redis = await Doctor(settings, only={"store"}).run()
     assert store.status == FAIL and "VOXROOM_STORE_URL" in store.detail
     assert redis.status == FAIL and "onnect" in redis.detail  # "Connection refused"
@@ -38,8 +42,7 @@ async def test_dead_servers_fail_with_their_reason() -> None:
 
 async def test_the_sqlite_default_is_checked_without_creating_it(tmp_path: Path) -> None:
     path = tmp_path / "new" / "transcripts.sqlite3"
-    store, redis = await Doctor(Settings(store=StoreSettings(path=str(path))),
-                                only={"store"}).run()
+    store, redis = await Doctor(Settings(store=StoreSettings(path=str(path))), only={"store"}).run()
     assert store.status == OK and "will be created" in store.detail and not path.parent.exists()
     assert redis.status == SKIP
 

@@ -29,9 +29,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 QUESTION = "Can you tell me about the history of Rome?"
 # One sentence with no commas: Piper says it without pauses between its words, so a silence
 # in it is the agent's doing.
-ANSWER = ("Rome grew from a small village of farmers and shepherds on the hills beside the "
-          "river Tiber into the capital of an empire that ruled the lands all around the "
-          "Mediterranean Sea for more than four hundred years.")
+ANSWER = (
+    "Rome grew from a small village of farmers and shepherds on the hills beside the "
+    "river Tiber into the capital of an empire that ruled the lands all around the "
+    "Mediterranean Sea for more than four hundred years."
+)
 INTERRUPTION = "Wait, stop, tell me about Lisbon instead."
 SECOND_ANSWER = "Of course, Lisbon is the capital of Portugal."
 OVER_AFTER_S = 1.0  # into the answer, the user speaks over it
@@ -46,8 +48,7 @@ class OpenMic:
 
     def __init__(self, user: RoomUser) -> None:
         self.user = user
-        self._next: asyncio.Queue[tuple[np.ndarray, asyncio.Future[float | None]]] = (
-            asyncio.Queue())
+        self._next: asyncio.Queue[tuple[np.ndarray, asyncio.Future[float | None]]] = asyncio.Queue()
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -99,8 +100,9 @@ def level(user: RoomUser, a: float, b: float) -> float:
     return float(np.sqrt(np.mean(x**2)))
 
 
-async def ask_then_say_over(server: LiveKitServer, room: str, over: str
-                            ) -> tuple[RoomUser, float, float]:
+async def ask_then_say_over(
+    server: LiveKitServer, room: str, over: str
+) -> tuple[RoomUser, float, float]:
     """Asks QUESTION, says `over` OVER_AFTER_S into the answer; returns the user, when the
     answer was first heard and when `over` began."""
     token = create_join_token(server.livekit_settings(), room, "user-1")
@@ -129,18 +131,18 @@ def worker_events(log: Path) -> list[str]:
     kinds = []
     for line in log.read_text().splitlines():
         if "voxroom.turns" in line and "{" in line:
-            kinds.append(json.loads(line[line.index("{"):])["event"])
+            kinds.append(json.loads(line[line.index("{") :])["event"])
     return kinds
 
 
-async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitServer,
-                                                      tmp_path: Path) -> None:
+async def test_a_backchannel_never_silences_the_answer(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     llm = ScriptedLLM([ANSWER, "Sorry, shall I go on?"])
     async with scripted_agent(livekit_server, tmp_path / "worker.log", llm):
         # "Okay.": espeak-ng's "Mm hmm." is heard by Whisper tiny.en as words now and then,
         # which makes it an interruption; the bench measures the hums.
-        user, first, onset = await ask_then_say_over(livekit_server, "e2e-backchannel",
-                                                     "Okay.")
+        user, first, onset = await ask_then_say_over(livekit_server, "e2e-backchannel", "Okay.")
         try:
             assert user.agent_identity is not None
             finals = await user.wait_for_finals(user.agent_identity, 1, timeout_s=30)
@@ -152,10 +154,14 @@ async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitSe
             # (a pause between words heard where no one spoke over it).
             loud = loud_blocks(user)
             silence = longest_silence(loud, onset, onset + 1.5)
-            own = max(longest_silence(loud, first + 0.2, onset - 0.05),
-                      longest_silence(loud, onset + 2.0, onset + 4.0))
-            print(f"\nlongest silence from the backchannel on: {silence * 1000:.0f} ms "
-                  f"(the answer's own elsewhere: {own * 1000:.0f} ms)")
+            own = max(
+                longest_silence(loud, first + 0.2, onset - 0.05),
+                longest_silence(loud, onset + 2.0, onset + 4.0),
+            )
+            print(
+                f"\nlongest silence from the backchannel on: {silence * 1000:.0f} ms "
+                f"(the answer's own elsewhere: {own * 1000:.0f} ms)"
+            )
             assert silence <= max(0.150, own), f"silent for {silence * 1000:.0f} ms"
             assert len(user.final_texts("user-1")) == 1  # "mm hmm" was no turn
             # It gave way: quieter while the sound was judged, then full volume again.
@@ -167,22 +173,28 @@ async def test_a_backchannel_never_silences_the_answer(livekit_server: LiveKitSe
             await user.close()
 
 
-async def test_an_interruption_stops_the_answer_and_is_answered(livekit_server: LiveKitServer,
-                                                                tmp_path: Path) -> None:
+async def test_an_interruption_stops_the_answer_and_is_answered(
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     # Replies by what the user said: "Wait, stop," may end at its comma and be merged with the
     # rest when the user goes on, which changes how many user turns there are.
-    llm = ScriptedLLM([ANSWER, SECOND_ANSWER],
-                      by_text={QUESTION: ANSWER, INTERRUPTION: SECOND_ANSWER})
+    llm = ScriptedLLM(
+        [ANSWER, SECOND_ANSWER], by_text={QUESTION: ANSWER, INTERRUPTION: SECOND_ANSWER}
+    )
     async with scripted_agent(livekit_server, tmp_path / "worker.log", llm):
-        user, _first, onset = await ask_then_say_over(livekit_server, "e2e-interruption",
-                                               INTERRUPTION)
+        user, _first, onset = await ask_then_say_over(
+            livekit_server, "e2e-interruption", INTERRUPTION
+        )
         try:
             loud = loud_blocks(user)
             said = len(espeak(INTERRUPTION)) / RATE
             spoken_end = onset + last_voiced_sample(espeak(INTERRUPTION)) / RATE
             # Silent (for longer than a pause between words) before the user finished.
-            quiet = [t for t in np.arange(onset, onset + said, BLOCK_S)
-                     if longest_silence(loud, t, t + 0.5) >= 0.49]
+            quiet = [
+                t
+                for t in np.arange(onset, onset + said, BLOCK_S)
+                if longest_silence(loud, t, t + 0.5) >= 0.49
+            ]
             assert quiet and quiet[0] < spoken_end, "the agent talked over the interruption"
             print(f"\nstopped {(quiet[0] - onset) * 1000:.0f} ms after the interruption began")
             assert user.agent_identity is not None

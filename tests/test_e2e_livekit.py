@@ -27,11 +27,13 @@ REPLY = "The capital of France is Paris. It is a beautiful old city on the river
 QUESTION = "What is the capital of France?"
 
 
-async def converse(server: LiveKitServer, room: str, question: str, *,
-                   dispatch_metadata: str = "") -> tuple[RoomUser, dict]:
+async def converse(
+    server: LiveKitServer, room: str, question: str, *, dispatch_metadata: str = ""
+) -> tuple[RoomUser, dict]:
     """Join `room`, wait for the agent, ask `question`, wait for the whole answer."""
-    token = create_join_token(server.livekit_settings(), room, "user-1",
-                              dispatch_metadata=dispatch_metadata)
+    token = create_join_token(
+        server.livekit_settings(), room, "user-1", dispatch_metadata=dispatch_metadata
+    )
     user = RoomUser(server.url, token)
     await user.connect()
     joined = time.monotonic()
@@ -50,8 +52,13 @@ async def converse(server: LiveKitServer, room: str, question: str, *,
     finally:
         background.cancel()
     first_audio = user.first_audio_after(t_end)
-    timing = {"joined": joined, "speech_end": t_end, "speaking": t_speaking, "done": t_done,
-              "first_audio": first_audio}
+    timing = {
+        "joined": joined,
+        "speech_end": t_end,
+        "speaking": t_speaking,
+        "done": t_done,
+        "first_audio": first_audio,
+    }
     return user, timing
 
 
@@ -62,8 +69,9 @@ async def test_spoken_question_gets_the_scripted_spoken_answer(
         user, timing = await converse(livekit_server, "e2e-scripted", QUESTION)
         try:
             states = [s for t, s in user.states if t >= timing["speech_end"] - 5]
-            assert _subsequence(["listening", "thinking", "speaking", "listening"],
-                                ["listening", *states]), user.states
+            assert _subsequence(
+                ["listening", "thinking", "speaking", "listening"], ["listening", *states]
+            ), user.states
             agent_id = user.agent_identity
             assert agent_id is not None
             [agent_text] = user.final_texts(agent_id)

@@ -25,14 +25,18 @@ from tests.agent_process import scripted_agent
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FRANCE = "What is the capital of France?"
-FRANCE_REPLY = ("The capital of France is Paris. It is a beautiful old city on the river Seine, "
-                "with wide avenues, old bridges, many museums and a famous iron tower.")
+FRANCE_REPLY = (
+    "The capital of France is Paris. It is a beautiful old city on the river Seine, "
+    "with wide avenues, old bridges, many museums and a famous iron tower."
+)
 OSLO = "What is the weather in Oslo?"
 # As long as test_e2e_livekit's spoken reply, so that the word error rate at the listener is
 # judged over as many words: with 8, Whisper tiny mishearing 3 of them in the Opus audio that
 # follows the cut reply ("called in" for "cold and") failed a fresh-clone run.
-OSLO_REPLY = ("In Oslo today the weather is cold and sunny, with a light wind from the north "
-              "and a clear sky tonight.")
+OSLO_REPLY = (
+    "In Oslo today the weather is cold and sunny, with a light wind from the north "
+    "and a clear sky tonight."
+)
 OTHER_REPLY = "Okay."
 
 
@@ -40,10 +44,13 @@ def scripted() -> ScriptedLLM:
     return ScriptedLLM([OTHER_REPLY], by_text={FRANCE: FRANCE_REPLY, OSLO: OSLO_REPLY})
 
 
-async def joined(server: LiveKitServer, room: str, identity: str, *,
-                 dispatch: bool = True) -> RoomUser:
-    user = RoomUser(server.url, create_join_token(server.livekit_settings(), room, identity,
-                                                  dispatch_agent=dispatch))
+async def joined(
+    server: LiveKitServer, room: str, identity: str, *, dispatch: bool = True
+) -> RoomUser:
+    user = RoomUser(
+        server.url,
+        create_join_token(server.livekit_settings(), room, identity, dispatch_agent=dispatch),
+    )
     await user.connect()
     return user
 
@@ -61,8 +68,11 @@ async def test_typed_messages_are_answered_in_voice_and_text_and_interrupt(
             t_france = await user.type(FRANCE)
             t_speaking = await user.wait_for_state("speaking", after=t_france, timeout_s=30)
             # Typed while the agent speaks: the answer stops, the new question is answered.
-            await require(lambda: user.first_audio_after(t_speaking + 1.0) is not None, 10,
-                          "the agent's voice while it speaks")
+            await require(
+                lambda: user.first_audio_after(t_speaking + 1.0) is not None,
+                10,
+                "the agent's voice while it speaks",
+            )
             t_oslo = await user.type(OSLO)
             t_thinking = await user.wait_for_state("thinking", after=t_oslo, timeout_s=10)
             t_second = await user.wait_for_state("speaking", after=t_thinking, timeout_s=30)
@@ -98,8 +108,11 @@ async def test_intruders_long_messages_and_floods_never_steer_the_agent(
             intruder.agent_identity = agent
             start = time.monotonic()
             await intruder.type(FRANCE)
-            await require(lambda: "typed message from intruder ignored" in log.read_text(),
-                          15, "the worker to ignore the intruder")
+            await require(
+                lambda: "typed message from intruder ignored" in log.read_text(),
+                15,
+                "the worker to ignore the intruder",
+            )
             await user.type("x" * 200_000)  # 200 kB
             await require(lambda: user.chat, 15, "the refusal of the long message")
             assert f"longer than {MAX_TYPED_CHARS} characters" in user.chat[0].text

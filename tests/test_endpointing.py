@@ -70,10 +70,13 @@ def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
     assert [a.reason for _, a in tl.of(A.CancelReply)] == ["user resumed speaking"]
 
 
-@pytest.mark.parametrize(("said", "score"), [
-    ("Could you tell me.", 0.0),  # scored unfinished, and the speaker never goes on
-    ("I need a recipe for dinner, so, um.", 0.9),  # a trailing filler, whatever the score
-])
+@pytest.mark.parametrize(
+    ("said", "score"),
+    [
+        ("Could you tell me.", 0.0),  # scored unfinished, and the speaker never goes on
+        ("I need a recipe for dinner, so, um.", 0.9),  # a trailing filler, whatever the score
+    ],
+)
 def test_an_unfinished_turn_ends_at_the_bound(said: str, score: float) -> None:
     tl = scored(lambda s, e: said, lambda text: score)
     tl.run(speech((0.5, 1.5)), until_s=5.0)
@@ -175,6 +178,7 @@ def answer_then(
 ) -> Callable[[float, float], str]:
     """Transcripts of the question (what starts before 2.5 s), then of `interjection`; of
     only `early`, its start, in a request that ends before `heard_whole_at_s`."""
+
     def transcript(start: float, end: float) -> str:
         if start < 2.5:
             return "what time is it?"
@@ -185,11 +189,13 @@ def answer_then(
 
 # "and Emma.": how Whisper tiny.en heard a synthesized "mm hmm" through LiveKit.
 @pytest.mark.parametrize("duck", [True, False])
-@pytest.mark.parametrize("said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha.",
-                                  "and Emma."])
+@pytest.mark.parametrize(
+    "said", ["Mm-hmm.", "Okay.", "Right, right.", "Yeah.", "Ha ha.", "and Emma."]
+)
 def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool) -> None:
-    tl = Timeline(TurnOptions(duck=duck),
-                  FakeEngines(transcript=answer_then(said), reply_length_s=3.0))
+    tl = Timeline(
+        TurnOptions(duck=duck), FakeEngines(transcript=answer_then(said), reply_length_s=3.0)
+    )
     # 1.6 s after the question: over the answer, not the user going on after a pause
     # (TurnOptions.continuation_s), where "and Emma." would be words that go on.
     tl.run(speech((0.5, 1.4), (3.0, 3.4)), until_s=9.0)
@@ -208,8 +214,10 @@ def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool
 
 def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> None:
     interruption = said_by("Wait, stop, I meant Tokyo.", since=3.0)
-    tl = Timeline(PAUSING, FakeEngines(
-        transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)))
+    tl = Timeline(
+        PAUSING,
+        FakeEngines(transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)),
+    )
     tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_barge, _)] = tl.of(E.BargeIn)
@@ -230,7 +238,8 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
 
 @pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.76)])
 def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
-    duck: bool, resumed_at: float,
+    duck: bool,
+    resumed_at: float,
 ) -> None:
     # The early request hears a fragment; ducked, the sound is decoded again while it goes on
     # (3.36), and that decode is done before the one of the whole sound is asked (3.56).
@@ -255,8 +264,11 @@ def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
 
 def test_a_sentence_made_up_from_a_short_hum_is_no_words() -> None:
     # 0.5 s of sound cannot hold nine words: the STT made them up ("mm hmm" through Opus).
-    tl = Timeline(engines=FakeEngines(
-        transcript=answer_then("and I'm not going to be able to do"), reply_length_s=3.0))
+    tl = Timeline(
+        engines=FakeEngines(
+            transcript=answer_then("and I'm not going to be able to do"), reply_length_s=3.0
+        )
+    )
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
@@ -279,19 +291,41 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
 
 @pytest.mark.parametrize(
     ("text", "backchannel", "interrupting"),
-    [("Mm-hmm.", True, False), ("Mhm", True, False), ("Uh huh.", True, False),
-     ("okay", True, False), ("OK, right.", True, False), ("Yeah, yeah.", True, False),
-     ("I see.", True, False), ("Got it.", True, False), ("Ha ha ha.", True, False),
-     ("Thank you.", True, False), ("[coughs]", False, False), ("", False, False),
-     ("Stop.", False, True), ("Wait, what?", False, True), ("No.", False, True),
-     ("Okay, but what about Tokyo?", False, True), ("yeah yeah yeah yeah yeah", False, True),
-     ("I see the problem.", False, True), ("Hold on.", False, True), ("Why?", False, True),
-     ("Tokyo?", False, True), ("and remember", False, False), ("and Emma.", False, False),
-     ("Amen.", False, False), ("Thank.", False, False), ("and then the", False, False),
-     ("So, so.", False, False), ("and then what?", False, True),
-     # How Whisper tiny.en heard Piper's and espeak-ng's "mm hmm" (offline, 2026-12-05).
-     ("Mm-mm, mm-mm, mm-mm", False, False), ("and then love.", False, False),
-     ("and momentum.", False, False), ("Tell me about Lisbon instead.", False, True)],
+    [
+        ("Mm-hmm.", True, False),
+        ("Mhm", True, False),
+        ("Uh huh.", True, False),
+        ("okay", True, False),
+        ("OK, right.", True, False),
+        ("Yeah, yeah.", True, False),
+        ("I see.", True, False),
+        ("Got it.", True, False),
+        ("Ha ha ha.", True, False),
+        ("Thank you.", True, False),
+        ("[coughs]", False, False),
+        ("", False, False),
+        ("Stop.", False, True),
+        ("Wait, what?", False, True),
+        ("No.", False, True),
+        ("Okay, but what about Tokyo?", False, True),
+        ("yeah yeah yeah yeah yeah", False, True),
+        ("I see the problem.", False, True),
+        ("Hold on.", False, True),
+        ("Why?", False, True),
+        ("Tokyo?", False, True),
+        ("and remember", False, False),
+        ("and Emma.", False, False),
+        ("Amen.", False, False),
+        ("Thank.", False, False),
+        ("and then the", False, False),
+        ("So, so.", False, False),
+        ("and then what?", False, True),
+        # How Whisper tiny.en heard Piper's and espeak-ng's "mm hmm" (offline, 2026-12-05).
+        ("Mm-mm, mm-mm, mm-mm", False, False),
+        ("and then love.", False, False),
+        ("and momentum.", False, False),
+        ("Tell me about Lisbon instead.", False, True),
+    ],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
     assert is_backchannel(text) is backchannel

@@ -25,8 +25,18 @@ def test_a_notice_is_reported_without_the_machines_bookkeeping() -> None:
 def test_an_event_is_its_time_its_kind_then_its_fields_in_order() -> None:
     final = event_json(Transcript(2.3, "What time is it?", final=True))
     assert list(final.items()) == [
-        ("t", 2.3), ("type", "transcript"), ("text", "What time is it?"), ("final", True)]
+        ("t", 2.3),
+        ("type", "transcript"),
+        ("text", "What time is it?"),
+        ("final", True),
+    ]
     assert event_json(PlaybackDucked(3.04, onset=3.0)) == {
-        "t": 3.04, "type": "playback_ducked", "onset": 3.0}
+        "t": 3.04,
+        "type": "playback_ducked",
+        "onset": 3.0,
+    }
     assert event_json(StateChanged(1.0, AgentState.THINKING)) == {
-        "t": 1.0, "type": "state", "state": "THINKING"}  # a state by its name
+        "t": 1.0,
+        "type": "state",
+        "state": "THINKING",
+    }  # a state by its name

@@ -27,8 +27,10 @@ from tests.test_third_participant import say
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPLY = ("The capital of France is Paris, a city on the river Seine, famous for its museums, "
-         "its cafes and its long boulevards.")
+REPLY = (
+    "The capital of France is Paris, a city on the river Seine, famous for its museums, "
+    "its cafes and its long boulevards."
+)
 QUESTION = "What is the capital of France?"
 
 
@@ -78,10 +80,12 @@ async def test_cutting_a_clients_signalling_mid_turn_leaves_the_worker_serving(
         # The first session ended and its turn was stored before it went.
         ended = await _wait_for_text(tmp_path / "worker.log", "session with u1 ended", 60)
         assert ended, (tmp_path / "worker.log").read_text()[-3000:]
-        print(f"\nspeaking {speaking - said:.2f} s after the question's end; cut "
-              f"{cut_at - speaking:.2f} s into the answer; second room speaking "
-              f"{answered - said2:.2f} s after its end, answer {done - answered:.1f} s; "
-              f"the cut session ended {time.monotonic() - cut_at:.1f} s after the cut")
+        print(
+            f"\nspeaking {speaking - said:.2f} s after the question's end; cut "
+            f"{cut_at - speaking:.2f} s into the answer; second room speaking "
+            f"{answered - said2:.2f} s after its end, answer {done - answered:.1f} s; "
+            f"the cut session ended {time.monotonic() - cut_at:.1f} s after the cut"
+        )
     rooms = _stored_rooms(store)
     assert "cut-1" in rooms and "after-cut" in rooms, rooms
 
@@ -96,8 +100,12 @@ async def _wait_for_text(path: Path, text: str, timeout_s: float) -> bool:
 
 
 def _stored_rooms(store: Path) -> set[str]:
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "transcripts", "--json"],
-                         capture_output=True, text=True, timeout=60,
-                         env={"VOXROOM_STORE_PATH": str(store), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "transcripts", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"VOXROOM_STORE_PATH": str(store), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     return {json.loads(line)["room"] for line in out.stdout.splitlines() if line.strip()}

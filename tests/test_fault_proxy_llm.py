@@ -33,8 +33,10 @@ BUDGET_S = 1.5  # agent.config LLMSettings.first_token_budget_s default
 
 @pytest.fixture
 async def proxy() -> AsyncIterator[FaultProxy]:
-    async with scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100, words_per_s=20)) as url, \
-            FaultProxy("127.0.0.1", urlparse(url).port or 0) as p:
+    async with (
+        scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100, words_per_s=20)) as url,
+        FaultProxy("127.0.0.1", urlparse(url).port or 0) as p,
+    ):
         yield p
 
 
@@ -47,8 +49,9 @@ def local_double() -> ScriptedLLM:
     return ScriptedLLM([LOCAL_REPLY], ttft_ms=100, words_per_s=20)
 
 
-async def read(llm: object, *, cut: FaultProxy | None = None, after: int = 0
-               ) -> tuple[str, float | None, float, BaseException | None]:
+async def read(
+    llm: object, *, cut: FaultProxy | None = None, after: int = 0
+) -> tuple[str, float | None, float, BaseException | None]:
     """(text, first delta after s, total s, error); `cut` resets the proxy's connections
     once `after` deltas have arrived."""
     start = time.monotonic()
@@ -93,8 +96,9 @@ async def test_stall_before_the_first_token_falls_back_within_the_budget(
     proxy.blackhole = True
     reasons: list[str] = []
     primary = client(proxy)
-    llm = FallbackLLM(primary, local_double(), first_token_budget_s=BUDGET_S,
-                      on_fallback=reasons.append)
+    llm = FallbackLLM(
+        primary, local_double(), first_token_budget_s=BUDGET_S, on_fallback=reasons.append
+    )
     text, first, _, err = await read(llm)
     assert text == LOCAL_REPLY and err is None
     assert first is not None and BUDGET_S <= first < BUDGET_S + 0.5
@@ -118,8 +122,9 @@ async def test_a_refused_connection_hands_over_to_the_fallback_at_once(
     text, _, took, err = await read(primary)
     assert isinstance(err, LLMError) and took < 0.5
     reasons: list[str] = []
-    llm = FallbackLLM(primary, local_double(), first_token_budget_s=BUDGET_S,
-                      on_fallback=reasons.append)
+    llm = FallbackLLM(
+        primary, local_double(), first_token_budget_s=BUDGET_S, on_fallback=reasons.append
+    )
     text, first, _, err = await read(llm)
     assert text == LOCAL_REPLY and first is not None and first < 0.5
     assert reasons and reasons[0].startswith("primary failed")
@@ -131,19 +136,25 @@ async def test_a_refused_connection_hands_over_to_the_fallback_at_once(
 QUESTION = [Said(0.5, 1.5, "what is the capital of France?")]
 
 
-def turn_through_proxy(fault: str, *, fallback: bool, cut_after_bytes: int = 0
-                       ) -> dict[str, object]:
+def turn_through_proxy(
+    fault: str, *, fallback: bool, cut_after_bytes: int = 0
+) -> dict[str, object]:
     """One question answered through the proxy in real time with `fault` applied; returns the
     silence after the question, what TTS was asked to say, and the turn record."""
     tts = ToneTTS()
 
     def llm_stack(primary: OpenAIChatLLM) -> object:
-        return FallbackLLM(primary, local_double(), first_token_budget_s=BUDGET_S) \
-            if fallback else primary
+        return (
+            FallbackLLM(primary, local_double(), first_token_budget_s=BUDGET_S)
+            if fallback
+            else primary
+        )
 
     async def main() -> dict[str, object]:
-        async with scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100, words_per_s=20)) \
-                as url, FaultProxy("127.0.0.1", urlparse(url).port or 0) as p:
+        async with (
+            scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100, words_per_s=20)) as url,
+            FaultProxy("127.0.0.1", urlparse(url).port or 0) as p,
+        ):
             p.blackhole = fault == "stall"
             p.refuse = fault == "refused"
             p.cut_after_bytes = cut_after_bytes or None
@@ -151,12 +162,22 @@ def turn_through_proxy(fault: str, *, fallback: bool, cut_after_bytes: int = 0
             # Closed on converse's loop, which its connections are bound to: left to the GC,
             # the openai client would close itself on whatever loop runs then (a later test's).
             conv = await asyncio.to_thread(
-                converse, QUESTION, until_s=14.0 if fault == "stall" else 7.0,
-                llm=llm_stack(primary), tts=tts, real_time=True, finally_=primary.aclose)
+                converse,
+                QUESTION,
+                until_s=14.0 if fault == "stall" else 7.0,
+                llm=llm_stack(primary),
+                tts=tts,
+                real_time=True,
+                finally_=primary.aclose,
+            )
             said = [d["text"] for d in conv.of("tts_chunk")]  # the reply's or the apology
-            return {"silence": conv.silence_after(1.5), "said": said,
-                    "turns": conv.turns, "leftover": conv.leftover_tasks,
-                    "errors": conv.errors}
+            return {
+                "silence": conv.silence_after(1.5),
+                "said": said,
+                "turns": conv.turns,
+                "leftover": conv.leftover_tasks,
+                "errors": conv.errors,
+            }
 
     return asyncio.run(main())
 

@@ -55,8 +55,10 @@ def drain(queue: asyncio.Queue) -> list[proto_ffi.FfiEvent]:
 
 def kinds(events: list[proto_ffi.FfiEvent]) -> list[str]:
     return [
-        f"frame:{e.audio_stream_event.stream_handle}" if e.HasField("audio_stream_event")
-        else f"capture:{e.capture_audio_frame.async_id}" for e in events
+        f"frame:{e.audio_stream_event.stream_handle}"
+        if e.HasField("audio_stream_event")
+        else f"capture:{e.capture_audio_frame.async_id}"
+        for e in events
     ]
 
 
@@ -210,8 +212,14 @@ def test_a_capture_whose_answer_is_lost_goes_on_after_its_timeout(monkeypatch, c
 
 # ---- the shape of livekit-rtc -------------------------------------------------------------
 
-PINNED = ("livekit", "livekit-api", "livekit-protocol", "livekit-agents",
-          "livekit-plugins-openai", "piper-tts")
+PINNED = (
+    "livekit",
+    "livekit-api",
+    "livekit-protocol",
+    "livekit-agents",
+    "livekit-plugins-openai",
+    "piper-tts",
+)
 
 
 def test_the_pins_are_the_installed_versions() -> None:
@@ -281,8 +289,9 @@ def test_a_changed_shape_is_named(shape: Any, named: str) -> None:
 
 def test_a_changed_shape_keeps_the_library_way_with_one_warning(monkeypatch, caplog) -> None:
     queue = QueueWithPriority()
-    monkeypatch.setattr(ffi_router, "library_internals",
-                        lambda: changed(client=ClientDouble(queue)))
+    monkeypatch.setattr(
+        ffi_router, "library_internals", lambda: changed(client=ClientDouble(queue))
+    )
     monkeypatch.setattr(ffi_router, "_router", None)
     monkeypatch.setattr(ffi_router, "_decided", False)  # as in a fresh process
 

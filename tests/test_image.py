@@ -38,8 +38,10 @@ pytestmark = [pytest.mark.image, DEV_SECRET]
 AGENT = "voxroom-image"
 REPLY = "The capital of France is Paris."
 # Streamed slowly: SIGTERM arrives while it is being spoken.
-LONG_REPLY = ("The sky is blue because the air scatters blue light more than red light, "
-              "so blue reaches your eyes from every part of the sky.")
+LONG_REPLY = (
+    "The sky is blue because the air scatters blue light more than red light, "
+    "so blue reaches your eyes from every part of the sky."
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,24 +57,28 @@ def deployment_args() -> list[str]:
         try:
             s.bind(("127.0.0.1", image_health_port()))
         except OSError as e:
-            pytest.fail(f"port {image_health_port()} is taken on this host ({e}): the image's "
-                        "health check listens there on the host network", pytrace=False)
+            pytest.fail(
+                f"port {image_health_port()} is taken on this host ({e}): the image's "
+                "health check listens there on the host network",
+                pytrace=False,
+            )
     return list(agent_container(k8s_docs()["Deployment"])["args"])
 
 
-def pod_env(server: LiveKitServer, llm_url: str, store_url: str, redis_url: str
-            ) -> dict[str, str]:
-    env = pod_environment({
-        "LIVEKIT_URL": server.url,
-        "LIVEKIT_API_KEY": server.api_key,
-        "LIVEKIT_API_SECRET": server.api_secret,
-        "VOXROOM_LIVEKIT_AGENT_NAME": AGENT,
-        "VOXROOM_LLM_PROVIDER": "openai",  # the scripted test double, not the bundled LLM
-        "VOXROOM_STT_PROVIDER": "whisper",
-        "VOXROOM_TTS_PROVIDER": "piper",
-        "VOXROOM_STORE_URL": store_url,
-        "VOXROOM_REDIS_URL": redis_url,
-    })
+def pod_env(server: LiveKitServer, llm_url: str, store_url: str, redis_url: str) -> dict[str, str]:
+    env = pod_environment(
+        {
+            "LIVEKIT_URL": server.url,
+            "LIVEKIT_API_KEY": server.api_key,
+            "LIVEKIT_API_SECRET": server.api_secret,
+            "VOXROOM_LIVEKIT_AGENT_NAME": AGENT,
+            "VOXROOM_LLM_PROVIDER": "openai",  # the scripted test double, not the bundled LLM
+            "VOXROOM_STT_PROVIDER": "whisper",
+            "VOXROOM_TTS_PROVIDER": "piper",
+            "VOXROOM_STORE_URL": store_url,
+            "VOXROOM_REDIS_URL": redis_url,
+        }
+    )
     # What a ConfigMap adds for an OpenAI-compatible server (here the test double).
     return {**env, **scripted_llm_env(llm_url)}
 
@@ -107,12 +113,17 @@ async def ask(server: LiveKitServer, room: str, question: str) -> tuple[RoomUser
 def report(box: Container) -> str:
     assert box.output.ready_at is not None
     size = int(podman("image", "inspect", IMAGE, "--format", "{{.Size}}").stdout)
-    return (f"image {IMAGE}: {size / 1e9:.2f} GB; container start -> registered "
-            f"{box.output.ready_at - box.started:.1f} s")
+    return (
+        f"image {IMAGE}: {size / 1e9:.2f} GB; container start -> registered "
+        f"{box.output.ready_at - box.started:.1f} s"
+    )
 
 
 async def test_the_image_registers_passes_its_health_check_answers_and_doctor_is_green(
-    livekit_server: LiveKitServer, fresh_redis_url: str, postgres_url: str, tmp_path: Path,
+    livekit_server: LiveKitServer,
+    fresh_redis_url: str,
+    postgres_url: str,
+    tmp_path: Path,
     record_property,
 ) -> None:
     async with scripted_llm_server(ScriptedLLM([REPLY])) as llm_url:
@@ -147,15 +158,20 @@ async def test_the_image_registers_passes_its_health_check_answers_and_doctor_is
             assert any(r["name"].startswith("livekit") and r["status"] == "ok" for r in rows)
             # Nothing downloaded or written but in the pod's tmpfs, and there only a little.
             written = box.exec("du", "-sk", "/tmp", "/home/voxroom/.cache").stdout
-            kib = {path: int(size) for size, path in
-                   (line.split("\t") for line in written.splitlines())}
+            kib = {
+                path: int(size)
+                for size, path in (line.split("\t") for line in written.splitlines())
+            }
             print(f"written at run time (KiB): {kib}")
             assert kib["/home/voxroom/.cache"] < 10_000, kib
         assert "Traceback" not in box.text() and "Read-only file system" not in box.text()
 
 
 async def test_sigterm_lets_the_reply_being_spoken_finish_and_the_container_exits_0(
-    livekit_server: LiveKitServer, fresh_redis_url: str, postgres_url: str, tmp_path: Path,
+    livekit_server: LiveKitServer,
+    fresh_redis_url: str,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     llm = ScriptedLLM([LONG_REPLY], ttft_ms=100, words_per_s=6)
     async with scripted_llm_server(llm) as llm_url:
@@ -169,8 +185,9 @@ async def test_sigterm_lets_the_reply_being_spoken_finish_and_the_container_exit
                 term = time.monotonic()
                 await user.wait_for_state("listening", after=speaking, timeout_s=60)
                 assert user.agent_identity is not None
-                assert await user.wait_for_finals(user.agent_identity, 1,
-                                                  timeout_s=10) == [LONG_REPLY]
+                assert await user.wait_for_finals(user.agent_identity, 1, timeout_s=10) == [
+                    LONG_REPLY
+                ]
                 [turn] = await _wait_for_turns(postgres_url, "image-drain", 1, timeout_s=10)
                 assert turn["interrupted"] is False and turn["heard_text"] == LONG_REPLY
                 assert box.proc.poll() is None  # the conversation is still on
@@ -199,20 +216,36 @@ def test_the_layers_hold_the_models_and_no_compiler_or_cache() -> None:
         id -u
     """
     require_image()
-    out = podman("run", "--rm", "--network", "none", "--read-only", "--entrypoint", "sh", IMAGE,
-                 "-c", script).stdout.splitlines()
+    out = podman(
+        "run", "--rm", "--network", "none", "--read-only", "--entrypoint", "sh", IMAGE, "-c", script
+    ).stdout.splitlines()
     assert not [line for line in out if line.startswith(("compiler:", "cache:"))], out
     models = [line.removeprefix("model: ") for line in out if line.startswith("model: ")]
     assert any(m.endswith(".gguf") for m in models), models
     assert out[-1] == "10001"
     # The speech, end-of-turn and embedding models load with no network at all.
-    doctor = podman("run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
-                    "--tmpfs", "/home/voxroom/.cache", "--entrypoint", "voxroom", IMAGE,
-                    "doctor", "--json", "--only", "piper,whisper,turn,embedder",
-                    timeout_s=300, check=False)
+    doctor = podman(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/home/voxroom/.cache",
+        "--entrypoint",
+        "voxroom",
+        IMAGE,
+        "doctor",
+        "--json",
+        "--only",
+        "piper,whisper,turn,embedder",
+        timeout_s=300,
+        check=False,
+    )
     rows = {r["name"]: r["status"] for r in json.loads(doctor.stdout)["checks"]}
     print(f"\noffline doctor: {rows}")
     assert doctor.returncode == 0 and set(rows.values()) == {"ok"}, doctor.stdout
     history = podman("history", "--format", "{{.Size}}\t{{.CreatedBy}}", IMAGE).stdout
-    print("layers:\n" + "\n".join(re.sub(r"\s+", " ", line)[:110]
-                                  for line in history.splitlines()))
+    print("layers:\n" + "\n".join(re.sub(r"\s+", " ", line)[:110] for line in history.splitlines()))

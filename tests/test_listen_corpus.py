@@ -117,8 +117,11 @@ def test_unknown_splits_and_conditions_are_named() -> None:
         check_split("test")
     with pytest.raises(ValueError, match="'echo'"):
         check_conditions(["noise", "echo"])
-    items = [ListenUtterance(f"{k}-{i}", "v", "Q?", "A.", tone(0.1), kind=k)
-             for i in range(3) for k in ("clean", "noise")]
+    items = [
+        ListenUtterance(f"{k}-{i}", "v", "Q?", "A.", tone(0.1), kind=k)
+        for i in range(3)
+        for k in ("clean", "noise")
+    ]
     assert [i.id for i in select(items, ["noise"], 2)] == ["noise-0", "noise-1"]
 
 
@@ -140,4 +143,5 @@ def test_the_corpus_has_every_question_in_every_condition(tmp_path: Path) -> Non
     assert {i.split for i in recordings} <= set(SPLITS)
     assert all(i.text for i in recordings)
     assert [i.id for i in asyncio.run(load_listen_corpus(tmp_path, split="held-out"))] == [
-        i.id for i in items if i.split == "held-out"]
+        i.id for i in items if i.split == "held-out"
+    ]

@@ -37,8 +37,9 @@ class SlowTTS:
         self.started = asyncio.Event()
         self.cancelled = False
 
-    async def synthesize(self, text: str, *, left_context: str = "",
-                         right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         self.started.set()
         try:
             if self.hang:
@@ -52,8 +53,12 @@ class SlowTTS:
 def frames(pcm: np.ndarray, rate: int, channels: int, size: int) -> list[rtc.AudioFrame]:
     inter = np.repeat(pcm[:, None], channels, axis=1).reshape(-1)
     per = size * channels
-    return [rtc.AudioFrame(inter[i : i + per].tobytes(), rate, channels, len(inter[i : i + per])
-                           // channels) for i in range(0, len(inter), per)]
+    return [
+        rtc.AudioFrame(
+            inter[i : i + per].tobytes(), rate, channels, len(inter[i : i + per]) // channels
+        )
+        for i in range(0, len(inter), per)
+    ]
 
 
 def test_audio_buffers_reach_the_stt_as_16k_mono() -> None:

@@ -81,7 +81,8 @@ def test_build_installs_into_cache_and_renames(bare_env: tuple[Path, Path]) -> N
     assert built.read_text() == "built\n"
     assert (cache / "bin" / "args").read_text().split() == ["install", GO_PACKAGE]
     assert sorted(p.name for p in (cache / "bin").iterdir() if not p.name.startswith(".")) == [
-        "args", "livekit-server"
+        "args",
+        "livekit-server",
     ]
 
 
@@ -98,8 +99,10 @@ def test_failed_build_raises_missing(bare_env: tuple[Path, Path]) -> None:
     [
         ("redis://127.0.0.1:6390/2", {"address": "127.0.0.1:6390", "db": 2}),
         ("localhost:6379", {"address": "localhost:6379"}),
-        ("redis://u:pw@redis.internal", {"address": "redis.internal:6379", "username": "u",
-                                         "password": "pw"}),
+        (
+            "redis://u:pw@redis.internal",
+            {"address": "redis.internal:6379", "username": "u", "password": "pw"},
+        ),
         ("rediss://r:6380", {"address": "r:6380", "tls": {"enabled": True}}),
     ],
 )

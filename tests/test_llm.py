@@ -110,11 +110,17 @@ def test_scripted_by_text_keeps_replies_in_step_when_a_turn_too_many_was_taken()
     """A backchannel taken as a turn ("okay") would shift every later reply by the count;
     by_text picks by what was said (a word misheard still matches), the count is the
     fallback for what matches nothing."""
-    by_text = {"What is the capital of Australia?": "Canberra.",
-               "How far away is the moon?": "About 380,000 km."}
+    by_text = {
+        "What is the capital of Australia?": "Canberra.",
+        "How far away is the moon?": "About 380,000 km.",
+    }
     llm = ScriptedLLM(["Canberra.", "About 380,000 km.", "Spare."], by_text=by_text)
-    history = [SYSTEM, user("What is the capital of Australia?"), assistant("Canberra."),
-               user("Okay.")]
+    history = [
+        SYSTEM,
+        user("What is the capital of Australia?"),
+        assistant("Canberra."),
+        user("Okay."),
+    ]
     assert llm.reply_for(history) == "About 380,000 km."  # no match: the second turn's
     history += [assistant("About 380,000 km."), user("How far away is the mood?")]
     assert llm.reply_for(history) == "About 380,000 km."  # the third turn, by its words

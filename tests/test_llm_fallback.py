@@ -143,7 +143,10 @@ async def test_a_tool_call_is_a_first_token_and_the_tools_reach_the_model() -> N
 
     turn = ScriptedToolTurn(tool="get_weather", arguments={"city": "Oslo"})
     spec = ToolSpec("get_weather", "The weather.", {"type": "object", "properties": {}})
-    llm = FallbackLLM(ScriptedLLM([turn], ttft_ms=0), ScriptedLLM(["fallback"], ttft_ms=0),
-                      first_token_budget_s=1.0)
+    llm = FallbackLLM(
+        ScriptedLLM([turn], ttft_ms=0),
+        ScriptedLLM(["fallback"], ttft_ms=0),
+        first_token_budget_s=1.0,
+    )
     out = [d async for d in llm.stream([{"role": "user", "content": "Weather?"}], [spec])]
     assert [type(d) for d in out] == [ToolCall] and out[0].name == "get_weather"

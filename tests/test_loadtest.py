@@ -75,38 +75,63 @@ def test_memory_per_added_session_is_the_slope_over_the_steps() -> None:
     assert added_session_mb([{"rooms": 2, "mem_mb_peak": None}], idle_mb=500.0) is None
 
 
-def _step(n: int, p50: float | None, p95: float | None, peak_mb: float,
-          failed: int = 0) -> dict[str, object]:
+def _step(
+    n: int, p50: float | None, p95: float | None, peak_mb: float, failed: int = 0
+) -> dict[str, object]:
     """A step as step_summary writes it, with the fields the series and the report read."""
     none = {"n": 0, "p50": None, "p95": None, "p99": None}
-    return {"rooms": n, "rooms_failed": failed, "errors": ["join: timeout"] * failed,
-            "dispatch_ms": none, "replies": 3 * n,
-            "voice_to_voice_ms": {"n": 3 * n, "p50": p50, "p95": p95, "p99": p95},
-            "audio_gaps": {"count": 0}, "cpu_cores": 0.2 * n, "cpu_cores_per_session": 0.2,
-            "mem_mb_peak": peak_mb, "mem_mb_per_session": 10.0}
+    return {
+        "rooms": n,
+        "rooms_failed": failed,
+        "errors": ["join: timeout"] * failed,
+        "dispatch_ms": none,
+        "replies": 3 * n,
+        "voice_to_voice_ms": {"n": 3 * n, "p50": p50, "p95": p95, "p99": p95},
+        "audio_gaps": {"count": 0},
+        "cpu_cores": 0.2 * n,
+        "cpu_cores_per_session": 0.2,
+        "mem_mb_peak": peak_mb,
+        "mem_mb_per_session": 10.0,
+    }
 
 
 def test_a_series_counts_only_steps_within_the_goal_with_every_room_served() -> None:
-    steps = [_step(1, 800.0, 900.0, 410.0), _step(2, 900.0, 1150.0, 420.0),
-             _step(4, 1000.0, 1190.0, 440.0, failed=1),  # within, but a room got no agent
-             _step(8, 1300.0, 1500.0, 480.0)]
+    steps = [
+        _step(1, 800.0, 900.0, 410.0),
+        _step(2, 900.0, 1150.0, 420.0),
+        _step(4, 1000.0, 1190.0, 440.0, failed=1),  # within, but a room got no agent
+        _step(8, 1300.0, 1500.0, 480.0),
+    ]
     series = series_summary("voxroom", "thread", steps, idle_mb=400.0)
     assert series["max_rooms_within_goal"] == 2
     assert series["mem_mb_per_added_session"] == pytest.approx(10.0, abs=0.5)
     # a step with no voice-to-voice at all is not within the goal
-    assert series_summary("x", "thread", [_step(1, None, None, 410.0)],
-                          idle_mb=400.0)["max_rooms_within_goal"] is None
+    assert (
+        series_summary("x", "thread", [_step(1, None, None, 410.0)], idle_mb=400.0)[
+            "max_rooms_within_goal"
+        ]
+        is None
+    )
 
 
 def test_side_by_side_puts_both_workers_ladders_in_one_table() -> None:
-    voxroom = series_summary("voxroom", "thread", [_step(1, 700.0, 800.0, 410.0),
-                                                   _step(4, 900.0, 1100.0, 440.0)], 400.0)
-    agentsession = series_summary("agentsession-tuned", "process", [
-        _step(1, 1000.0, 1300.0, 900.0), _step(4, 2000.0, 3000.0, 2100.0)], 150.0)
-    report = {"workers": 2, "duration_s": 20.0, "p95_goal_ms": 1200.0,
-              "engines": {"llm": "scripted"},
-              **{k: v for k, v in voxroom.items() if k != "worker"},
-              "agentsession": agentsession}
+    voxroom = series_summary(
+        "voxroom", "thread", [_step(1, 700.0, 800.0, 410.0), _step(4, 900.0, 1100.0, 440.0)], 400.0
+    )
+    agentsession = series_summary(
+        "agentsession-tuned",
+        "process",
+        [_step(1, 1000.0, 1300.0, 900.0), _step(4, 2000.0, 3000.0, 2100.0)],
+        150.0,
+    )
+    report = {
+        "workers": 2,
+        "duration_s": 20.0,
+        "p95_goal_ms": 1200.0,
+        "engines": {"llm": "scripted"},
+        **{k: v for k, v in voxroom.items() if k != "worker"},
+        "agentsession": agentsession,
+    }
     rows = side_by_side(report)
     assert [r["worker"] for r in rows] == ["voxroom", "agentsession-tuned"]
     assert rows[0]["sessions_per_worker"] == 2.0  # N = 4 over two workers
@@ -144,8 +169,13 @@ async def test_reply_chunks_are_the_replies_cut_as_the_workers_cut_them() -> Non
 
 def loadtest(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`voxroom loadtest ARGS` run to its end, successfully."""
-    proc = subprocess.run([sys.executable, "-m", "agent.cli", "loadtest", *args],
-                          cwd=repo_root, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "loadtest", *args],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -177,8 +207,18 @@ def test_remote_engines_loadtest_runs_the_workers_on_the_doubles(
     tmp_path: Path, repo_root: Path
 ) -> None:
     out = tmp_path / "report.json"
-    loadtest(repo_root, "--engines", "remote", "--rooms", "1", "--duration", "10", "--json",
-             "--out", str(out))
+    loadtest(
+        repo_root,
+        "--engines",
+        "remote",
+        "--rooms",
+        "1",
+        "--duration",
+        "10",
+        "--json",
+        "--out",
+        str(out),
+    )
     report = json.loads(out.read_text())
     engines = report["engines"]
     # one connection is the worker's provider check at start, one the session's
@@ -199,8 +239,9 @@ def test_compare_agentsession_runs_the_same_load_against_both_workers(
     tmp_path: Path, repo_root: Path
 ) -> None:
     out = tmp_path / "report.json"
-    proc = loadtest(repo_root, "--rooms", "1", "--duration", "8", "--compare-agentsession",
-                    "--out", str(out))
+    proc = loadtest(
+        repo_root, "--rooms", "1", "--duration", "8", "--compare-agentsession", "--out", str(out)
+    )
     assert "agentsession-tuned step N=1" in proc.stderr
     assert "side by side" in proc.stdout
     report = json.loads(out.read_text())

@@ -30,40 +30,57 @@ from agent.events import (
 )
 from agent.ops.metrics import Metrics, MetricsRecorder
 
-LATENCY = {"endpoint": 310.0, "stt": 250.0, "llm_first_token": 120.0, "first_chunk": 260.0,
-           "tts_first_audio": 40.0, "voice_to_voice": 580.0}
+LATENCY = {
+    "endpoint": 310.0,
+    "stt": 250.0,
+    "llm_first_token": 120.0,
+    "first_chunk": 260.0,
+    "tts_first_audio": 40.0,
+    "voice_to_voice": 580.0,
+}
 
 
 def conversation() -> list[dict]:
     """Events as the turn engine emits them, as the recorder gets them (their JSON): a question
     answered by a speculative reply, the user cuts in, and the cut-in is answered."""
-    turn = {"user_text": "what is the capital of france", "agent_text": "Paris.",
-            "heard_text": "Paris.", "interrupted": False}
-    return [event_json(e) for e in [
-        SpeechStart(1.0, utterance_id=1),
-        Transcript(1.5, "what is", final=False),
-        SpeechEnd(2.0, utterance_id=1),
-        ReplyStarted(2.25, reply_id=1, speculative=True),
-        Speculative(2.31, kept=True, similarity=1.0),
-        Transcript(2.31, "What is the capital of France?", final=True),
-        AudioStart(2.58, reply_id=1),
-        TtsChunk(2.55, "The capital", reply_id=1),
-        SpeechStart(3.0, utterance_id=2),
-        BargeIn(3.06, text="Stop.", onset=3.0),
-        ReplyCancelled(3.5, reply_id=1, reason="barge_in"),
-        PlaybackStopped(3.5, heard_text="The capital"),
-        Turn(3.5, **turn | {"interrupted": True, "heard_text": "The capital"},
-             latency_ms=LATENCY),
-        SpeechEnd(4.0, utterance_id=2),
-        ReplyStarted(4.2, reply_id=2, speculative=True),
-        Speculative(4.3, kept=False, similarity=0.5),
-        ReplyCancelled(4.3, reply_id=2, reason="speculative_mismatch"),
-        Transcript(4.3, "Stop.", final=True),
-        ReplyStarted(4.3, reply_id=3, speculative=False),
-        AudioStart(4.7, reply_id=3),
-        Turn(6.0, **turn, latency_ms={**LATENCY, "voice_to_voice": 700.0,
-                                       "llm_first_token": None}),
-    ]]
+    turn = {
+        "user_text": "what is the capital of france",
+        "agent_text": "Paris.",
+        "heard_text": "Paris.",
+        "interrupted": False,
+    }
+    return [
+        event_json(e)
+        for e in [
+            SpeechStart(1.0, utterance_id=1),
+            Transcript(1.5, "what is", final=False),
+            SpeechEnd(2.0, utterance_id=1),
+            ReplyStarted(2.25, reply_id=1, speculative=True),
+            Speculative(2.31, kept=True, similarity=1.0),
+            Transcript(2.31, "What is the capital of France?", final=True),
+            AudioStart(2.58, reply_id=1),
+            TtsChunk(2.55, "The capital", reply_id=1),
+            SpeechStart(3.0, utterance_id=2),
+            BargeIn(3.06, text="Stop.", onset=3.0),
+            ReplyCancelled(3.5, reply_id=1, reason="barge_in"),
+            PlaybackStopped(3.5, heard_text="The capital"),
+            Turn(
+                3.5, **turn | {"interrupted": True, "heard_text": "The capital"}, latency_ms=LATENCY
+            ),
+            SpeechEnd(4.0, utterance_id=2),
+            ReplyStarted(4.2, reply_id=2, speculative=True),
+            Speculative(4.3, kept=False, similarity=0.5),
+            ReplyCancelled(4.3, reply_id=2, reason="speculative_mismatch"),
+            Transcript(4.3, "Stop.", final=True),
+            ReplyStarted(4.3, reply_id=3, speculative=False),
+            AudioStart(4.7, reply_id=3),
+            Turn(
+                6.0,
+                **turn,
+                latency_ms={**LATENCY, "voice_to_voice": 700.0, "llm_first_token": None},
+            ),
+        ]
+    ]
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -108,8 +125,9 @@ def test_json_logs_carry_one_turn_id_through_each_turn(caplog: pytest.LogCapture
     records = [json.loads(r.getMessage()) for r in caplog.records if r.name == "voxroom.turns"]
     ids = {r["event"] + str(r.get("reply_id", "")): r["turn_id"] for r in records[:6]}
     # the first question: speech, the speculative reply, its audio, and its (interrupted) end
-    assert {ids["speech_start"], ids["speech_end"], ids["reply_started1"],
-            ids["audio_start1"]} == {1}
+    assert {ids["speech_start"], ids["speech_end"], ids["reply_started1"], ids["audio_start1"]} == {
+        1
+    }
     turns = [r for r in records if r["event"] == "turn"]
     assert [t["turn_id"] for t in turns] == [1, 2]
     assert [r["turn_id"] for r in records if r["event"] == "barge_in"] == [2]
@@ -138,8 +156,9 @@ def test_a_span_per_turn_with_its_stages() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    rec = MetricsRecorder("s", metrics=Metrics(CollectorRegistry()),
-                          tracer=provider.get_tracer("test"))
+    rec = MetricsRecorder(
+        "s", metrics=Metrics(CollectorRegistry()), tracer=provider.get_tracer("test")
+    )
     for event in conversation():
         rec.on_event(event)
     spans = exporter.get_finished_spans()
@@ -148,16 +167,26 @@ def test_a_span_per_turn_with_its_stages() -> None:
     first = turns[0]
     assert first.attributes["voxroom.interrupted"] is True
     assert (first.end_time - first.start_time) / 1e9 == pytest.approx(1.5)  # speech end -> 3.5
-    children = {s.name: s for s in spans if s.parent is not None
-                and s.parent.span_id == first.context.span_id}
-    assert set(children) == {"voxroom.endpoint", "voxroom.llm_first_token",
-                             "voxroom.first_chunk", "voxroom.tts_first_audio"}
+    children = {
+        s.name: s
+        for s in spans
+        if s.parent is not None and s.parent.span_id == first.context.span_id
+    }
+    assert set(children) == {
+        "voxroom.endpoint",
+        "voxroom.llm_first_token",
+        "voxroom.first_chunk",
+        "voxroom.tts_first_audio",
+    }
     tts = children["voxroom.tts_first_audio"]
     assert (tts.start_time - first.start_time) / 1e6 == pytest.approx(250 + 260, abs=0.01)
     assert (tts.end_time - tts.start_time) / 1e6 == pytest.approx(40, abs=0.01)
     # the second turn has no LLM latency: no span invented for it
-    second = {s.name for s in spans if s.parent is not None
-              and s.parent.span_id == turns[1].context.span_id}
+    second = {
+        s.name
+        for s in spans
+        if s.parent is not None and s.parent.span_id == turns[1].context.span_id
+    }
     assert "voxroom.llm_first_token" not in second
 
 
@@ -190,8 +219,14 @@ def test_job_process_metrics_reach_the_worker_collector(tmp_path: Path) -> None:
     from prometheus_client import multiprocess
 
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    job = subprocess.Popen([sys.executable, "-c", JOB], env=env, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    job = subprocess.Popen(
+        [sys.executable, "-c", JOB],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
     try:
         assert job.stdout is not None and job.stdout.readline().strip() == "recorded"
         registry = CollectorRegistry()

@@ -48,18 +48,35 @@ async def test_one_worker_pool_serves_rooms_on_both_nodes(redis_url: str, tmp_pa
         LiveKitServer(redis_url=redis_url, log_path=tmp_path / "b.log") as node_b,
     ):
         async with scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100)) as base_url:
-            env = {"LIVEKIT_URL": node_a.url, "LIVEKIT_API_KEY": node_a.api_key,
-                   "LIVEKIT_API_SECRET": node_a.api_secret, "PYTHONUNBUFFERED": "1",
-                   "VOXROOM_STORE_PATH": str(tmp_path / "store.sqlite3"),
-                   **scripted_llm_env(base_url)}
-            argv = ["-m", "agent.cli", "agent", "--agent-name", AGENT,
-                    "--max-sessions", str(2 * (ROOMS + MORE_ROOMS)), "--max-cpu", "0"]
+            env = {
+                "LIVEKIT_URL": node_a.url,
+                "LIVEKIT_API_KEY": node_a.api_key,
+                "LIVEKIT_API_SECRET": node_a.api_secret,
+                "PYTHONUNBUFFERED": "1",
+                "VOXROOM_STORE_PATH": str(tmp_path / "store.sqlite3"),
+                **scripted_llm_env(base_url),
+            }
+            argv = [
+                "-m",
+                "agent.cli",
+                "agent",
+                "--agent-name",
+                AGENT,
+                "--max-sessions",
+                str(2 * (ROOMS + MORE_ROOMS)),
+                "--max-cpu",
+                "0",
+            ]
             with worker_process(argv, env, tmp_path / "worker.log"):
                 nodes = [node_a, node_b]
 
                 def user_for(i: int) -> RoomUser:
-                    return RoomUser(nodes[i % 2].url, create_join_token(
-                        nodes[i % 2].livekit_settings(AGENT), f"mn-{i}", f"user-{i}"))
+                    return RoomUser(
+                        nodes[i % 2].url,
+                        create_join_token(
+                            nodes[i % 2].livekit_settings(AGENT), f"mn-{i}", f"user-{i}"
+                        ),
+                    )
 
                 users = [user_for(i) for i in range(ROOMS)]
                 try:

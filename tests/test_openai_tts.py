@@ -44,8 +44,12 @@ async def test_speech_comes_back_trimmed_at_the_output_rate() -> None:
     assert 0.49 * 48_000 <= audio.size <= 0.57 * 48_000
     assert np.abs(audio).max() > 8_000 and audio[0] == 0 and audio[-1] == 0  # faded edges
     assert again.size == 0 and len(double.requests) == 1  # no request for empty text
-    assert double.requests[0] == {"model": "tts-1", "input": "Hello there.", "voice": "nova",
-                                  "response_format": "pcm"}
+    assert double.requests[0] == {
+        "model": "tts-1",
+        "input": "Hello there.",
+        "voice": "nova",
+        "response_format": "pcm",
+    }
 
 
 @pytest.mark.slow
@@ -113,24 +117,34 @@ async def test_cancelling_closes_the_request() -> None:
 
 
 def test_settings_select_the_openai_speech_client() -> None:
-    env = {"VOXROOM_TTS_PROVIDER": "openai", "VOXROOM_TTS_BASE_URL": "http://127.0.0.1:9/v1",
-           "VOXROOM_TTS_VOICE": "nova", "VOXROOM_CONFIG": "/nonexistent.toml"}
+    env = {
+        "VOXROOM_TTS_PROVIDER": "openai",
+        "VOXROOM_TTS_BASE_URL": "http://127.0.0.1:9/v1",
+        "VOXROOM_TTS_VOICE": "nova",
+        "VOXROOM_CONFIG": "/nonexistent.toml",
+    }
     settings = load_settings(env=env)
-    assert settings.tts == TTSSettings(provider="openai", base_url="http://127.0.0.1:9/v1",
-                                       voice="nova")
+    assert settings.tts == TTSSettings(
+        provider="openai", base_url="http://127.0.0.1:9/v1", voice="nova"
+    )
     tts = load_tts(24_000, settings.tts)
     assert isinstance(tts, OpenAITTS) and tts.sample_rate == 24_000
     assert tts.url == "http://127.0.0.1:9/v1/audio/speech" and tts.voice == "nova"
     assert load_settings(env=env | {"OPENAI_API_KEY": "sk-x"}).tts.api_key == "sk-x"
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"VOXROOM_TTS_PROVIDER": "openai"}, "OPENAI_API_KEY is required"),
-    ({"VOXROOM_TTS_PROVIDER": "openai", "VOXROOM_TTS_BASE_URL": "ftp://x"}, "http"),
-    ({"VOXROOM_TTS_PROVIDER": "openai", "OPENAI_API_KEY": "k", "VOXROOM_TTS_VOICE": ""},
-     "tts.voice"),
-    ({"VOXROOM_TTS_PROVIDER": "elevenlabs"}, "'piper' or 'openai'"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"VOXROOM_TTS_PROVIDER": "openai"}, "OPENAI_API_KEY is required"),
+        ({"VOXROOM_TTS_PROVIDER": "openai", "VOXROOM_TTS_BASE_URL": "ftp://x"}, "http"),
+        (
+            {"VOXROOM_TTS_PROVIDER": "openai", "OPENAI_API_KEY": "k", "VOXROOM_TTS_VOICE": ""},
+            "tts.voice",
+        ),
+        ({"VOXROOM_TTS_PROVIDER": "elevenlabs"}, "'piper' or 'openai'"),
+    ],
+)
 def test_openai_speech_settings_are_checked(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(env=env | {"VOXROOM_CONFIG": "/nonexistent.toml"})

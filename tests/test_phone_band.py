@@ -57,8 +57,9 @@ async def test_phone_band_speech_the_wideband_tuning_drops_is_heard(
     # Fast RP over the line scores a no-speech probability of ~0.7 (clean speech: under 0.5):
     # the wideband rule takes the question for no speech, the phone tuning writes it down.
     said = "Who painted the Mona Lisa?"
-    pcm = np.concatenate([PRE_ROLL, phone_line(trim(espeak(said, voice="en-gb-x-rp",
-                                                           words_per_min=220)))])
+    pcm = np.concatenate(
+        [PRE_ROLL, phone_line(trim(espeak(said, voice="en-gb-x-rp", words_per_min=220)))]
+    )
     assert await whisper_stt.transcribe(pcm) == ""
     heard = normalize(await for_phone_line(whisper_stt).transcribe(pcm)).split()
     assert {"who", "painted", "lisa"} <= set(heard), heard
@@ -66,8 +67,7 @@ async def test_phone_band_speech_the_wideband_tuning_drops_is_heard(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("amplitude", [300, 1000])
-async def test_noise_on_the_line_is_still_no_words(whisper_stt: WhisperSTT,
-                                                   amplitude: int) -> None:
+async def test_noise_on_the_line_is_still_no_words(whisper_stt: WhisperSTT, amplitude: int) -> None:
     noise = pink_noise(INPUT_RATE, np.random.default_rng(amplitude)) * amplitude
     pcm = phone_line(np.clip(noise, -32768, 32767).astype(np.int16))
     assert await for_phone_line(whisper_stt).transcribe(pcm) == ""
@@ -97,8 +97,9 @@ def test_the_phone_vad_hears_a_quiet_caller_the_wideband_gate_misses() -> None:
     # A caller 20 dB under the corpus's level (~ -40 dBFS active speech) over the line.
     said = trim(espeak("Could you remind me to call my mother tomorrow?", voice="en-029"))
     quiet = phone_line(np.round(said * 0.1).astype(np.int16))
-    audio = np.concatenate([np.zeros(INPUT_RATE // 2, np.int16), quiet,
-                            np.zeros(INPUT_RATE // 2, np.int16)])
+    audio = np.concatenate(
+        [np.zeros(INPUT_RATE // 2, np.int16), quiet, np.zeros(INPUT_RATE // 2, np.int16)]
+    )
     first_word = 0.5 + voiced_span(said)[0] / INPUT_RATE
     pre_roll = TurnOptions().pre_roll_s
     wide, wide_onset = front_end(audio, VoiceActivityDetector())
@@ -109,8 +110,12 @@ def test_the_phone_vad_hears_a_quiet_caller_the_wideband_gate_misses() -> None:
     assert sum(phone) > sum(wide)
     silence = np.zeros(INPUT_RATE, np.int16)
     noise = pink_noise(5 * INPUT_RATE, np.random.default_rng(0)) * 100  # -50 dBFS on the line
-    assert front_end(np.concatenate([silence, phone_line(noise.astype(np.int16))]),
-                     phone_line_vad())[1] is None
+    assert (
+        front_end(np.concatenate([silence, phone_line(noise.astype(np.int16))]), phone_line_vad())[
+            1
+        ]
+        is None
+    )
 
 
 def test_a_vad_gate_must_be_positive() -> None:

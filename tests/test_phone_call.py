@@ -33,8 +33,7 @@ class Sender:
 
 
 def dtmf(digit: str, sender: str | None = CALLER, code: int = 0) -> rtc.SipDTMF:
-    return rtc.SipDTMF(code=code, digit=digit,
-                       participant=Sender(sender) if sender else None)  # type: ignore[arg-type]
+    return rtc.SipDTMF(code=code, digit=digit, participant=Sender(sender) if sender else None)  # type: ignore[arg-type]
 
 
 class Pushed:
@@ -94,7 +93,7 @@ def test_a_profile_may_ignore_the_keypad(caplog: pytest.LogCaptureFixture) -> No
     keypad.start()
     room.emit("sip_dtmf_received", dtmf("1"))
     room.emit("sip_dtmf_received", dtmf("#"))
-    assert sum("keypad = \"ignore\"" in r.getMessage() for r in caplog.records) == 1
+    assert sum('keypad = "ignore"' in r.getMessage() for r in caplog.records) == 1
     keypad.close()
 
 
@@ -142,30 +141,39 @@ async def test_the_call_tools_act_on_the_call(registry: ToolRegistry) -> None:
     moved = await box.run(ToolCall("3", "transfer_call", '{"destination": "sales"}'), ctx)
     assert moved.ok and line.transferred == ["sales"]
     # The LLM picks a name the profile gave; a number it was told is not dialled.
-    rogue = await box.run(ToolCall("4", "transfer_call",
-                                   json.dumps({"destination": "tel:+19005550000"})), ctx)
+    rogue = await box.run(
+        ToolCall("4", "transfer_call", json.dumps({"destination": "tel:+19005550000"})), ctx
+    )
     assert not rogue.ok and "known: sales" in rogue.content and line.transferred == ["sales"]
 
     bye = await box.run(ToolCall("5", "end_call", '{"reason": "caller is done"}'), ctx)
     assert bye.ok and ended == ["caller is done"]
 
 
-async def test_the_call_tools_say_so_when_the_user_is_not_a_caller(
-        registry: ToolRegistry) -> None:
+async def test_the_call_tools_say_so_when_the_user_is_not_a_caller(registry: ToolRegistry) -> None:
     ended: list[str] = []
     ctx = ToolContext("room-1", "alice", end_conversation=ended.append)
     box = registry.toolbox(["end_call", "transfer_call", "send_digits"])
     for i, name in enumerate(box.names):
-        args = {"end_call": "{}", "transfer_call": '{"destination": "sales"}',
-                "send_digits": '{"digits": "1"}'}[name]
+        args = {
+            "end_call": "{}",
+            "transfer_call": '{"destination": "sales"}',
+            "send_digits": '{"digits": "1"}',
+        }[name]
         outcome = await box.run(ToolCall(str(i), name, args), ctx)
         assert not outcome.ok and "not a phone call" in outcome.content
     assert ended == []
 
 
 def test_keypad_digits_to_send() -> None:
-    assert dtmf_digits("12 3-#*a") == [(1, "1"), (2, "2"), (3, "3"), (11, "#"), (10, "*"),
-                                       (12, "A")]
+    assert dtmf_digits("12 3-#*a") == [
+        (1, "1"),
+        (2, "2"),
+        (3, "3"),
+        (11, "#"),
+        (10, "*"),
+        (12, "A"),
+    ]
     for bad in ("", "12x", "1" * 33):
         with pytest.raises(ValueError):
             dtmf_digits(bad)
@@ -179,7 +187,8 @@ def test_only_a_plain_number_is_the_callers_number() -> None:
     assert caller_number({}) == ""  # hidden
     instructions = "You take calls. The caller is {caller_number}; greet {them}."
     assert caller_instructions(instructions, "+15105550123") == (
-        "You take calls. The caller is +15105550123; greet {them}.")
+        "You take calls. The caller is +15105550123; greet {them}."
+    )
     assert NO_CALLER in caller_instructions(instructions, "")
 
 

@@ -23,8 +23,9 @@ from tests.agent_process import scripted_llm_env
 from tests.pod_home import host_env, pod_worker, sandbox_available
 from tests.test_infra import agent_container, k8s_docs
 
-pytestmark = pytest.mark.skipif(not sandbox_available(),
-                                reason="needs unshare with user and mount namespaces")
+pytestmark = pytest.mark.skipif(
+    not sandbox_available(), reason="needs unshare with user and mount namespaces"
+)
 
 
 def pod_environment(values: dict[str, str]) -> dict[str, str]:
@@ -33,8 +34,9 @@ def pod_environment(values: dict[str, str]) -> dict[str, str]:
     docs = k8s_docs()
     container = agent_container(docs["Deployment"])
     names = set(docs["ConfigMap"]["data"])
-    names |= {v["name"] for v in container["env"]
-              if not v["valueFrom"]["secretKeyRef"].get("optional")}
+    names |= {
+        v["name"] for v in container["env"] if not v["valueFrom"]["secretKeyRef"].get("optional")
+    }
     assert {"LIVEKIT_URL", "VOXROOM_STORE_URL", "VOXROOM_REDIS_URL"} <= names
     missing = names - values.keys()
     assert not missing, f"the test has no value for {missing}"
@@ -58,17 +60,19 @@ async def test_the_pod_registers_with_a_read_only_home(
     livekit_server: LiveKitServer, fresh_redis_url: str, postgres_url: str, tmp_path: Path
 ) -> None:
     async with scripted_llm_server(ScriptedLLM(["Hello."])) as base_url:
-        env = pod_environment({
-            "LIVEKIT_URL": livekit_server.url,
-            "LIVEKIT_API_KEY": livekit_server.api_key,
-            "LIVEKIT_API_SECRET": livekit_server.api_secret,
-            "VOXROOM_LIVEKIT_AGENT_NAME": "voxroom-pod",
-            "VOXROOM_LLM_PROVIDER": "openai",  # the scripted test double, not the bundled LLM
-            "VOXROOM_STT_PROVIDER": "whisper",
-            "VOXROOM_TTS_PROVIDER": "piper",
-            "VOXROOM_STORE_URL": postgres_url,
-            "VOXROOM_REDIS_URL": fresh_redis_url,
-        })
+        env = pod_environment(
+            {
+                "LIVEKIT_URL": livekit_server.url,
+                "LIVEKIT_API_KEY": livekit_server.api_key,
+                "LIVEKIT_API_SECRET": livekit_server.api_secret,
+                "VOXROOM_LIVEKIT_AGENT_NAME": "voxroom-pod",
+                "VOXROOM_LLM_PROVIDER": "openai",  # the scripted test double, not the bundled LLM
+                "VOXROOM_STT_PROVIDER": "whisper",
+                "VOXROOM_TTS_PROVIDER": "piper",
+                "VOXROOM_STORE_URL": postgres_url,
+                "VOXROOM_REDIS_URL": fresh_redis_url,
+            }
+        )
         env.update(scripted_llm_env(base_url))
         port = _free_port()
         worker = pod_worker(tmp_path / "pod", ["--health-port", str(port)], env)
@@ -90,11 +94,28 @@ def _in_pod_without_store_urls(tmp_path: Path, *voxroom: str) -> subprocess.Comp
     base = host_env(tmp_path / "pod")
     del base["VOXROOM_STORE_PATH"]  # the default: under the read-only home
     return subprocess.run(
-        [sys.executable, "-m", "tests.pod_home", base["HOME"], str(tmp_path / "pod" / "cache"),
-         "--", sys.executable, "-m", "agent.cli", *voxroom],
-        env={**base, "PATH": "/usr/bin:/bin", "LIVEKIT_URL": "ws://127.0.0.1:9",
-             **scripted_llm_env("http://127.0.0.1:9/v1")},
-        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "tests.pod_home",
+            base["HOME"],
+            str(tmp_path / "pod" / "cache"),
+            "--",
+            sys.executable,
+            "-m",
+            "agent.cli",
+            *voxroom,
+        ],
+        env={
+            **base,
+            "PATH": "/usr/bin:/bin",
+            "LIVEKIT_URL": "ws://127.0.0.1:9",
+            **scripted_llm_env("http://127.0.0.1:9/v1"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
     )
 
 

@@ -28,8 +28,11 @@ def test_the_dispatch_names_the_profile_before_the_room_and_default_otherwise() 
 
 
 def test_a_profile_that_changes_the_llm_gets_its_own_client_once(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, '[profiles.cold]\n[profiles.cold.llm]\ntemperature = 0.0\n'
-                                   '[profiles.same]\ninstructions = "Be brief."\n')
+    settings = _settings(
+        tmp_path,
+        "[profiles.cold]\n[profiles.cold.llm]\ntemperature = 0.0\n"
+        '[profiles.same]\ninstructions = "Be brief."\n',
+    )
     made = []
 
     def make(llm):
@@ -40,19 +43,27 @@ def test_a_profile_that_changes_the_llm_gets_its_own_client_once(tmp_path: Path)
     same = profile_llm(userdata, settings, settings.profile("same"), make)
     assert profile_llm(userdata, settings, settings.profile("default"), make) is same
     cold = profile_llm(userdata, settings, settings.profile("cold"), make)
-    assert cold is not same and profile_llm(userdata, settings, settings.profile("cold"),
-                                            make) is cold
+    assert (
+        cold is not same and profile_llm(userdata, settings, settings.profile("cold"), make) is cold
+    )
     assert [m.temperature for m in made] == [settings.llm.temperature, 0.0]
 
 
 def test_a_profile_voice_needs_a_tts_server_with_named_voices(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"\[profiles.night\]: voice = 'nova' needs"):
         _settings(tmp_path, '[profiles.night]\nvoice = "nova"\n')
-    settings = _settings(tmp_path, '[tts]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9"\n'
-                                   '[profiles.night]\nvoice = "nova"\n')
+    settings = _settings(
+        tmp_path,
+        '[tts]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9"\n'
+        '[profiles.night]\nvoice = "nova"\n',
+    )
     userdata = {"tts": "shared"}
     made = []
-    night = profile_tts(userdata, settings, settings.profile("night"),
-                        lambda tts: made.append(tts.voice) or f"tts-{tts.voice}")
+    night = profile_tts(
+        userdata,
+        settings,
+        settings.profile("night"),
+        lambda tts: made.append(tts.voice) or f"tts-{tts.voice}",
+    )
     assert night == "tts-nova" and made == ["nova"]
     assert profile_tts(userdata, settings, settings.profile("default"), None) == "shared"

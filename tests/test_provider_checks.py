@@ -32,8 +32,13 @@ async def models_listing_double(models: list[str], key: str = "sk-good") -> Asyn
         if request.headers.get("Authorization") != f"Bearer {key}":
             return web.json_response({"error": {"message": "Incorrect API key"}}, status=401)
         return web.json_response(
-            {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
-                                        "owned_by": "test"} for m in models]})
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in models
+                ],
+            }
+        )
 
     app = web.Application()
     app.router.add_get("/v1/models", list_models)
@@ -52,15 +57,21 @@ async def test_listed_model_passes() -> None:
 
 async def test_unknown_model_names_what_the_server_has() -> None:
     async with models_listing_double(["qwen", "llama-3-8b"]) as url:
-        with pytest.raises(ProviderError, match=r"does not serve llm.model 'gpt-5'.*"
-                                                r"it lists llama-3-8b, qwen$"):
+        with pytest.raises(
+            ProviderError,
+            match=r"does not serve llm.model 'gpt-5'.*"
+            r"it lists llama-3-8b, qwen$",
+        ):
             await check_openai_llm(openai_settings(url, model="gpt-5"))
 
 
 async def test_rejected_key() -> None:
     async with models_listing_double(["llama-3-8b"]) as url:
-        with pytest.raises(ProviderError, match=r"rejected the API key \(HTTP 401\); check "
-                                                r"OPENAI_API_KEY"):
+        with pytest.raises(
+            ProviderError,
+            match=r"rejected the API key \(HTTP 401\); check "
+            r"OPENAI_API_KEY",
+        ):
             await check_openai_llm(openai_settings(url, key="sk-bad"))
 
 
@@ -80,8 +91,9 @@ async def test_deepgram_handshake() -> None:
         good = STTSettings(provider="deepgram", api_key="test-key", base_url=fake.url)
         assert "accepted the key" in await check_deepgram(good)
         with pytest.raises(ProviderError, match=r"rejected the API key.*DEEPGRAM_API_KEY"):
-            await check_deepgram(STTSettings(provider="deepgram", api_key="nope",
-                                             base_url=fake.url))
+            await check_deepgram(
+                STTSettings(provider="deepgram", api_key="nope", base_url=fake.url)
+            )
     assert fake.rejected == 1  # no retries
 
 

@@ -61,7 +61,8 @@ def test_endpointer_restarts_the_answer_when_the_final_question_differs():
 
 def test_endpointer_keeps_a_nearly_identical_speculative_answer():
     ep = QuestionEndpointer(
-        CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5)))
+        CopilotOptions(endpoint=EndpointOptions(silence_s=0.7, silence_cued_s=0.5))
+    )
     req = _question_heard(ep)
     _frames(ep, False, 1.06, 0.14)  # the quiet goes on while it is decoded
     out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.2)
@@ -113,8 +114,9 @@ def test_endpointer_keeps_a_candidate_through_a_single_voiced_frame():
 
 
 def _scored() -> QuestionEndpointer:
-    return QuestionEndpointer(CopilotOptions(
-        endpoint=replace(CopilotOptions().endpoint, scored=True)))
+    return QuestionEndpointer(
+        CopilotOptions(endpoint=replace(CopilotOptions().endpoint, scored=True))
+    )
 
 
 def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():

@@ -159,8 +159,14 @@ def test_no_secret_reaches_the_logs_or_the_printed_errors(tmp_path: Path) -> Non
         "VOXROOM_STT_BASE_URL": f"ws://127.0.0.1:{port}/v1/listen",
     }
     root = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(port)], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(port)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     written = out.stdout + out.stderr
     assert out.returncode == 0, written[-3000:]
     # The paths ran and had secrets to hide: the server's echo was logged, masked.
@@ -169,7 +175,8 @@ def test_no_secret_reaches_the_logs_or_the_printed_errors(tmp_path: Path) -> Non
     assert "join token [REDACTED]" in written and "eyJ" not in written  # no JWT at all
     for secret in SECRETS:
         assert secret not in written, f"{secret[:6]}… leaked: " + next(
-            line for line in written.splitlines() if secret in line)
+            line for line in written.splitlines() if secret in line
+        )
 
 
 JOB_SECRET = "jobsecret-7e6d5c4b3a29"  # a registered secret (DEEPGRAM_API_KEY) of the worker
@@ -190,21 +197,39 @@ async def test_a_job_process_logs_secrets_masked(
     room_name = "redaction-job"
     settings = livekit_server.livekit_settings()
     warned = "dispatch metadata: not a JSON object"
-    async with fake_openai_server(ScriptedLLM(["Hello."])) as base_url, worker_beside_loop(
-        livekit_server, log_path, "--executor", "process", "--log-level", "DEBUG",
-        DEEPGRAM_API_KEY=JOB_SECRET, **scripted_llm_env(base_url),
+    async with (
+        fake_openai_server(ScriptedLLM(["Hello."])) as base_url,
+        worker_beside_loop(
+            livekit_server,
+            log_path,
+            "--executor",
+            "process",
+            "--log-level",
+            "DEBUG",
+            DEEPGRAM_API_KEY=JOB_SECRET,
+            **scripted_llm_env(base_url),
+        ),
     ):
         user = rtc.Room()
         try:
-            await user.connect(livekit_server.url, create_join_token(
-                settings, room_name, "user-1", dispatch_agent=False))
-            async with api.LiveKitAPI(livekit_server.http_url, livekit_server.api_key,
-                                      livekit_server.api_secret) as lk:
-                await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(
-                    agent_name=settings.agent_name, room=room_name, metadata=LEAKY_METADATA))
+            await user.connect(
+                livekit_server.url,
+                create_join_token(settings, room_name, "user-1", dispatch_agent=False),
+            )
+            async with api.LiveKitAPI(
+                livekit_server.http_url, livekit_server.api_key, livekit_server.api_secret
+            ) as lk:
+                await lk.agent_dispatch.create_dispatch(
+                    api.CreateAgentDispatchRequest(
+                        agent_name=settings.agent_name, room=room_name, metadata=LEAKY_METADATA
+                    )
+                )
             # The job process loads its own models first (prewarm), then joins and warns.
-            await require(lambda: warned in log_path.read_text(), 240,
-                          "the job never logged its metadata warning")
+            await require(
+                lambda: warned in log_path.read_text(),
+                240,
+                "the job never logged its metadata warning",
+            )
         finally:
             await user.disconnect()
     written = log_path.read_text()

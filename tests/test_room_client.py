@@ -76,12 +76,16 @@ async def test_final_texts_keep_the_latest_stream_of_each_segment() -> None:
         attributes = {"lk.segment_id": segment, "lk.transcription_final": str(final).lower()}
         return room_client.Transcription(time.monotonic(), "user-1", text, attributes)
 
-    user.transcripts += [said("Please remember my number.", "user-0"),
-                         said("four two", "user-0", final=False),
-                         said("Please remember my number, four two seven.", "user-0"),
-                         said("And my name?", "user-1")]
-    assert user.final_texts("user-1") == ["Please remember my number, four two seven.",
-                                          "And my name?"]
+    user.transcripts += [
+        said("Please remember my number.", "user-0"),
+        said("four two", "user-0", final=False),
+        said("Please remember my number, four two seven.", "user-0"),
+        said("And my name?", "user-1"),
+    ]
+    assert user.final_texts("user-1") == [
+        "Please remember my number, four two seven.",
+        "And my name?",
+    ]
     assert user.final_texts("agent") == []
 
 

@@ -55,8 +55,11 @@ async def test_frames_of_any_shape_reach_the_engine_as_20_ms_at_16_khz() -> None
     await push_frames(stream, guard, pushed.append)  # type: ignore[arg-type]
     # What one guard makes of the same frames, all of it: nothing dropped, nothing added.
     alone = FrameGuard()
-    expected = [f for e in events
-                for f in alone.push(e.frame.data, e.frame.sample_rate, e.frame.num_channels)]
+    expected = [
+        f
+        for e in events
+        for f in alone.push(e.frame.data, e.frame.sample_rate, e.frame.num_channels)
+    ]
     assert len(pushed) == len(expected) >= 3
     assert all(np.array_equal(a, b) for a, b in zip(pushed, expected, strict=True))
     assert all(f.dtype == np.int16 and f.shape == (FRAME_SAMPLES,) for f in pushed)

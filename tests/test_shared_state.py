@@ -86,8 +86,9 @@ def test_only_one_new_agent_takes_the_reply_a_dead_agent_was_speaking(
     memory.speaking("a", {"user_text": "q", "sent_text": "half of it", "session": "s"})
     with ThreadPoolExecutor(4) as pool:
         taken = list(pool.map(lambda _: memory.take_speaking("a"), range(4)))
-    assert [t for t in taken if t] == [{"user_text": "q", "sent_text": "half of it",
-                                        "session": "s"}]
+    assert [t for t in taken if t] == [
+        {"user_text": "q", "sent_text": "half of it", "session": "s"}
+    ]
 
 
 @pytest.fixture(params=["redis", "sqlite"])
@@ -124,20 +125,41 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     [stored] = store.turns("room")
     assert stored["heard_text"] == "First we pack the car," and stored["interrupted"] is True
     assert stored["session"] == "s2"
-    second.on_event(event_json(Turn(2.0, user_text="And then?", agent_text="We drive.",
-                                    heard_text="We drive.", interrupted=False, latency_ms={})))
+    second.on_event(
+        event_json(
+            Turn(
+                2.0,
+                user_text="And then?",
+                agent_text="We drive.",
+                heard_text="We drive.",
+                interrupted=False,
+                latency_ms={},
+            )
+        )
+    )
     await second.aclose()
     assert [t["user_text"] for t in store.turns("room")] == ["What is the plan?", "And then?"]
     third = ConversationLog("room", "s3", ChatHistory("system"), store=store, memory=memory)
-    assert [t["heard_text"] for t in await third.start(20)] == ["First we pack the car,",
-                                                              "We drive."]
+    assert [t["heard_text"] for t in await third.start(20)] == [
+        "First we pack the car,",
+        "We drive.",
+    ]
     await third.aclose()
 
 
 async def test_without_shared_state_the_history_comes_from_the_store(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path / "t.sqlite3")
-    store.append("room", "old", {"user_text": "q", "agent_text": "a", "heard_text": "a",
-                                 "interrupted": False, "latency_ms": {}})
+    store.append(
+        "room",
+        "old",
+        {
+            "user_text": "q",
+            "agent_text": "a",
+            "heard_text": "a",
+            "interrupted": False,
+            "latency_ms": {},
+        },
+    )
     log = ConversationLog("room", "s", ChatHistory("system"), store=store)
     assert [t["user_text"] for t in await log.start(20)] == ["q"]
     log.on_event(event_json(AudioStart(1.0, reply_id=1)))  # nothing shared: nothing to write

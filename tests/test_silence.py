@@ -14,7 +14,7 @@ def test_the_leading_silence_is_cut_to_what_is_kept_and_the_rest_stays() -> None
     pcm = np.concatenate([quiet, tone, quiet])
     out = trim_leading_silence(pcm, rate, keep_ms=5)
     assert len(out) == len(pcm) - rate * 25 // 1000  # 5 ms of the 30 left before the tone
-    assert np.array_equal(out[-len(tone) - len(quiet):], np.concatenate([tone, quiet]))
+    assert np.array_equal(out[-len(tone) - len(quiet) :], np.concatenate([tone, quiet]))
 
 
 def test_all_silence_or_nothing_is_left_as_it_is() -> None:

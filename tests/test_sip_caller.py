@@ -43,9 +43,11 @@ GOODBYE = "Goodbye, and thank you for calling."
 BROWSER_QUESTION = "Can you book me a table for two tonight?"
 PRESS = "Please press four two and hash for me."
 SENT = "I pressed them."
-CONFIG = ('[profiles.phone]\n'
-          'instructions = "You answer the phone for a shop. The caller is {caller_number}."\n'
-          'tools = ["end_call", "send_digits"]\nkeypad = "text"\n')
+CONFIG = (
+    "[profiles.phone]\n"
+    'instructions = "You answer the phone for a shop. The caller is {caller_number}."\n'
+    'tools = ["end_call", "send_digits"]\nkeypad = "text"\n'
+)
 
 
 def rule_room_config(**metadata: str) -> api.RoomConfiguration:
@@ -88,15 +90,20 @@ async def _ask(caller: RoomUser, question: str, answers: int) -> None:
 
 
 async def test_a_phone_caller_is_heard_answered_and_hanging_up_ends_the_session(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     log = tmp_path / "worker.log"
     requests: list[dict] = []
     llm = ScriptedLLM([HOURS, MENU], by_text={QUESTION: HOURS, keypad_text(["1"]): MENU})
     settings = livekit_server.livekit_settings()
     async with scripted_llm_server(llm, requests=requests) as base_url:
         with agent_worker(livekit_server, log, **scripted_llm_env(base_url), **_config(tmp_path)):
-            caller = sip_caller(livekit_server.url, settings, "call-_+15105550123_a1",
-                                room_config=rule_room_config(**{KEY_PROFILE: "phone"}))
+            caller = sip_caller(
+                livekit_server.url,
+                settings,
+                "call-_+15105550123_a1",
+                room_config=rule_room_config(**{KEY_PROFILE: "phone"}),
+            )
             await caller.connect()
             try:
                 await caller.wait_for_state("listening", after=0, timeout_s=120)
@@ -112,7 +119,8 @@ async def test_a_phone_caller_is_heard_answered_and_hanging_up_ends_the_session(
                 await caller.wait_for_state("speaking", after=pressed, timeout_s=30)
                 assert await caller.wait_for_finals(agent, 2, timeout_s=30) == [HOURS, MENU]
                 assert caller.final_texts(caller.room.local_participant.identity)[1] == (
-                    keypad_text(["1"]))
+                    keypad_text(["1"])
+                )
             finally:
                 await caller.close()  # the caller hangs up
             await _wait_for_line(log, "ended after 2 turns")
@@ -129,7 +137,8 @@ async def test_a_phone_caller_is_heard_answered_and_hanging_up_ends_the_session(
 
 
 async def test_a_browser_participant_is_not_the_caller_and_end_call_hangs_up(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     """The browser participant reaches the call's room first and speaks; the agent waits for
     the caller and answers the caller; its send_digits tool plays digits to the caller's line
     (SIP DTMF packets, as livekit-sip receives them), and its end_call tool removes the caller
@@ -137,26 +146,36 @@ async def test_a_browser_participant_is_not_the_caller_and_end_call_hangs_up(
     log = tmp_path / "worker.log"
     room = "call-_+15105550123_b2"
     requests: list[dict] = []
-    bye = ScriptedToolTurn(tool="end_call", arguments={"reason": "the caller is done"},
-                           answer=GOODBYE)
+    bye = ScriptedToolTurn(
+        tool="end_call", arguments={"reason": "the caller is done"}, answer=GOODBYE
+    )
     digits = ScriptedToolTurn(tool="send_digits", arguments={"digits": "42#"}, answer=SENT)
-    llm = ScriptedLLM([HOURS, digits, bye], by_text={
-        QUESTION: HOURS, PRESS: digits, "That is all, bye.": bye})
+    llm = ScriptedLLM(
+        [HOURS, digits, bye], by_text={QUESTION: HOURS, PRESS: digits, "That is all, bye.": bye}
+    )
     settings = livekit_server.livekit_settings()
     async with scripted_llm_server(llm, requests=requests) as base_url:
         with agent_worker(livekit_server, log, **scripted_llm_env(base_url), **_config(tmp_path)):
             # As livekit-sip creates the room of a call: with the dispatch rule's configuration.
-            async with api.LiveKitAPI(livekit_server.http_url, settings.api_key,
-                                      settings.api_secret) as lk:
-                await lk.room.create_room(api.CreateRoomRequest(
-                    name=room, agents=rule_room_config(**{KEY_PROFILE: "phone"}).agents))
+            async with api.LiveKitAPI(
+                livekit_server.http_url, settings.api_key, settings.api_secret
+            ) as lk:
+                await lk.room.create_room(
+                    api.CreateRoomRequest(
+                        name=room, agents=rule_room_config(**{KEY_PROFILE: "phone"}).agents
+                    )
+                )
             browser = joining(livekit_server, room, "browser-1", dispatch_agent=False)
             caller = sip_caller(livekit_server.url, settings, room)
             removed = asyncio.Event()
             caller.room.on("disconnected", lambda reason: removed.set())
             heard_digits: list[tuple[str, str]] = []  # (digit, sender) as livekit-sip gets them
-            caller.room.on("sip_dtmf_received", lambda d: heard_digits.append(
-                (d.digit, d.participant.identity if d.participant else "")))
+            caller.room.on(
+                "sip_dtmf_received",
+                lambda d: heard_digits.append(
+                    (d.digit, d.participant.identity if d.participant else "")
+                ),
+            )
             await browser.connect()
             try:
                 assert await wait_until(lambda: browser.agent_identity is not None, 120)

@@ -49,8 +49,10 @@ def test_compose_sip_shares_livekit_s_redis_and_keys() -> None:
     # The pair LiveKit accepts (its LIVEKIT_KEYS), from the same variables.
     keys = compose()["services"]["livekit"]["environment"]["LIVEKIT_KEYS"]
     assert re.findall(r"\$\{([A-Z_]+)", keys) == ["LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"]
-    assert (config["api_key"], config["api_secret"]) == ("<LIVEKIT_API_KEY>",
-                                                         "<LIVEKIT_API_SECRET>")
+    assert (config["api_key"], config["api_secret"]) == (
+        "<LIVEKIT_API_KEY>",
+        "<LIVEKIT_API_SECRET>",
+    )
     assert config["nat_1_to_1_ip"] == "<NODE_IP>" and config["use_external_ip"] is False
 
 
@@ -59,8 +61,11 @@ def test_compose_sip_publishes_its_sip_and_rtp_ports() -> None:
     config = compose_sip_config()
     low, high = rtp_range(config)
     sip_port = config["sip_port"]
-    assert {f"{sip_port}:{sip_port}/udp", f"{sip_port}:{sip_port}/tcp",
-            f"{low}-{high}:{low}-{high}/udp"} <= set(service["ports"])
+    assert {
+        f"{sip_port}:{sip_port}/udp",
+        f"{sip_port}:{sip_port}/tcp",
+        f"{low}-{high}:{low}-{high}/udp",
+    } <= set(service["ports"])
     assert {"livekit", "redis"} <= set(service["depends_on"])
     assert service["profiles"] == ["sip"]  # only for those with a trunk
 
@@ -108,10 +113,12 @@ def test_k8s_sip_runs_on_the_host_network_and_applies_all_but_the_secret() -> No
     pod = spec["template"]["spec"]
     assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["strategy"]["type"] == "Recreate"  # host ports: never two pods on one node
-    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"][
-        "labels"].items()
-    expected = {p.name for p in K8S_SIP.glob("*.yaml")
-                if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")}
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    expected = {
+        p.name
+        for p in K8S_SIP.glob("*.yaml")
+        if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
+    }
     assert sorted(docs["Kustomization"]["resources"]) == sorted(expected)
 
 

@@ -37,7 +37,9 @@ def test_a_backchannel_ducks_the_answer_and_never_silences_it() -> None:
     assert tl.ducked == [(approx(3.54), approx(4.14))]
     assert tl.audible == [(approx(2.54), approx(4.54))]  # the 2 s answer, never interrupted
     assert [type(a) for _, a in tl.log if isinstance(a, (E.Backchannel, A.ResumePlayback))] == [
-        A.ResumePlayback, E.Backchannel]
+        A.ResumePlayback,
+        E.Backchannel,
+    ]
     assert tl.machine.counters.backchannels == 1 and tl.machine.counters.ducks == 1
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [QUESTION]
 
@@ -64,8 +66,11 @@ def test_an_interruption_without_a_cue_word_stops_once_three_words_are_heard() -
     [(t_barge, _)] = tl.of(E.BargeIn)
     assert t_pause == t_barge == approx(4.24)
     assert tl.audible[0] == (approx(2.54), approx(4.24))
-    cancel_first = [type(a) for t, a in tl.log if t == approx(4.24)
-                    and isinstance(a, (A.PausePlayback, A.CancelReply, A.CommitBargeIn))]
+    cancel_first = [
+        type(a)
+        for t, a in tl.log
+        if t == approx(4.24) and isinstance(a, (A.PausePlayback, A.CancelReply, A.CommitBargeIn))
+    ]
     assert cancel_first == [A.PausePlayback, A.CancelReply, A.CommitBargeIn]
     assert tl.of(A.CommitUserTurn)[-1][1].text == "Tell me about Lisbon instead."
 
@@ -77,7 +82,8 @@ def test_an_interruption_that_begins_with_a_backchannel_word_stops_at_its_cue() 
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause == approx(4.14)
     assert tl.of(E.BargeIn) and tl.of(A.CommitUserTurn)[-1][1].text == (
-        "Okay but what about the price?")
+        "Okay but what about the price?"
+    )
 
 
 def test_a_wordless_sound_longer_than_any_backchannel_pauses_then_resumes() -> None:

@@ -31,8 +31,10 @@ def test_a_complete_partial_starts_the_reply_and_it_is_heard_at_the_endpoint() -
 
 
 def test_without_partials_the_same_turn_is_heard_later() -> None:
-    tl = Timeline(options=TurnOptions(speculate_on_partials=False),
-                  engines=FakeEngines(reply_audio_after_s=0.3))
+    tl = Timeline(
+        options=TurnOptions(speculate_on_partials=False),
+        engines=FakeEngines(reply_audio_after_s=0.3),
+    )
     tl.partial_at(1.9, "what time is it?")
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(t_start, _)] = tl.of(A.StartReply)
@@ -130,4 +132,3 @@ def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> No
     assert not tl.of(A.CancelReply)
     [(t_start, _)] = tl.of(A.StartReply)
     assert t_start == approx(2.26)
-

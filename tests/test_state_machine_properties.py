@@ -187,8 +187,11 @@ class Driver:
                 if self.scores:
                     uid, text = self.scores.pop(0)
                     self.check("score", self.machine.on_turn_score(uid, text, 0.5, self.now))
-            live = [r for r in self.started if r in self.confirmed
-                    and r not in self.cancelled | self.done]
+            live = [
+                r
+                for r in self.started
+                if r in self.confirmed and r not in self.cancelled | self.done
+            ]
             for rid in live:
                 self.reply_event("audio_started", rid)
                 self.reply_event("done", rid)
@@ -305,10 +308,14 @@ class Driver:
         """After the drain: every committed turn was answered (its reply was heard or ended,
         or the canned phrase replaced it) or retracted to be merged into the next one."""
         for uid, rid in self.turn_reply.items():
-            confirmed_at = next(t for t, _, a in self.log
-                                if isinstance(a, A.ConfirmReply) and a.reply_id == rid)
-            answered = (rid in self.audible or rid in self.done
-                        or any(t >= confirmed_at for t in self.canned_at))
+            confirmed_at = next(
+                t for t, _, a in self.log if isinstance(a, A.ConfirmReply) and a.reply_id == rid
+            )
+            answered = (
+                rid in self.audible
+                or rid in self.done
+                or any(t >= confirmed_at for t in self.canned_at)
+            )
             if not (answered or self.committed[uid] in self.retracted):
                 raise Violation(f"turn {self.committed[uid]!r} (reply {rid}) was never answered")
 

@@ -26,7 +26,12 @@ def test_a_typed_message_is_committed_and_answered_at_once() -> None:
     tl.run(lambda t: False, until_s=4.0)
     kinds = (A.StartReply, E.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState)
     assert at(tl, 1.0, kinds) == [
-        A.StartReply, E.Transcript, A.CommitUserTurn, A.ConfirmReply, A.SetState]
+        A.StartReply,
+        E.Transcript,
+        A.CommitUserTurn,
+        A.ConfirmReply,
+        A.SetState,
+    ]
     [(_, start)] = tl.of(A.StartReply)
     assert start.user_text == "what is the weather?" and not start.speculative
     [(_, commit)] = tl.of(A.CommitUserTurn)
@@ -35,7 +40,10 @@ def test_a_typed_message_is_committed_and_answered_at_once() -> None:
     assert transcript == E.Transcript(t_final, "what is the weather?", final=True)  # published
     assert t_final == approx(1.0)
     assert tl.states() == [
-        (approx(1.0), "THINKING"), (approx(1.4), "SPEAKING"), (approx(3.4), "LISTENING")]
+        (approx(1.0), "THINKING"),
+        (approx(1.4), "SPEAKING"),
+        (approx(3.4), "LISTENING"),
+    ]
     assert tl.machine.counters.typed == 1 and tl.machine.counters.turns == 1
 
 
@@ -53,14 +61,25 @@ def test_typing_while_the_agent_speaks_cuts_it_like_a_barge_in() -> None:
     assert tl.audible[0] == (approx(2.66), approx(3.0))  # silent at once
     # Cancelled first (the history cut to what was heard), then the typed turn.
     assert at(tl, 3.0, (A.CancelReply, A.CommitBargeIn, A.CommitUserTurn, A.SetState)) == [
-        A.CancelReply, A.CommitBargeIn, A.CommitUserTurn, A.SetState]
+        A.CancelReply,
+        A.CommitBargeIn,
+        A.CommitUserTurn,
+        A.SetState,
+    ]
     [(_, cancel)] = tl.of(A.CancelReply)
     [(_, cut)] = tl.of(A.CommitBargeIn)
     assert cut.reply_id == cancel.reply_id and cancel.reason == "typed message"
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [
-        "what time is it?", "stop, what is the date?"]
+        "what time is it?",
+        "stop, what is the date?",
+    ]
     assert [s for _, s in tl.states()] == [
-        "THINKING", "SPEAKING", "THINKING", "SPEAKING", "LISTENING"]
+        "THINKING",
+        "SPEAKING",
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+    ]
     assert tl.audible[1] == (approx(3.4), approx(5.4))  # the typed question's answer
     assert tl.of(E.BargeIn) == [] and tl.machine.counters.barge_ins == 0  # not a spoken one
 
@@ -72,7 +91,9 @@ def test_typing_while_the_agent_thinks_merges_into_the_turn_being_answered() -> 
     [(t_retract, retract)] = tl.of(A.RetractUserTurn)
     assert t_retract == approx(2.5) and retract.text == "what time is it?"
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [
-        "what time is it?", "what time is it? in Tokyo"]
+        "what time is it?",
+        "what time is it? in Tokyo",
+    ]
     assert [a.user_text for _, a in tl.of(A.StartReply)][-1] == "what time is it? in Tokyo"
     assert tl.audible == [(approx(3.5), approx(5.5))]  # answered once
 
@@ -127,7 +148,13 @@ def test_typing_while_a_sound_pauses_the_agent_cuts_it_and_the_sound_goes_on_as_
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == ["what time is it?", "in Tokyo and in Paris"]
     assert [s for _, s in tl.states()] == [
-        "THINKING", "SPEAKING", "LISTENING", "THINKING", "SPEAKING", "LISTENING"]
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+    ]
 
 
 def test_speech_right_after_a_typed_message_joins_it_before_the_answer() -> None:
@@ -139,4 +166,6 @@ def test_speech_right_after_a_typed_message_joins_it_before_the_answer() -> None
     tl.run(speech((0.6, 1.2)), until_s=5.0)
     assert [a.text for _, a in tl.of(A.RetractUserTurn)] == ["what time is it?"]
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [
-        "what time is it?", "what time is it? in Tokyo?"]
+        "what time is it?",
+        "what time is it? in Tokyo?",
+    ]

@@ -22,16 +22,25 @@ def test_the_opus_round_trip_keeps_the_length_and_the_tone() -> None:
 def test_the_oracle_is_the_hypothesis_nearest_to_what_was_said() -> None:
     said = "Why do cats purr?"
     assert oracle(said, ["Why do cats earth?", "Why do cats purr", "Why do you care?"]) == (
-        "Why do cats purr")
+        "Why do cats purr"
+    )
     assert oracle(said, ["Why do cats earth?", "Why do cats burn?"]) == "Why do cats earth?"
 
 
 def test_the_summary_gives_best_and_oracle_per_kind_and_overall() -> None:
     rows = [
-        {"kind": "clean", "said": "Why do cats purr?", "best": "Why do cats earth?",
-         "oracle": "Why do cats purr?"},
-        {"kind": "phone", "said": "Who painted the Mona Lisa?",
-         "best": "who painted by the leader", "oracle": "who painted the Middle East"},
+        {
+            "kind": "clean",
+            "said": "Why do cats purr?",
+            "best": "Why do cats earth?",
+            "oracle": "Why do cats purr?",
+        },
+        {
+            "kind": "phone",
+            "said": "Who painted the Mona Lisa?",
+            "best": "who painted by the leader",
+            "oracle": "who painted the Middle East",
+        },
     ]
     figures = summary(rows)
     assert list(figures) == ["clean", "phone", "overall"]

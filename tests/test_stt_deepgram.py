@@ -28,8 +28,12 @@ from agent.testing.deepgram_double_recognisers import silence, speech, word_code
 from agent.testing.deepgram_server_double import FRAME_BYTES, DeepgramServerDouble
 
 SCRIPT = ["hello there general kenobi", "what time is it in paris", "ignore this please"]
-FAST = DeepgramOptions(reconnect_backoff_s=0.01, reconnect_backoff_max_s=0.05,
-                       finalize_timeout_s=2.0, close_timeout_s=0.5)
+FAST = DeepgramOptions(
+    reconnect_backoff_s=0.01,
+    reconnect_backoff_max_s=0.05,
+    finalize_timeout_s=2.0,
+    close_timeout_s=0.5,
+)
 
 
 @pytest.fixture
@@ -82,9 +86,15 @@ async def test_interim_then_final_results(fake: DeepgramServerDouble) -> None:
     conn = fake.connection()
     assert conn.count("Finalize") == 0
     assert conn.params == {
-        "model": "nova-3", "encoding": "linear16", "sample_rate": "16000", "channels": "1",
-        "interim_results": "true", "endpointing": "300", "utterance_end_ms": "1000",
-        "vad_events": "true", "smart_format": "true",
+        "model": "nova-3",
+        "encoding": "linear16",
+        "sample_rate": "16000",
+        "channels": "1",
+        "interim_results": "true",
+        "endpointing": "300",
+        "utterance_end_ms": "1000",
+        "vad_events": "true",
+        "smart_format": "true",
     }
 
 
@@ -168,8 +178,9 @@ async def test_keepalive_only_while_idle(fake: DeepgramServerDouble) -> None:
             stream.push(pcm[i : i + FRAME_SAMPLES])
             await asyncio.sleep(0.02)
         await fake.wait_until(lambda: len(fake.connection().audio) == pcm.nbytes)
-    during_audio = [n for kind, n in fake.connection().controls
-                    if kind == "KeepAlive" and 0 < n < pcm.nbytes]
+    during_audio = [
+        n for kind, n in fake.connection().controls if kind == "KeepAlive" and 0 < n < pcm.nbytes
+    ]
     assert during_audio == []
 
 

@@ -46,8 +46,10 @@ def test_a_failing_stream_is_logged_once_per_utterance(caplog: pytest.LogCapture
     assert warnings(caplog) == ["STT push failed: RuntimeError: decoder died"]
     guard.new_utterance()  # its own discard fails too: logged once for the new utterance
     guard.push(FRAME)
-    assert warnings(caplog) == ["STT push failed: RuntimeError: decoder died",
-                                "STT discard failed: RuntimeError: decoder died"]
+    assert warnings(caplog) == [
+        "STT push failed: RuntimeError: decoder died",
+        "STT discard failed: RuntimeError: decoder died",
+    ]
 
 
 def test_a_working_stream_gets_every_call(caplog: pytest.LogCaptureFixture):

@@ -50,8 +50,9 @@ async def test_real_speech_is_transcribed_by_the_server_and_the_pause_decode_is_
     sentence = "Remind me to call my mother tomorrow morning."
     speech = with_silence(await piper.synthesize(sentence), 0.2, 0.3)
     async with TranscriptionServerDouble(whisper.transcribe) as server:
-        stt = load_stt(STTSettings(provider="openai", base_url=server.url, api_key="k",
-                                   model="large-v3"))
+        stt = load_stt(
+            STTSettings(provider="openai", base_url=server.url, api_key="k", model="large-v3")
+        )
         assert isinstance(stt, OpenAISTT)
         stream = stt.stream()
         try:
@@ -145,8 +146,9 @@ class _ToneTTS:
 
     sample_rate = INPUT_RATE
 
-    async def synthesize(self, text: str, *, left_context: str = "",
-                         right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         return tone(0.1 * max(1, len(text.split())))
 
 
@@ -168,9 +170,13 @@ async def test_the_turn_engine_answers_what_the_server_heard() -> None:
         loop = asyncio.get_running_loop()
         events: list[dict] = []
         engine = TurnEngine(
-            stt=OpenAISTT(base_url=server.url), llm=ScriptedLLM([reply], sleep=asyncio.sleep),
-            tts=_ToneTTS(), sink=TimelineSink(INPUT_RATE, 0.0, clock=loop.time),
-            history=ChatHistory("system"), clock=loop.time, partials="listening",
+            stt=OpenAISTT(base_url=server.url),
+            llm=ScriptedLLM([reply], sleep=asyncio.sleep),
+            tts=_ToneTTS(),
+            sink=TimelineSink(INPUT_RATE, 0.0, clock=loop.time),
+            history=ChatHistory("system"),
+            clock=loop.time,
+            partials="listening",
             on_event=lambda event: events.append(event_json(event)),
         )
         await engine.start()

@@ -243,8 +243,9 @@ async def test_paused_stream_decodes_no_partials(
     stream: WhisperSTTStream, beckett: np.ndarray
 ) -> None:
     stream.set_paused(True)
-    await push_frames(stream, with_silence(beckett[: int(2.5 * INPUT_RATE)], 0.2, 0.3),
-                      realtime=False)
+    await push_frames(
+        stream, with_silence(beckett[: int(2.5 * INPUT_RATE)], 0.2, 0.3), realtime=False
+    )
     with pytest.raises(TimeoutError):
         await next_partial(stream, timeout_s=1.0)
     stream.set_paused(False)  # resuming decodes what is there
@@ -255,8 +256,9 @@ async def test_paused_stream_decodes_no_partials(
 
 @pytest.mark.slow
 async def test_discard_drops_the_utterance(stream: WhisperSTTStream) -> None:
-    await push_frames(stream, with_silence(espeak("Tell me a joke about computers."), 0.2, 0.3),
-                      realtime=False)
+    await push_frames(
+        stream, with_silence(espeak("Tell me a joke about computers."), 0.2, 0.3), realtime=False
+    )
     stream.discard()
     sentence = "Where is the nearest train station?"
     await push_frames(stream, with_silence(espeak(sentence), 0.2, 0.3), realtime=False)
@@ -437,7 +439,8 @@ async def test_a_two_thread_pool_never_runs_two_partials_at_once() -> None:
         first = asyncio.create_task(pool.run(release.wait, priority=PRIORITY_PARTIAL))
         await asyncio.sleep(0.05)
         second = asyncio.create_task(
-            pool.run(lambda: ran.append("second"), priority=PRIORITY_PARTIAL))
+            pool.run(lambda: ran.append("second"), priority=PRIORITY_PARTIAL)
+        )
         await asyncio.sleep(0.1)
         assert ran == []  # the free thread does not take it
     finally:

@@ -47,8 +47,9 @@ def see_agent_already_there(user: RoomUser) -> None:
 
 def joining(server: LiveKitServer, room: str, identity: str, **token: Any) -> RoomUser:
     """A RoomUser about to join `room` as `identity`; `token` as create_join_token takes it."""
-    return RoomUser(server.url, create_join_token(server.livekit_settings(), room, identity,
-                                                  **token))
+    return RoomUser(
+        server.url, create_join_token(server.livekit_settings(), room, identity, **token)
+    )
 
 
 async def say(user: RoomUser, text: str) -> float:

@@ -20,9 +20,10 @@ async def test_a_tick_the_loop_runs_late_comes_after_the_frames_held_up_by_the_s
             await frames.get()
             order.append("frame")
 
-    tasks = [asyncio.create_task(read_frames()),
-             asyncio.create_task(tick_forever(0.02, time.monotonic,
-                                              lambda now: order.append("tick")))]
+    tasks = [
+        asyncio.create_task(read_frames()),
+        asyncio.create_task(tick_forever(0.02, time.monotonic, lambda now: order.append("tick"))),
+    ]
     await asyncio.sleep(0.1)
 
     def send() -> None:

@@ -60,8 +60,9 @@ def test_ttl(ttl_s: int) -> None:
 def test_dispatches_the_configured_agent_by_default() -> None:
     claims = _claims(create_join_token(SETTINGS, "room-a", "user-1"))
     # The agent is told whom it serves: nobody else who joins the room first.
-    assert claims["roomConfig"] == {"agents": [
-        {"agentName": "voxroom-test", "metadata": '{"voxroom.user": "user-1"}'}]}
+    assert claims["roomConfig"] == {
+        "agents": [{"agentName": "voxroom-test", "metadata": '{"voxroom.user": "user-1"}'}]
+    }
 
 
 def test_no_dispatch() -> None:
@@ -92,8 +93,13 @@ def token_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     run in an empty directory with no LiveKit settings in the environment."""
     monkeypatch.setattr(cli, "SUBCOMMANDS", {"token": cli.SUBCOMMANDS["token"]})
     monkeypatch.chdir(tmp_path)
-    for name in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET", "VOXROOM_CONFIG",
-                 "VOXROOM_LIVEKIT_AGENT_NAME"):
+    for name in (
+        "LIVEKIT_URL",
+        "LIVEKIT_API_KEY",
+        "LIVEKIT_API_SECRET",
+        "VOXROOM_CONFIG",
+        "VOXROOM_LIVEKIT_AGENT_NAME",
+    ):
         monkeypatch.delenv(name, raising=False)
     return cli.main
 
@@ -106,16 +112,30 @@ def test_cli_prints_a_token_signed_with_the_configured_secret(
         f'[livekit]\napi_key = "{SETTINGS.api_key}"\napi_secret = "{SETTINGS.api_secret}"\n'
         'agent_name = "helper"\n'
     )
-    code = token_cli(["--config", str(config), "token", "--room", "r", "--identity", "me",
-                      "--name", "Me", "--ttl", "60"])
+    code = token_cli(
+        [
+            "--config",
+            str(config),
+            "token",
+            "--room",
+            "r",
+            "--identity",
+            "me",
+            "--name",
+            "Me",
+            "--ttl",
+            "60",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1  # just the token, for $(voxroom token ...)
     claims = _claims(out.strip())
     assert (claims["sub"], claims["name"], claims["video"]["room"]) == ("me", "Me", "r")
     assert claims["exp"] - claims["nbf"] == 60
-    assert claims["roomConfig"] == {"agents": [
-        {"agentName": "helper", "metadata": '{"voxroom.user": "me"}'}]}
+    assert claims["roomConfig"] == {
+        "agents": [{"agentName": "helper", "metadata": '{"voxroom.user": "me"}'}]
+    }
 
 
 def test_cli_environment_and_no_dispatch(
@@ -146,8 +166,10 @@ def test_dev_secret_token_is_quiet(recwarn: pytest.WarningsRecorder) -> None:
 
 def test_token_module_imports_no_livekit(repo_root: Path) -> None:
     # `voxroom token` must start fast: livekit is imported only when a token is made.
-    code = ("import sys, agent.transports.tokens; "
-            "assert 'livekit' not in sys.modules, sorted(sys.modules)")
+    code = (
+        "import sys, agent.transports.tokens; "
+        "assert 'livekit' not in sys.modules, sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=repo_root, check=True)
 
 
@@ -162,8 +184,9 @@ async def test_server_sees_the_grants_and_accepts_a_microphone(
     from livekit import api, rtc
 
     room = rtc.Room()
-    token = create_join_token(livekit_server.livekit_settings(), "grants", "user-1",
-                              dispatch_agent=False)
+    token = create_join_token(
+        livekit_server.livekit_settings(), "grants", "user-1", dispatch_agent=False
+    )
     await room.connect(livekit_server.url, token)
     try:
         mic = rtc.LocalAudioTrack.create_audio_track("mic", rtc.AudioSource(48000, 1))
@@ -196,9 +219,12 @@ def test_copilot_token_dispatches_the_agent_as_this_participants_copilot() -> No
     [dispatch] = claims["roomConfig"]["agents"]
     assert dispatch["agentName"] == "voxroom-test"
     assert json.loads(dispatch["metadata"]) == {
-        "voxroom.mode": "copilot", "voxroom.candidate": "cand",
-        "voxroom.resume": "cv.pdf", "voxroom.job_description": "jobs/acme.md",
-        "voxroom.user": "cand"}
+        "voxroom.mode": "copilot",
+        "voxroom.candidate": "cand",
+        "voxroom.resume": "cv.pdf",
+        "voxroom.job_description": "jobs/acme.md",
+        "voxroom.user": "cand",
+    }
     assert "metadata" not in claims  # the participant's own metadata stays empty
 
 
@@ -211,20 +237,29 @@ def test_copilot_documents_must_be_names_inside_the_context_directory(name: str)
 
 
 def test_cli_copilot_token(token_cli, capsys: pytest.CaptureFixture[str]) -> None:
-    assert token_cli(["token", "--room", "r", "--identity", "me", "--copilot",
-                      "--resume", "resume.md"]) == 0
-    [dispatch] = _claims(capsys.readouterr().out.strip(), LiveKitSettings().api_secret,
-                         LiveKitSettings().api_key)["roomConfig"]["agents"]
+    assert (
+        token_cli(
+            ["token", "--room", "r", "--identity", "me", "--copilot", "--resume", "resume.md"]
+        )
+        == 0
+    )
+    [dispatch] = _claims(
+        capsys.readouterr().out.strip(), LiveKitSettings().api_secret, LiveKitSettings().api_key
+    )["roomConfig"]["agents"]
     assert json.loads(dispatch["metadata"]) == {
-        "voxroom.mode": "copilot", "voxroom.candidate": "me", "voxroom.resume": "resume.md",
-        "voxroom.user": "me"}
+        "voxroom.mode": "copilot",
+        "voxroom.candidate": "me",
+        "voxroom.resume": "resume.md",
+        "voxroom.user": "me",
+    }
 
 
 def test_a_bridge_token_names_the_candidate_and_dispatches_nothing() -> None:
     from agent.transports.tokens import create_bridge_token
 
-    claims = _claims(create_bridge_token(SETTINGS, "room-a", "meeting-bridge-x", "cand",
-                                         copilot_mode=True))
+    claims = _claims(
+        create_bridge_token(SETTINGS, "room-a", "meeting-bridge-x", "cand", copilot_mode=True)
+    )
     assert claims["sub"] == "meeting-bridge-x"
     assert claims["attributes"] == {"voxroom.bridge.candidate": "cand"}
     assert json.loads(claims["metadata"]) == {"voxroom.mode": "copilot"}
@@ -238,28 +273,35 @@ def test_a_bridge_token_names_the_candidate_and_dispatches_nothing() -> None:
 def test_no_other_token_names_a_candidate() -> None:
     from agent.transports.tokens import copilot_metadata
 
-    for token in (create_join_token(SETTINGS, "room-a", "u"),
-                  create_join_token(SETTINGS, "room-a", "u",
-                                    dispatch_metadata=copilot_metadata("u"))):
+    for token in (
+        create_join_token(SETTINGS, "room-a", "u"),
+        create_join_token(SETTINGS, "room-a", "u", dispatch_metadata=copilot_metadata("u")),
+    ):
         assert "attributes" not in _claims(token)
 
 
 def test_cli_bridge_token(token_cli, capsys: pytest.CaptureFixture[str]) -> None:
-    assert token_cli(["token", "--room", "r", "--identity", "meeting-bridge-x",
-                      "--bridge-for", "me"]) == 0
-    claims = _claims(capsys.readouterr().out.strip(), LiveKitSettings().api_secret,
-                     LiveKitSettings().api_key)
+    assert (
+        token_cli(["token", "--room", "r", "--identity", "meeting-bridge-x", "--bridge-for", "me"])
+        == 0
+    )
+    claims = _claims(
+        capsys.readouterr().out.strip(), LiveKitSettings().api_secret, LiveKitSettings().api_key
+    )
     assert claims["attributes"] == {"voxroom.bridge.candidate": "me"}
     assert "roomConfig" not in claims
 
 
-@pytest.mark.parametrize("extra", [
-    ["--bridge-for", "me", "--copilot"],  # a bridge's token dispatches nothing
-    ["--bridge-for", ""],
-    ["--resume", "resume.md"],  # documents without --copilot
-    ["--copilot", "--no-dispatch"],  # the mode rides on the dispatch
-    ["--copilot", "--job-description", "../job.md"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--bridge-for", "me", "--copilot"],  # a bridge's token dispatches nothing
+        ["--bridge-for", ""],
+        ["--resume", "resume.md"],  # documents without --copilot
+        ["--copilot", "--no-dispatch"],  # the mode rides on the dispatch
+        ["--copilot", "--job-description", "../job.md"],
+    ],
+)
 def test_cli_copilot_token_refuses_inconsistent_options(
     token_cli, extra: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -268,12 +310,17 @@ def test_cli_copilot_token_refuses_inconsistent_options(
     assert captured.out == "" and captured.err.startswith("voxroom token: ")
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (["--room", "r"], "give --candidate"),  # a bridge no copilot would listen to
-    (["--token", "JWT", "--candidate", "me"], "the token's maker sets them"),
-])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--room", "r"], "give --candidate"),  # a bridge no copilot would listen to
+        (["--token", "JWT", "--candidate", "me"], "the token's maker sets them"),
+    ],
+)
 def test_the_bridge_names_its_candidate_in_the_token_it_makes(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
     said: str,
 ) -> None:
     monkeypatch.setattr(cli, "SUBCOMMANDS", {"bridge": cli.SUBCOMMANDS["bridge"]})

@@ -28,16 +28,22 @@ from agent.testing.scripted_llm import ScriptedLLM, ScriptedToolTurn
 from bench.speech import espeak, last_voiced_sample
 from tests.test_turn_engine import FakeSTT, ScriptedTurnDetector, ToneTTS, converse, of
 
-WEATHER = ScriptedToolTurn(tool="get_weather", arguments={"city": "Oslo"},
-                           answer="In Oslo it is {result} right now.")
+WEATHER = ScriptedToolTurn(
+    tool="get_weather", arguments={"city": "Oslo"}, answer="In Oslo it is {result} right now."
+)
 
 
 class RecordingTool:
     """An async tool function that records each call's start and end (loop time) and can be
     slow, fail, or return something odd."""
 
-    def __init__(self, result: Any = "sunny and twelve degrees", *, delay_s: float = 0.0,
-                 error: Exception | None = None) -> None:
+    def __init__(
+        self,
+        result: Any = "sunny and twelve degrees",
+        *,
+        delay_s: float = 0.0,
+        error: Exception | None = None,
+    ) -> None:
         self.result, self.delay_s, self.error = result, delay_s, error
         self.started: list[float] = []
         self.finished: list[float] = []
@@ -58,14 +64,17 @@ class RecordingTool:
 
 
 def weather_tool(fn: RecordingTool, *, read_only: bool = True, timeout_s: float = 5.0) -> Tool:
-    spec = ToolSpec("get_weather", "The weather in a city now.",
-                    {"type": "object", "properties": {"city": {"type": "string"}},
-                     "required": ["city"]})
+    spec = ToolSpec(
+        "get_weather",
+        "The weather in a city now.",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
     return Tool(spec, read_only=read_only, timeout_s=timeout_s, source="test", invoke=fn)
 
 
-def speech_then_silence(*texts_and_pauses: str | float, tail_s: float = 5.0) -> tuple[
-        np.ndarray, float]:
+def speech_then_silence(
+    *texts_and_pauses: str | float, tail_s: float = 5.0
+) -> tuple[np.ndarray, float]:
     """espeak-ng speech and silences in order; returns the audio and the end of the last
     voice (s)."""
     parts: list[np.ndarray] = [np.zeros(INPUT_RATE // 2, np.int16)]
@@ -90,18 +99,28 @@ def test_the_answer_uses_the_tools_result_and_the_history_keeps_the_call(questio
     pcm, _ = question
     fn = RecordingTool()
     history = ChatHistory("system")
-    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
-                      history=history, toolbox=Toolbox([weather_tool(fn)]))
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
+        history=history,
+        toolbox=Toolbox([weather_tool(fn)]),
+    )
 
     [turn] = of(events, "turn")
     assert turn["agent_text"] == "In Oslo it is sunny and twelve degrees right now."
     assert not turn["interrupted"] and len(fn.started) == 1
     call, result = turn["tool_messages"]
     assert call["role"] == "assistant"
-    assert call["tool_calls"][0]["function"] == {"name": "get_weather",
-                                                 "arguments": '{"city": "Oslo"}'}
-    assert result == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
-                      "content": "sunny and twelve degrees"}
+    assert call["tool_calls"][0]["function"] == {
+        "name": "get_weather",
+        "arguments": '{"city": "Oslo"}',
+    }
+    assert result == {
+        "role": "tool",
+        "tool_call_id": call["tool_calls"][0]["id"],
+        "content": "sunny and twelve degrees",
+    }
     # The next turn's prompt: the question, the call, its result, then what was heard.
     assert [m["role"] for m in history.turns] == ["user", "assistant", "tool", "assistant"]
     [called] = of(events, "tool_called")
@@ -112,8 +131,13 @@ def test_a_slow_tool_gets_a_spoken_filler_instead_of_silence() -> None:
     pcm, _ = speech_then_silence("What is the weather in Oslo right now?", tail_s=10.0)
     fn = RecordingTool(delay_s=3.0)
     tts = ToneTTS()
-    events = converse(pcm, FakeSTT(), tts=tts, llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
-                      toolbox=Toolbox([weather_tool(fn)]))
+    events = converse(
+        pcm,
+        FakeSTT(),
+        tts=tts,
+        llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
+        toolbox=Toolbox([weather_tool(fn)]),
+    )
 
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
@@ -121,21 +145,31 @@ def test_a_slow_tool_gets_a_spoken_filler_instead_of_silence() -> None:
     assert audio["t"] == pytest.approx(started["t"] + 0.15 + FILLER_AFTER_S, abs=0.05)
     [turn] = of(events, "turn")
     # The filler was heard but is not part of the answer or the history.
-    assert turn["heard_text"] == turn["agent_text"] == (
-        "In Oslo it is sunny and twelve degrees right now.")
+    assert (
+        turn["heard_text"]
+        == turn["agent_text"]
+        == ("In Oslo it is sunny and twelve degrees right now.")
+    )
     assert set(FILLER_TEXTS) <= set(tts.texts)  # prepared at start
     # Nothing stalled the reply while the tool worked: it was never cut as "stalled".
     assert not of(events, "reply_cancelled")
 
 
 def test_a_barge_in_cancels_a_running_tool_and_the_history_says_so() -> None:
-    pcm, _ = speech_then_silence("What is the weather in Oslo right now?", 2.0,
-                                 "No wait, tell me about Bergen instead please.")
+    pcm, _ = speech_then_silence(
+        "What is the weather in Oslo right now?",
+        2.0,
+        "No wait, tell me about Bergen instead please.",
+    )
     fn = RecordingTool(delay_s=10.0)
     history = ChatHistory("system")
-    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([WEATHER, "Bergen is rainy."],
-                                                      sleep=asyncio.sleep),
-                      history=history, toolbox=Toolbox([weather_tool(fn, timeout_s=30)]))
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=ScriptedLLM([WEATHER, "Bergen is rainy."], sleep=asyncio.sleep),
+        history=history,
+        toolbox=Toolbox([weather_tool(fn, timeout_s=30)]),
+    )
 
     assert fn.cancelled == 1 and not fn.finished
     first = of(events, "turn")[0]
@@ -169,10 +203,18 @@ def test_a_speculative_start_never_runs_a_side_effect(read_only: bool) -> None:
     read-only one may have run for the speculation too."""
     pcm, _ = speech_then_silence("Book me a table", 0.5, "for two at eight tonight.")
     fn = RecordingTool("booked")
-    log = ToolCallLog(ScriptedLLM([ScriptedToolTurn(tool="get_weather", answer="Done: {result}.")],
-                                  sleep=asyncio.sleep))
-    events = converse(pcm, FakeSTT(), llm=log, detector=ScriptedTurnDetector(0.0),
-                      toolbox=Toolbox([weather_tool(fn, read_only=read_only)]))
+    log = ToolCallLog(
+        ScriptedLLM(
+            [ScriptedToolTurn(tool="get_weather", answer="Done: {result}.")], sleep=asyncio.sleep
+        )
+    )
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=log,
+        detector=ScriptedTurnDetector(0.0),
+        toolbox=Toolbox([weather_tool(fn, read_only=read_only)]),
+    )
 
     speculative = [e for e in of(events, "reply_started") if e["speculative"]]
     assert speculative, "the pause started a speculative reply"
@@ -191,22 +233,34 @@ def test_a_speculative_start_never_runs_a_side_effect(read_only: bool) -> None:
 def test_a_tool_with_side_effects_runs_once_on_the_confirmed_turn(question) -> None:
     pcm, _ = question
     fn = RecordingTool("booked")
-    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
-                      toolbox=Toolbox([weather_tool(fn, read_only=False)]))
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
+        toolbox=Toolbox([weather_tool(fn, read_only=False)]),
+    )
     assert len(fn.started) == 1
     [turn] = of(events, "turn")
     assert turn["agent_text"] == "In Oslo it is booked right now."
 
 
-@pytest.mark.parametrize("fn", [
-    RecordingTool(error=RuntimeError("the weather service is down")),
-    RecordingTool(delay_s=60.0),  # past its 2 s timeout
-    RecordingTool(result={"not": "text"}),
-], ids=["raises", "hangs", "garbage"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        RecordingTool(error=RuntimeError("the weather service is down")),
+        RecordingTool(delay_s=60.0),  # past its 2 s timeout
+        RecordingTool(result={"not": "text"}),
+    ],
+    ids=["raises", "hangs", "garbage"],
+)
 def test_a_broken_tool_gets_a_short_spoken_apology(question, fn: RecordingTool, caplog) -> None:
     pcm, _ = question
-    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
-                      toolbox=Toolbox([weather_tool(fn, timeout_s=2.0)]))
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=ScriptedLLM([WEATHER], sleep=asyncio.sleep),
+        toolbox=Toolbox([weather_tool(fn, timeout_s=2.0)]),
+    )
     [turn] = of(events, "turn")
     assert turn["agent_text"] == turn["heard_text"] == TOOL_APOLOGY
     [called] = of(events, "tool_called")
@@ -262,8 +316,11 @@ def test_fillers_go_on_while_the_llm_reads_a_tools_result() -> None:
     llm = SlowToAnswerLLM([WEATHER], sleep=asyncio.sleep, answer_delay_s=6.0)
     events = converse(pcm, FakeSTT(), llm=llm, toolbox=Toolbox([weather_tool(RecordingTool())]))
     [turn] = of(events, "turn")
-    assert turn["agent_text"] == turn["heard_text"] == (
-        "In Oslo it is sunny and twelve degrees right now.")
+    assert (
+        turn["agent_text"]
+        == turn["heard_text"]
+        == ("In Oslo it is sunny and twelve degrees right now.")
+    )
     assert not of(events, "reply_cancelled")
     assert of(events, "audio_start")[0]["t"] < of(events, "tool_called")[0]["t"] + 1.0
 
@@ -280,8 +337,9 @@ class RepeatingLLM(ScriptedLLM):
 def test_a_model_that_repeats_its_call_is_answered_with_the_tools_result(question) -> None:
     pcm, _ = question
     fn = RecordingTool("Oslo: sunny and twelve degrees")
-    events = converse(pcm, FakeSTT(), llm=RepeatingLLM(["unused"]),
-                      toolbox=Toolbox([weather_tool(fn)]))
+    events = converse(
+        pcm, FakeSTT(), llm=RepeatingLLM(["unused"]), toolbox=Toolbox([weather_tool(fn)])
+    )
     [turn] = of(events, "turn")
     assert len(fn.started) == 1  # the repeated call did not run again
     assert turn["agent_text"] == turn["heard_text"] == "Oslo: sunny and twelve degrees"

@@ -65,8 +65,11 @@ def test_the_issue_s_toml_parses(empty_dir: Path) -> None:
     settings = _load(empty_dir, ISSUE_TOML)
     weather, calendar = settings.tools.mcp
     assert weather == MCPServerSettings(
-        name="weather", command=("python3", "weather_server.py"),
-        env={"WEATHER_KEY": "k-123456789"}, allow=("get_weather",), timeout_s=5.0,
+        name="weather",
+        command=("python3", "weather_server.py"),
+        env={"WEATHER_KEY": "k-123456789"},
+        allow=("get_weather",),
+        timeout_s=5.0,
         cwd=str(empty_dir.resolve()),  # a relative script is found beside the config file
     )
     assert calendar.url == "http://127.0.0.1:9000/mcp" and calendar.command == ()
@@ -103,12 +106,17 @@ def test_an_unknown_profile_names_the_known_ones(empty_dir: Path) -> None:
 
 
 def test_a_profile_s_llm_is_validated_like_llm(empty_dir: Path) -> None:
-    with pytest.raises(ConfigError,
-                       match=r"\[profiles\.cloud\.llm\]: llm\.model \(VOXROOM_LLM_MODEL\) is "
-                             r"required"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[profiles\.cloud\.llm\]: llm\.model \(VOXROOM_LLM_MODEL\) is "
+        r"required",
+    ):
         _load(empty_dir, '[profiles.cloud.llm]\nprovider = "openai"\nbase_url = "http://x/v1"\n')
-    settings = _load(empty_dir, '[profiles.cloud.llm]\nprovider = "openai"\n'
-                                'base_url = "http://127.0.0.1:8080/v1"\nmodel = "qwen"\n')
+    settings = _load(
+        empty_dir,
+        '[profiles.cloud.llm]\nprovider = "openai"\n'
+        'base_url = "http://127.0.0.1:8080/v1"\nmodel = "qwen"\n',
+    )
     assert settings.profile("cloud").llm.model == "qwen"
     assert settings.llm.provider == "local"  # [llm] itself is unchanged
 
@@ -120,30 +128,48 @@ def test_a_profile_s_llm_is_validated_like_llm(empty_dir: Path) -> None:
         ('[tools]\npython = "mypkg"\n', r"tools\.python must be a list of strings"),
         ("[tools]\ntimeout_s = 0\n", r"tools\.timeout_s must be a positive number"),
         ('[tools]\nmcp = {name = "x"}\n', r"tools\.mcp must be a list of tables"),
-        ('[[tools.mcp]]\nname = "w"\ncommand = ["x"]\nurl = "http://h/mcp"\n',
-         r"\[\[tools\.mcp\]\] 'w': set either command .* not both"),
+        (
+            '[[tools.mcp]]\nname = "w"\ncommand = ["x"]\nurl = "http://h/mcp"\n',
+            r"\[\[tools\.mcp\]\] 'w': set either command .* not both",
+        ),
         ('[[tools.mcp]]\nname = "w"\n', r"\[\[tools\.mcp\]\] 'w': set either command .* neither"),
-        ('[[tools.mcp]]\nname = "w"\ncommand = "python3 server.py"\n',
-         r"'w' command must be a list of strings"),
+        (
+            '[[tools.mcp]]\nname = "w"\ncommand = "python3 server.py"\n',
+            r"'w' command must be a list of strings",
+        ),
         ('[[tools.mcp]]\nname = "w"\ncommand = []\n', r"'w': command must be a non-empty list"),
         ('[[tools.mcp]]\nname = "w"\nurl = "ws://h/mcp"\n', r"'w': url must be an http\(s\) URL"),
-        ('[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\nheader = {}\n',
-         r"\[\[tools\.mcp\]\] #1: unknown key\(s\) \['header'\]"),
-        ('[[tools.mcp]]\nname = "the weather"\nurl = "http://h/mcp"\n',
-         r"#1: name must be letters, digits"),
-        ('[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\nenv = {A = 1}\n',
-         r"'w' env must be a table of strings"),
-        ('[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\n'
-         '[[tools.mcp]]\nname = "w"\nurl = "http://i/mcp"\n',
-         r"more than one server named \['w'\]"),
-        ('[profiles.a]\ninstruction = "x"\n',
-         r"\[profiles\.a\]: unknown key\(s\) \['instruction'\]"),
-        ('[profiles.a.llm]\napi_key = "x"\n',
-         r"\[profiles\.a\.llm\]: unknown key\(s\) \['api_key'\]"),
+        (
+            '[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\nheader = {}\n',
+            r"\[\[tools\.mcp\]\] #1: unknown key\(s\) \['header'\]",
+        ),
+        (
+            '[[tools.mcp]]\nname = "the weather"\nurl = "http://h/mcp"\n',
+            r"#1: name must be letters, digits",
+        ),
+        (
+            '[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\nenv = {A = 1}\n',
+            r"'w' env must be a table of strings",
+        ),
+        (
+            '[[tools.mcp]]\nname = "w"\nurl = "http://h/mcp"\n'
+            '[[tools.mcp]]\nname = "w"\nurl = "http://i/mcp"\n',
+            r"more than one server named \['w'\]",
+        ),
+        (
+            '[profiles.a]\ninstruction = "x"\n',
+            r"\[profiles\.a\]: unknown key\(s\) \['instruction'\]",
+        ),
+        (
+            '[profiles.a.llm]\napi_key = "x"\n',
+            r"\[profiles\.a\.llm\]: unknown key\(s\) \['api_key'\]",
+        ),
         ('[profiles.a.llm]\nmax_tokens = "many"\n', r"llm\.max_tokens .*expected int"),
-        ('[profiles.a]\ngreeting = 3\n', r"\[profiles\.a\]: greeting must be text"),
-        ('[profiles.a]\ntools = ["mcp:nowhere"]\n',
-         r"no \[\[tools\.mcp\]\] server named \['nowhere'\]"),
+        ("[profiles.a]\ngreeting = 3\n", r"\[profiles\.a\]: greeting must be text"),
+        (
+            '[profiles.a]\ntools = ["mcp:nowhere"]\n',
+            r"no \[\[tools\.mcp\]\] server named \['nowhere'\]",
+        ),
         ('[profiles."a b"]\n', r"a profile's name is letters, digits"),
     ],
 )
@@ -153,26 +179,35 @@ def test_mistakes_get_precise_errors(empty_dir: Path, toml: str, message: str) -
 
 
 def test_profiles_naming_unknown_tools_are_refused_once_the_tools_are_known(
-        empty_dir: Path) -> None:
+    empty_dir: Path,
+) -> None:
     settings = _load(empty_dir, ISSUE_TOML)
-    available = {"get_weather", "current_time", "end_conversation", "mcp:weather",
-                 "mcp:calendar"}
+    available = {"get_weather", "current_time", "end_conversation", "mcp:weather", "mcp:calendar"}
     check_profile_tools(settings, available)
-    with pytest.raises(ConfigError, match=r"\[profiles\.concierge\]: unknown tool\(s\) "
-                                          r"\['end_conversation'\]; available: current_time"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[profiles\.concierge\]: unknown tool\(s\) "
+        r"\['end_conversation'\]; available: current_time",
+    ):
         check_profile_tools(settings, available - {"end_conversation"})
 
 
 def test_a_phone_profile_s_keypad_and_transfer_destinations(empty_dir: Path) -> None:
-    settings = _load(empty_dir, '[profiles.phone]\nkeypad = "ignore"\ntools = ["transfer_call"]\n'
-                                '[profiles.phone.transfer_to]\nsales = "tel:+15105550111"\n'
-                                'desk = "sip:desk@pbx.example.org"\n')
+    settings = _load(
+        empty_dir,
+        '[profiles.phone]\nkeypad = "ignore"\ntools = ["transfer_call"]\n'
+        '[profiles.phone.transfer_to]\nsales = "tel:+15105550111"\n'
+        'desk = "sip:desk@pbx.example.org"\n',
+    )
     phone = settings.profile("phone")
     assert phone.keypad == "ignore"
     assert phone.transfer_to == {"sales": "tel:+15105550111", "desk": "sip:desk@pbx.example.org"}
     assert settings.profile("default").keypad == "text"  # digits are typed turns by default
-    with pytest.raises(ConfigError, match=r"\[profiles\.phone\] keypad must be one of text, "
-                                          r"ignore, got 'beep'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[profiles\.phone\] keypad must be one of text, "
+        r"ignore, got 'beep'",
+    ):
         _load(empty_dir, '[profiles.phone]\nkeypad = "beep"\n')
     with pytest.raises(ConfigError, match=r"transfer_to: 'sales' = '\+15105550111'.*tel: URI"):
         _load(empty_dir, '[profiles.phone.transfer_to]\nsales = "+15105550111"\n')

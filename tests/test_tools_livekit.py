@@ -34,9 +34,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 WEATHER_SERVER = REPO / "tests" / "mcp_servers" / "weather_server.py"
 QUESTION = "What is the weather in Oslo right now?"
-WEATHER = ScriptedToolTurn(tool="get_weather", arguments={"city": "Oslo"},
-                           answer="Right now in {result}.",
-                           without_tool="I cannot look up the weather.")
+WEATHER = ScriptedToolTurn(
+    tool="get_weather",
+    arguments={"city": "Oslo"},
+    answer="Right now in {result}.",
+    without_tool="I cannot look up the weather.",
+)
 # What the MCP server's get_weather returns for Oslo, in the scripted answer.
 WEATHER_ANSWER = "Right now in Oslo: 14 degrees, light rain."
 
@@ -55,8 +58,9 @@ def _weather_over_stdio() -> str:
 @contextmanager
 def weather_over_http() -> Iterator[str]:
     """The same MCP server over Streamable HTTP on a loopback port; yields its URL."""
-    proc = subprocess.Popen([sys.executable, str(WEATHER_SERVER), "--http"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(WEATHER_SERVER), "--http"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
@@ -66,16 +70,28 @@ def weather_over_http() -> Iterator[str]:
         proc.wait(10)
 
 
-async def _ask(server: LiveKitServer, tmp_path: Path, config: str, room: str, *,
-               llm: ScriptedLLM, dispatch_metadata: str = "") -> tuple[str, list[dict], Any]:
+async def _ask(
+    server: LiveKitServer,
+    tmp_path: Path,
+    config: str,
+    room: str,
+    *,
+    llm: ScriptedLLM,
+    dispatch_metadata: str = "",
+) -> tuple[str, list[dict], Any]:
     """The agent's final answer to QUESTION, the LLM requests it made, and the agent's audio
     after the question as the user received it."""
     requests: list[dict] = []
     async with scripted_llm_server(llm, requests=requests) as base_url:
-        with agent_worker(server, tmp_path / "worker.log", **scripted_llm_env(base_url),
-                          **_config(tmp_path, config)):
-            user, timing = await converse(server, room, QUESTION,
-                                          dispatch_metadata=dispatch_metadata)
+        with agent_worker(
+            server,
+            tmp_path / "worker.log",
+            **scripted_llm_env(base_url),
+            **_config(tmp_path, config),
+        ):
+            user, timing = await converse(
+                server, room, QUESTION, dispatch_metadata=dispatch_metadata
+            )
             try:
                 assert user.agent_identity is not None
                 [answer] = user.final_texts(user.agent_identity)
@@ -90,10 +106,12 @@ def _offered(request: dict) -> list[str]:
 
 
 async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
-        livekit_server: LiveKitServer, tmp_path: Path, whisper_stt: Any) -> None:
+    livekit_server: LiveKitServer, tmp_path: Path, whisper_stt: Any
+) -> None:
     config = _weather_over_stdio() + '[profiles.default]\ntools = ["mcp:weather"]\n'
-    answer, requests, audio = await _ask(livekit_server, tmp_path, config, "tools-stdio",
-                                         llm=ScriptedLLM([WEATHER]))
+    answer, requests, audio = await _ask(
+        livekit_server, tmp_path, config, "tools-stdio", llm=ScriptedLLM([WEATHER])
+    )
     assert answer == WEATHER_ANSWER
     # The answer, spoken to the user, as every spoken answer is checked (test_e2e_livekit):
     # at most 2 of its 8 words misheard by Whisper tiny.en, the instrument, which has heard
@@ -105,40 +123,59 @@ async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
     assert _offered(first) == ["get_weather"]  # the server's allow list
     call = second["messages"][-2]["tool_calls"][0]
     assert call["function"]["name"] == "get_weather"
-    assert second["messages"][-1] == {"role": "tool", "tool_call_id": call["id"],
-                                      "content": "Oslo: 14 degrees, light rain"}
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": "Oslo: 14 degrees, light rain",
+    }
 
 
 async def test_an_mcp_tool_over_streamable_http_answers_a_spoken_question(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     with weather_over_http() as url:
-        config = (f'[[tools.mcp]]\nname = "weather"\nurl = "{url}"\nallow = ["get_weather"]\n'
-                  '[profiles.default]\ntools = ["get_weather"]\n')
-        answer, _, _ = await _ask(livekit_server, tmp_path, config, "tools-http",
-                                  llm=ScriptedLLM([WEATHER]))
+        config = (
+            f'[[tools.mcp]]\nname = "weather"\nurl = "{url}"\nallow = ["get_weather"]\n'
+            '[profiles.default]\ntools = ["get_weather"]\n'
+        )
+        answer, _, _ = await _ask(
+            livekit_server, tmp_path, config, "tools-http", llm=ScriptedLLM([WEATHER])
+        )
     assert answer == WEATHER_ANSWER
 
 
 async def test_a_python_tool_answers_a_spoken_question(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
-    config = ('[tools]\npython = ["tests.tool_modules.kitchen"]\n'
-              '[profiles.default]\ntools = ["recipe"]\n')
-    turn = ScriptedToolTurn(tool="recipe", arguments={"dish": "pancakes", "servings": 4},
-                            answer="Here it is: {result}.")
-    answer, requests, _ = await _ask(livekit_server, tmp_path, config, "tools-python",
-                                     llm=ScriptedLLM([turn]))
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    config = (
+        '[tools]\npython = ["tests.tool_modules.kitchen"]\n[profiles.default]\ntools = ["recipe"]\n'
+    )
+    turn = ScriptedToolTurn(
+        tool="recipe", arguments={"dish": "pancakes", "servings": 4}, answer="Here it is: {result}."
+    )
+    answer, requests, _ = await _ask(
+        livekit_server, tmp_path, config, "tools-python", llm=ScriptedLLM([turn])
+    )
     assert answer.startswith("Here it is: pancakes for 4 (any)"), answer
     assert _offered(requests[-2]) == ["recipe"]
 
 
 async def test_a_profile_offers_only_its_tools_and_an_unknown_one_is_refused(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
-    config = (_weather_over_stdio()
-              + '[profiles.default]\ntools = ["mcp:weather"]\n'
-              + '[profiles.chat]\ninstructions = "You are a chatty companion."\n')
-    answer, requests, _ = await _ask(livekit_server, tmp_path, config, "tools-chat",
-                                     llm=ScriptedLLM([WEATHER]),
-                                     dispatch_metadata=json.dumps({KEY_PROFILE: "chat"}))
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
+    config = (
+        _weather_over_stdio()
+        + '[profiles.default]\ntools = ["mcp:weather"]\n'
+        + '[profiles.chat]\ninstructions = "You are a chatty companion."\n'
+    )
+    answer, requests, _ = await _ask(
+        livekit_server,
+        tmp_path,
+        config,
+        "tools-chat",
+        llm=ScriptedLLM([WEATHER]),
+        dispatch_metadata=json.dumps({KEY_PROFILE: "chat"}),
+    )
     assert answer == WEATHER.without_tool
     assert requests and all("tools" not in r for r in requests)
     assert requests[-1]["messages"][0]["content"] == "You are a chatty companion."
@@ -146,11 +183,15 @@ async def test_a_profile_offers_only_its_tools_and_an_unknown_one_is_refused(
     # An agent this pool does not have: the job is refused, and the log says why.
     log = tmp_path / "refused.log"
     async with scripted_llm_server(ScriptedLLM([WEATHER])) as base_url:
-        with agent_worker(livekit_server, log, **scripted_llm_env(base_url),
-                          **_config(tmp_path, config)):
-            token = create_join_token(livekit_server.livekit_settings(), "tools-nobody",
-                                      "user-1",
-                                      dispatch_metadata=json.dumps({KEY_PROFILE: "nobody"}))
+        with agent_worker(
+            livekit_server, log, **scripted_llm_env(base_url), **_config(tmp_path, config)
+        ):
+            token = create_join_token(
+                livekit_server.livekit_settings(),
+                "tools-nobody",
+                "user-1",
+                dispatch_metadata=json.dumps({KEY_PROFILE: "nobody"}),
+            )
             user = RoomUser(livekit_server.url, token)
             await user.connect()
             try:
@@ -164,13 +205,19 @@ async def test_a_profile_offers_only_its_tools_and_an_unknown_one_is_refused(
 
 
 async def test_the_bundled_model_calls_a_tool_and_speaks_its_answer(
-        livekit_server: LiveKitServer, tmp_path: Path) -> None:
+    livekit_server: LiveKitServer, tmp_path: Path
+) -> None:
     from agent.store.transcripts import read_turns
 
-    config = ('[profiles.default]\ntools = ["current_time"]\n'
-              '[profiles.default.llm]\ntemperature = 0.0\n')
-    with agent_worker(livekit_server, tmp_path / "worker.log", VOXROOM_LLM_PROVIDER="local",
-                      **_config(tmp_path, config)):
+    config = (
+        '[profiles.default]\ntools = ["current_time"]\n[profiles.default.llm]\ntemperature = 0.0\n'
+    )
+    with agent_worker(
+        livekit_server,
+        tmp_path / "worker.log",
+        VOXROOM_LLM_PROVIDER="local",
+        **_config(tmp_path, config),
+    ):
         user, timing = await converse(livekit_server, "tools-bundled", "What time is it?")
         try:
             assert user.agent_identity is not None

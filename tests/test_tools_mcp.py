@@ -28,8 +28,7 @@ FAST_RECONNECT = (0.05, 0.5)
 
 
 def stdio(name: str = "weather", *args: str, **kwargs: object) -> MCPServerSettings:
-    return MCPServerSettings(name=name, command=(sys.executable, str(SERVER), *args),
-                             **kwargs)  # type: ignore[arg-type]
+    return MCPServerSettings(name=name, command=(sys.executable, str(SERVER), *args), **kwargs)  # type: ignore[arg-type]
 
 
 def started(*servers: MCPServerSettings) -> ToolRegistry:
@@ -47,8 +46,9 @@ def weather() -> Iterator[ToolRegistry]:
 
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    server = subprocess.Popen([sys.executable, str(SERVER), "--http"], stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http"], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = server.stdout.readline().strip()  # type: ignore[union-attr]
         assert port, f"the HTTP server exited with {server.wait()}"
@@ -77,14 +77,14 @@ def test_the_tools_are_listed_with_readonlyhint(weather: ToolRegistry) -> None:
     assert spec.parameters["required"] == ["city"]
 
 
-async def test_a_call_from_the_session_s_loop_runs_on_the_registry_s(
-        weather: ToolRegistry) -> None:
+async def test_a_call_from_the_session_s_loop_runs_on_the_registry_s(weather: ToolRegistry) -> None:
     box = weather.toolbox(["get_weather", "current_time"])
     assert box.names == ["get_weather", "current_time"]
     assert await call(box, "get_weather", '{"city": "Oslo"}') == "Oslo: 14 degrees, light rain"
     # A second event loop (another job of the worker) calls the same server.
     other = await asyncio.to_thread(
-        asyncio.run, call(weather.toolbox(["get_weather"]), "get_weather", '{"city": "Rome"}'))
+        asyncio.run, call(weather.toolbox(["get_weather"]), "get_weather", '{"city": "Rome"}')
+    )
     assert other == "Rome: 14 degrees, light rain"
 
 
@@ -120,7 +120,8 @@ async def cancel_the_hanging_call(box: Toolbox) -> None:
 
 
 async def test_cancelling_the_caller_cancels_the_call_on_the_stdio_server(
-        weather: ToolRegistry) -> None:
+    weather: ToolRegistry,
+) -> None:
     await cancel_the_hanging_call(weather.toolbox(["mcp:weather"]))
 
 
@@ -135,8 +136,7 @@ async def test_cancelling_the_caller_cancels_the_call_on_the_http_server(http_ur
         registry.close()
 
 
-async def test_a_call_past_its_time_limit_is_cancelled_on_the_server(
-        weather: ToolRegistry) -> None:
+async def test_a_call_past_its_time_limit_is_cancelled_on_the_server(weather: ToolRegistry) -> None:
     box = weather.toolbox(["hang", "wait_cancelled"])
     hang, wait = box.get("hang"), box.get("wait_cancelled")
     assert hang is not None and wait is not None
@@ -148,10 +148,11 @@ async def test_a_call_past_its_time_limit_is_cancelled_on_the_server(
 
 async def test_a_new_tool_the_server_announces_is_listed(weather: ToolRegistry) -> None:
     assert "surprise" not in weather.available()
-    assert await call(weather.toolbox(["add_tool"]), "add_tool",
-                      '{"name": "surprise"}') == "added surprise"
-    assert await asyncio.to_thread(weather.wait_for, lambda: "surprise" in weather.available(),
-                                   30)
+    assert (
+        await call(weather.toolbox(["add_tool"]), "add_tool", '{"name": "surprise"}')
+        == "added surprise"
+    )
+    assert await asyncio.to_thread(weather.wait_for, lambda: "surprise" in weather.available(), 30)
     assert await call(weather.toolbox(["surprise"]), "surprise") == "surprise ran"
 
 
@@ -163,8 +164,9 @@ async def test_a_server_that_dies_costs_its_calls_and_comes_back(tmp_path: Path)
         refuse.touch()  # once dead, it cannot come back until this is gone
         died = await box.run(ToolCall("1", "crash", "{}"), CTX)
         assert not died.ok
-        assert died.error == ("MCPToolError: MCP server 'weather' closed the connection during "
-                              "the call")
+        assert died.error == (
+            "MCPToolError: MCP server 'weather' closed the connection during the call"
+        )
 
         def refused() -> bool:
             return "refusing to start" in registry.status()["mcp:weather"].detail
@@ -176,8 +178,9 @@ async def test_a_server_that_dies_costs_its_calls_and_comes_back(tmp_path: Path)
         assert (await box.run(ToolCall("3", "current_time", "{}"), CTX)).ok  # the rest serves
 
         refuse.unlink()
-        assert await asyncio.to_thread(registry.wait_for,
-                                       lambda: registry.status()["mcp:weather"].ok, 30)
+        assert await asyncio.to_thread(
+            registry.wait_for, lambda: registry.status()["mcp:weather"].ok, 30
+        )
         assert "get_weather" in registry.status()["mcp:weather"].tools
         assert await call(box, "get_weather", '{"city": "Oslo"}') == "Oslo: 14 degrees, light rain"
     finally:
@@ -187,21 +190,39 @@ async def test_a_server_that_dies_costs_its_calls_and_comes_back(tmp_path: Path)
 @pytest.mark.parametrize(
     ("server", "reason"),
     [
-        (MCPServerSettings(name="broken", command=(
-            sys.executable, "-c", "import sys; print('WEATHER_KEY is not set', file=sys.stderr);"
-            " sys.exit(3)")), r"Connection closed \(stderr: WEATHER_KEY is not set\)"),
-        (MCPServerSettings(name="broken", command=("/nonexistent/mcp-server",)),
-         r"cannot run \['/nonexistent/mcp-server'\]: No such file or directory"),
-        (MCPServerSettings(name="broken", command=(
-            sys.executable, "-c", "import time; time.sleep(60)"), timeout_s=1),
-         r"no answer within 1 s"),
-        (MCPServerSettings(name="broken", url=f"http://127.0.0.1:{free_port()}/mcp"),
-         r"http://127\.0\.0\.1:\d+/mcp: ConnectError"),
+        (
+            MCPServerSettings(
+                name="broken",
+                command=(
+                    sys.executable,
+                    "-c",
+                    "import sys; print('WEATHER_KEY is not set', file=sys.stderr); sys.exit(3)",
+                ),
+            ),
+            r"Connection closed \(stderr: WEATHER_KEY is not set\)",
+        ),
+        (
+            MCPServerSettings(name="broken", command=("/nonexistent/mcp-server",)),
+            r"cannot run \['/nonexistent/mcp-server'\]: No such file or directory",
+        ),
+        (
+            MCPServerSettings(
+                name="broken",
+                command=(sys.executable, "-c", "import time; time.sleep(60)"),
+                timeout_s=1,
+            ),
+            r"no answer within 1 s",
+        ),
+        (
+            MCPServerSettings(name="broken", url=f"http://127.0.0.1:{free_port()}/mcp"),
+            r"http://127\.0\.0\.1:\d+/mcp: ConnectError",
+        ),
     ],
     ids=["exits", "missing", "silent", "http-refused"],
 )
 def test_a_server_that_cannot_start_is_a_clear_error_and_the_rest_serve(
-        server: MCPServerSettings, reason: str) -> None:
+    server: MCPServerSettings, reason: str
+) -> None:
     registry = started(server, stdio())
     try:
         status = registry.status()
@@ -214,20 +235,31 @@ def test_a_server_that_cannot_start_is_a_clear_error_and_the_rest_serve(
 
 
 def test_two_servers_offering_one_name_is_a_configuration_error() -> None:
-    registry = ToolRegistry(ToolsSettings(mcp=(stdio("a", allow=("get_weather",)),
-                                               stdio("b", allow=("get_weather", "pid")))))
-    with pytest.raises(ConfigError, match=r"mcp:b and mcp:a both offer 'get_weather' \(rename "
-                                          r"one, or leave it out of its MCP server's allow"):
+    registry = ToolRegistry(
+        ToolsSettings(
+            mcp=(stdio("a", allow=("get_weather",)), stdio("b", allow=("get_weather", "pid")))
+        )
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"mcp:b and mcp:a both offer 'get_weather' \(rename "
+        r"one, or leave it out of its MCP server's allow",
+    ):
         registry.start()
 
 
 def test_profiles_are_checked_against_the_listed_tools(weather: ToolRegistry) -> None:
-    settings = Settings(tools=weather.settings, profiles={
-        "concierge": ProfileTable(tools=("get_weather", "mcp:weather", "current_time"))})
+    settings = Settings(
+        tools=weather.settings,
+        profiles={"concierge": ProfileTable(tools=("get_weather", "mcp:weather", "current_time"))},
+    )
     weather.check_profiles(settings)
     wrong = replace(settings, profiles={"concierge": ProfileTable(tools=("get_wether",))})
-    with pytest.raises(ConfigError, match=r"\[profiles\.concierge\]: unknown tool\(s\) "
-                                          r"\['get_wether'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[profiles\.concierge\]: unknown tool\(s\) "
+        r"\['get_wether'\]",
+    ):
         weather.check_profiles(wrong)
     # The profile's selection is all the session gets.
     box = weather.toolbox(settings.profile("concierge").tools)

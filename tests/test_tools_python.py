@@ -25,9 +25,15 @@ CTX = ToolContext(room="kitchen-room", user_identity="cook")
 
 
 def test_the_schema_comes_from_hints_defaults_and_docstring() -> None:
-    def plan(city: str, days: int, budget: float | None, tags: list[str],
-             extras: dict[str, int], mode: Literal["fast", "slow"] = "fast",
-             strict: bool = False) -> str:
+    def plan(
+        city: str,
+        days: int,
+        budget: float | None,
+        tags: list[str],
+        extras: dict[str, int],
+        mode: Literal["fast", "slow"] = "fast",
+        strict: bool = False,
+    ) -> str:
         """Plan a trip.
 
         More words that are not the description.
@@ -53,8 +59,12 @@ def test_the_schema_comes_from_hints_defaults_and_docstring() -> None:
             "budget": {"type": "number"},
             "tags": {"type": "array", "items": {"type": "string"}},
             "extras": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast",
-                     "description": "How to travel."},
+            "mode": {
+                "type": "string",
+                "enum": ["fast", "slow"],
+                "default": "fast",
+                "description": "How to travel.",
+            },
             "strict": {"type": "boolean", "default": False},
         },
         "required": ["city", "days", "tags", "extras"],  # Optional and defaulted are not
@@ -115,17 +125,21 @@ async def test_sync_tools_run_in_a_thread_and_async_ones_get_the_context() -> No
 
 
 def test_a_module_that_cannot_be_imported_is_a_clear_error() -> None:
-    with pytest.raises(ImportError, match=r"cannot import tools module "
-                                          r"'tests.tool_modules.broken': RuntimeError: the "
-                                          r"recipe database is not configured"):
+    with pytest.raises(
+        ImportError,
+        match=r"cannot import tools module "
+        r"'tests.tool_modules.broken': RuntimeError: the "
+        r"recipe database is not configured",
+    ):
         module_tools("tests.tool_modules.broken", default_timeout_s=1)
     with pytest.raises(ImportError, match=r"'no_such_pkg.tools': ModuleNotFoundError"):
         module_tools("no_such_pkg.tools", default_timeout_s=1)
 
 
 def test_the_registry_records_a_broken_module_and_serves_the_others() -> None:
-    registry = ToolRegistry(ToolsSettings(python=("tests.tool_modules.kitchen",
-                                                  "tests.tool_modules.broken")))
+    registry = ToolRegistry(
+        ToolsSettings(python=("tests.tool_modules.kitchen", "tests.tool_modules.broken"))
+    )
     status = registry.start()
     assert status["python:tests.tool_modules.kitchen"].ok
     broken = status["python:tests.tool_modules.broken"]
@@ -135,8 +149,11 @@ def test_the_registry_records_a_broken_module_and_serves_the_others() -> None:
 
 def test_a_python_tool_with_a_builtin_s_name_is_a_clash() -> None:
     registry = ToolRegistry(ToolsSettings(python=("tests.tool_modules.clashing",)))
-    with pytest.raises(ConfigError, match=r"python:tests\.tool_modules\.clashing and builtin "
-                                          r"both offer 'current_time'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"python:tests\.tool_modules\.clashing and builtin "
+        r"both offer 'current_time'",
+    ):
         registry.start()
 
 
@@ -155,8 +172,13 @@ async def test_a_tool_s_failure_and_odd_results_reach_the_llm_bounded() -> None:
         """Far too much."""
         return "y" * 1_000_000
 
-    box = Toolbox([python_tool(f, source="python:test", default_timeout_s=5)
-                   for f in (explode, nothing, flood)], max_result_chars=100)
+    box = Toolbox(
+        [
+            python_tool(f, source="python:test", default_timeout_s=5)
+            for f in (explode, nothing, flood)
+        ],
+        max_result_chars=100,
+    )
     failed = await box.run(ToolCall("1", "explode", "{}"), CTX)
     assert not failed.ok and failed.content == "Error: explode failed: 'no such recipe'"
     assert (await box.run(ToolCall("2", "nothing", "{}"), CTX)).content == "Done."
@@ -170,8 +192,7 @@ async def test_current_time_tells_the_date_time_and_weekday_in_a_zone() -> None:
     box = registry.toolbox(["current_time"])
     assert box.read_only("current_time")
     before = datetime.now(ZoneInfo("Asia/Tokyo"))
-    said = (await box.run(ToolCall("1", "current_time", '{"timezone": "Asia/Tokyo"}'),
-                          CTX)).content
+    said = (await box.run(ToolCall("1", "current_time", '{"timezone": "Asia/Tokyo"}'), CTX)).content
     after = datetime.now(ZoneInfo("Asia/Tokyo"))
     assert said.endswith("(Asia/Tokyo)")
     assert any(said.startswith(f"{t:%A %d %B %Y, %H:%M}") for t in (before, after))
@@ -197,5 +218,10 @@ def test_builtins_are_offered_only_when_named() -> None:
     registry = ToolRegistry(ToolsSettings())
     registry.start()
     assert registry.toolbox([]).names == []
-    assert registry.available() == {"current_time", "end_conversation", "end_call",
-                                    "transfer_call", "send_digits"}
+    assert registry.available() == {
+        "current_time",
+        "end_conversation",
+        "end_call",
+        "transfer_call",
+        "send_digits",
+    }

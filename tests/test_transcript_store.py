@@ -81,8 +81,12 @@ def test_store_passwords_are_masked_in_the_logs() -> None:
     from agent.config import load_settings
     from agent.log_redaction import redact
 
-    load_settings(env={"VOXROOM_STORE_URL": "postgresql://v:pg-secret-4242@db/v",
-                       "VOXROOM_REDIS_URL": "redis://:redis-secret-9191@redis:6379/0"})
+    load_settings(
+        env={
+            "VOXROOM_STORE_URL": "postgresql://v:pg-secret-4242@db/v",
+            "VOXROOM_REDIS_URL": "redis://:redis-secret-9191@redis:6379/0",
+        }
+    )
     assert "pg-secret-4242" not in redact("connecting with pg-secret-4242")
     assert "redis-secret-9191" not in redact("auth redis-secret-9191 failed")
 
@@ -142,7 +146,10 @@ def test_cli_reads_postgres_by_url(postgres_url: str, tmp_path: Path) -> None:
     store.close()
     out = subprocess.run(
         [sys.executable, "-m", "agent.cli", "transcripts", "--room", "room-p", "--json"],
-        capture_output=True, text=True, check=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
         env={**os.environ, "VOXROOM_STORE_URL": postgres_url},
     ).stdout
     [row] = [json.loads(line) for line in out.splitlines()]
@@ -157,9 +164,17 @@ def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "transcripts", "--store-url",
-         f"postgresql://voxroom@127.0.0.1:{port}/voxroom"],
-        capture_output=True, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "transcripts",
+            "--store-url",
+            f"postgresql://voxroom@127.0.0.1:{port}/voxroom",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert done.returncode == 1 and "cannot open the store" in done.stderr
     assert "Traceback" not in done.stderr
@@ -189,10 +204,12 @@ def test_a_phone_callers_number_is_kept_with_its_turns(store: TurnStore) -> None
 
 
 # The turns table as it was before turns kept their tool calls and the caller's number.
-OLD_COLUMNS = ("id {serial} PRIMARY KEY, room TEXT NOT NULL, session TEXT NOT NULL, "
-               "created_at {real} NOT NULL, user_text TEXT NOT NULL, agent_text TEXT NOT NULL, "
-               "heard_text TEXT NOT NULL, interrupted {boolean} NOT NULL, "
-               "latency_ms TEXT NOT NULL, fallbacks TEXT NOT NULL")
+OLD_COLUMNS = (
+    "id {serial} PRIMARY KEY, room TEXT NOT NULL, session TEXT NOT NULL, "
+    "created_at {real} NOT NULL, user_text TEXT NOT NULL, agent_text TEXT NOT NULL, "
+    "heard_text TEXT NOT NULL, interrupted {boolean} NOT NULL, "
+    "latency_ms TEXT NOT NULL, fallbacks TEXT NOT NULL"
+)
 OLD_ROW = ("room-a", "s1", 1.0, "question", "answer", "answer", False, "{}", "[]")
 
 
@@ -212,11 +229,17 @@ def test_an_older_sqlite_file_gets_the_new_columns(tmp_path: Path) -> None:
 
     path = tmp_path / "old.sqlite3"
     with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE turns (" + OLD_COLUMNS.format(
-            serial="INTEGER", real="REAL", boolean="INTEGER") + ")")
-        db.execute("INSERT INTO turns (room, session, created_at, user_text, agent_text, "
-                   "heard_text, interrupted, latency_ms, fallbacks) VALUES "
-                   "(?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
+        db.execute(
+            "CREATE TABLE turns ("
+            + OLD_COLUMNS.format(serial="INTEGER", real="REAL", boolean="INTEGER")
+            + ")"
+        )
+        db.execute(
+            "INSERT INTO turns (room, session, created_at, user_text, agent_text, "
+            "heard_text, interrupted, latency_ms, fallbacks) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            OLD_ROW,
+        )
     check_the_new_columns(TranscriptStore(path))
 
 
@@ -224,11 +247,17 @@ def test_an_older_postgres_table_gets_the_new_columns(postgres_url: str) -> None
     import psycopg
 
     with psycopg.connect(postgres_url, autocommit=True) as db:
-        db.execute("CREATE TABLE voxroom_turns (" + OLD_COLUMNS.format(
-            serial="BIGSERIAL", real="DOUBLE PRECISION", boolean="BOOLEAN").replace(
-            "latency_ms TEXT", "latency_ms JSONB").replace("fallbacks TEXT", "fallbacks JSONB")
-            + ")")
-        db.execute("INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
-                   " heard_text, interrupted, latency_ms, fallbacks) VALUES "
-                   "(%s, %s, %s, %s, %s, %s, %s, %s, %s)", OLD_ROW)
+        db.execute(
+            "CREATE TABLE voxroom_turns ("
+            + OLD_COLUMNS.format(serial="BIGSERIAL", real="DOUBLE PRECISION", boolean="BOOLEAN")
+            .replace("latency_ms TEXT", "latency_ms JSONB")
+            .replace("fallbacks TEXT", "fallbacks JSONB")
+            + ")"
+        )
+        db.execute(
+            "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
+            " heard_text, interrupted, latency_ms, fallbacks) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            OLD_ROW,
+        )
     check_the_new_columns(open_turn_store(StoreSettings(url=postgres_url)))

@@ -20,15 +20,18 @@ from bench.tts_roundtrip import (
 
 def test_numbers_are_compared_as_words() -> None:
     assert normalize("It costs $19.99, up 8% since the 21st!") == (
-        "it costs nineteen dollars ninety nine cents up eight percent since the twenty first")
+        "it costs nineteen dollars ninety nine cents up eight percent since the twenty first"
+    )
     assert normalize("Dr. Smith has 2,024 books and 2.5 cats") == normalize(
-        "doctor Smith has two thousand and twenty-four books and two point five cats")
+        "doctor Smith has two thousand and twenty-four books and two point five cats"
+    )
 
 
 def test_chunks_carry_the_context_known_when_released() -> None:
     chunks = stream_chunks("Please send the report to Sarah Johnson before lunch.")
     assert " ".join(c.text for c in chunks) == (
-        "Please send the report to Sarah Johnson before lunch.")
+        "Please send the report to Sarah Johnson before lunch."
+    )
     first, second = chunks[0], chunks[1]
     assert (first.text, first.left, first.right) == ("Please send", "", "the report")
     assert second.left == "Please send"

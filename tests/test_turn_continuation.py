@@ -43,8 +43,10 @@ def test_going_on_after_the_answer_began_asks_the_whole_question() -> None:
     assert kinds.index(A.RetractUserTurn) < kinds.index(A.CancelReply)
     assert tl.of(A.CommitBargeIn) == []
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
-    assert commits == ["What time does the library open?",
-                       "What time does the library open? On Sundays?"]
+    assert commits == [
+        "What time does the library open?",
+        "What time does the library open? On Sundays?",
+    ]
     assert [a.user_text for _, a in tl.of(A.StartReply)][-1] == commits[-1]
     assert tl.machine.counters.continued == 1
     assert tl.audible[-1][0] > 3.7  # answered once the user was done
@@ -59,20 +61,32 @@ def test_words_that_react_to_the_answer_still_cut_it_to_what_was_heard() -> None
 
 def test_words_long_after_the_turn_ended_are_a_turn_of_their_own() -> None:
     # 1.8 s after the question: an interruption of an answer under way, not a pause.
-    tl = Timeline(engines=FakeEngines(
-        reply_length_s=4.0,
-        transcript=lambda start, end: "What time is it?" if start < 2.5 else "In Tokyo?"))
+    tl = Timeline(
+        engines=FakeEngines(
+            reply_length_s=4.0,
+            transcript=lambda start, end: "What time is it?" if start < 2.5 else "In Tokyo?",
+        )
+    )
     tl.run(speech((0.5, 2.0), (3.8, 4.4)), until_s=10.0)
     assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CommitBargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["What time is it?", "In Tokyo?"]
 
 
-@pytest.mark.parametrize(("said", "reaction"), [
-    ("Wait, stop.", True), ("No, in Tokyo.", True), ("Okay, and tomorrow?", True),
-    ("Sorry, I meant Paris.", True), ("Right, but why?", True),
-    ("on Sundays?", False), ("which bus goes there?", False), ("um, something funny?", False),
-    ("so what should I pack?", False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("said", "reaction"),
+    [
+        ("Wait, stop.", True),
+        ("No, in Tokyo.", True),
+        ("Okay, and tomorrow?", True),
+        ("Sorry, I meant Paris.", True),
+        ("Right, but why?", True),
+        ("on Sundays?", False),
+        ("which bus goes there?", False),
+        ("um, something funny?", False),
+        ("so what should I pack?", False),
+        ("", False),
+    ],
+)
 def test_a_reaction_opens_with_a_stop_cue_or_an_acknowledgement(said: str, reaction: bool) -> None:
     assert reacts(said) is reaction
 
@@ -99,20 +113,26 @@ def test_a_filler_the_stt_left_out_keeps_the_turn_open_through_a_long_pause() ->
     # words before the "uh" and nothing for it, and they read complete. The speaker goes on
     # after 1.2 s.
     heard = by_end((0.0, FILM), (4.0, "Could you recommend a film for tonight, something funny?"))
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=heard, score=complete_unless_it_trails))
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
     tl.run(speech((0.5, 2.0), (2.2, 2.4), (3.6, 4.4)), until_s=9.0)
     assert tl.audible and tl.audible[0][0] > 4.4  # nothing heard before the user was done
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [
-        "Could you recommend a film for tonight, something funny?"]
+        "Could you recommend a film for tonight, something funny?"
+    ]
 
 
 def test_a_filler_written_then_dropped_is_still_a_hesitation() -> None:
     # Whisper wrote "so..." at the comma, and dropped it once it heard the "um" after it.
-    heard = by_end((0.0, "I need a recipe for dinner, so..."), (2.5, "I need a recipe for dinner."),
-                   (4.0, "I need a recipe for dinner, so, something with chicken?"))
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=heard, score=complete_unless_it_trails))
+    heard = by_end(
+        (0.0, "I need a recipe for dinner, so..."),
+        (2.5, "I need a recipe for dinner."),
+        (4.0, "I need a recipe for dinner, so, something with chicken?"),
+    )
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
     tl.run(speech((0.5, 2.0), (2.15, 2.5), (3.7, 4.5)), until_s=9.0)
     assert tl.audible and tl.audible[0][0] > 4.5
     assert len(tl.of(A.CommitUserTurn)) == 1
@@ -122,8 +142,10 @@ def test_a_filler_written_then_dropped_is_still_a_hesitation() -> None:
 def test_a_complete_question_or_a_click_after_it_is_answered_as_soon_as_scored(
     after: tuple[tuple[float, float], ...],
 ) -> None:
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=lambda start, end: FILM, score=complete_unless_it_trails))
+    tl = Timeline(
+        options=SCORED,
+        engines=FakeEngines(transcript=lambda start, end: FILM, score=complete_unless_it_trails),
+    )
     tl.run(speech((0.5, 2.0), *after), until_s=6.0)
     end = after[-1][1] if after else 2.0
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
@@ -134,8 +156,9 @@ def test_words_after_the_hesitation_end_it() -> None:
     # "What time is it, uh, in Tokyo?" said in one go: a candidate at each pause, the last
     # one adds words, and the turn ends on its score.
     heard = by_end((0.0, "What time is it?"), (2.7, "What time is it, in Tokyo?"))
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=heard, score=complete_unless_it_trails))
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
     tl.run(speech((0.5, 2.0), (2.2, 2.4), (2.6, 3.2)), until_s=7.0)
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)
     assert commit.text == "What time is it, in Tokyo?" and t_commit <= 3.2 + 0.34
@@ -143,8 +166,12 @@ def test_words_after_the_hesitation_end_it() -> None:
 
 def test_an_unfinished_start_waits_through_a_pause_of_1_2_s() -> None:
     heard = by_end((0.0, "Could you tell me"), (2.8, "Could you tell me which bus goes there?"))
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=heard, score=lambda text: 0.0 if text == "Could you tell me" else 0.8))
+    tl = Timeline(
+        options=SCORED,
+        engines=FakeEngines(
+            transcript=heard, score=lambda text: 0.0 if text == "Could you tell me" else 0.8
+        ),
+    )
     tl.run(speech((0.5, 1.5), (2.7, 3.5)), until_s=8.0)
     assert tl.audible and tl.audible[0][0] > 3.5
     assert len(tl.of(A.CommitUserTurn)) == 1
@@ -153,20 +180,21 @@ def test_an_unfinished_start_waits_through_a_pause_of_1_2_s() -> None:
 def test_short_words_that_go_on_after_a_pause_are_not_taken_for_a_backchannel() -> None:
     # "Could you recommend a film for tonight ... something funny": two words without a cue
     # over an answer under way would be a hum's reading; just after the question they go on.
-    tl = Timeline(engines=halves("Could you recommend a film for tonight?", "something funny",
-                                 2.5))
+    tl = Timeline(engines=halves("Could you recommend a film for tonight?", "something funny", 2.5))
     tl.run(speech((0.5, 2.0), (3.1, 3.7)), until_s=8.0)
     assert tl.of(A.ResumePlayback) == []
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
-        "Could you recommend a film for tonight? something funny")
+        "Could you recommend a film for tonight? something funny"
+    )
 
 
 def test_the_rest_of_a_word_after_a_stop_closure_is_no_hesitation() -> None:
     # A candidate asked in the 0.1 s closure inside "princess" already reads "prince"; the rest
     # of the word adds no word to it, and the question is complete.
     heard = by_end((0.0, "A dragon and a prince?"), (2.1, "A dragon and a princess?"))
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=heard, score=complete_unless_it_trails))
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
     tl.run(speech((0.5, 1.8), (1.9, 2.1)), until_s=6.0)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit <= 2.1 + 0.34
@@ -178,17 +206,22 @@ def test_the_rest_of_a_word_after_a_stop_closure_is_no_hesitation() -> None:
 def test_an_answer_ready_as_the_user_goes_on_is_held_and_never_heard() -> None:
     # The answer's audio would come 0.1 s after the user goes on, before the speech vote
     # (0.16 s) retracts the turn.
-    tl = Timeline(engines=FakeEngines(
-        reply_audio_after_s=0.4,
-        transcript=lambda start, end: "I need a recipe for dinner." if start < 2.1 else
-        "so, um, something with chicken?"))
+    tl = Timeline(
+        engines=FakeEngines(
+            reply_audio_after_s=0.4,
+            transcript=lambda start, end: (
+                "I need a recipe for dinner." if start < 2.1 else "so, um, something with chicken?"
+            ),
+        )
+    )
     tl.run(speech((0.5, 2.0), (2.34, 3.4)), until_s=8.0)
     [(t_hold, _)] = [(t, a) for t, a in tl.of(A.PausePlayback)][:1]
     assert t_hold == approx(2.38)  # two voiced frames
     assert tl.of(A.RetractUserTurn)
     assert tl.audible and tl.audible[0][0] > 3.4  # nothing heard until the user was done
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
-        "I need a recipe for dinner. so, um, something with chicken?")
+        "I need a recipe for dinner. so, um, something with chicken?"
+    )
 
 
 def test_a_click_while_the_agent_thinks_lets_the_answer_go_once_quiet() -> None:
@@ -206,8 +239,12 @@ def test_a_click_while_the_agent_thinks_lets_the_answer_go_once_quiet() -> None:
 def test_frames_held_up_by_the_network_are_no_pause_before_a_hesitation() -> None:
     # The frames of 1.5-1.8 s come in a bunch at 1.8: a candidate asked in the stall, and the
     # rest of the sentence adding no word to it, is no filler after a pause.
-    tl = Timeline(options=SCORED, engines=FakeEngines(
-        transcript=lambda start, end: "What time is it?", score=complete_unless_it_trails))
+    tl = Timeline(
+        options=SCORED,
+        engines=FakeEngines(
+            transcript=lambda start, end: "What time is it?", score=complete_unless_it_trails
+        ),
+    )
     tl.run(speech((0.5, 2.0)), until_s=6.0, stalls=((1.5, 1.8),))
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit <= 2.0 + 0.34

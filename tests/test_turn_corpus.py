@@ -34,8 +34,10 @@ from tests.test_bench import RATE, quiet, tone
 
 def heard(*parts: tuple[str, float]) -> HeardAudio:
     """The agent's audio from t = 0: ("talk" | "quiet", seconds) in turn."""
-    return HeardAudio(RATE, [(0.0, np.concatenate(
-        [tone(s) if what == "talk" else quiet(s) for what, s in parts]))])
+    return HeardAudio(
+        RATE,
+        [(0.0, np.concatenate([tone(s) if what == "talk" else quiet(s) for what, s in parts]))],
+    )
 
 
 def item(kind: str, turns: int = 1) -> ItemResult:
@@ -50,18 +52,21 @@ def test_a_cut_off_is_agent_audio_inside_the_users_speech_pause_included() -> No
     assert not cut_off(waited, 0.5, 2.0)
 
 
-@pytest.mark.parametrize(("answer", "turns", "false"), [
-    # talking from 2.0 s, paused for the backchannel (3.5-3.9 s) at 3.6 s, went on at 4.6 s
-    ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 1, False),
-    # never stopped
-    ([("talk", 8.0)], 1, False),
-    # went on, but as a reply to "okay" taken as a turn
-    ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 2, True),
-    # stopped for good
-    ([("talk", 1.6), ("quiet", 5.0)], 1, True),
-    # came back too late: 2.7 s after the backchannel's end
-    ([("talk", 1.6), ("quiet", 3.0), ("talk", 1.0)], 1, True),
-])
+@pytest.mark.parametrize(
+    ("answer", "turns", "false"),
+    [
+        # talking from 2.0 s, paused for the backchannel (3.5-3.9 s) at 3.6 s, went on at 4.6 s
+        ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 1, False),
+        # never stopped
+        ([("talk", 8.0)], 1, False),
+        # went on, but as a reply to "okay" taken as a turn
+        ([("talk", 1.6), ("quiet", 1.0), ("talk", 3.0)], 2, True),
+        # stopped for good
+        ([("talk", 1.6), ("quiet", 5.0)], 1, True),
+        # came back too late: 2.7 s after the backchannel's end
+        ([("talk", 1.6), ("quiet", 3.0), ("talk", 1.0)], 1, True),
+    ],
+)
 def test_a_backchannel_is_a_false_barge_in_unless_the_answer_goes_on(
     answer: list[tuple[str, float]], turns: int, false: bool
 ) -> None:
@@ -72,18 +77,21 @@ def test_a_backchannel_is_a_false_barge_in_unless_the_answer_goes_on(
     assert false_barge_in(item("question")) is None
 
 
-@pytest.mark.parametrize(("answer", "turns", "missed"), [
-    # talking from 2.0 s, stopped 150 ms after the onset (3.0 s), answered at 4.5 s
-    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 2, False),
-    # talked on through it to 8 s
-    ([("talk", 6.0), ("quiet", 1.0)], 2, True),
-    # stopped, never answered
-    ([("talk", 1.15), ("quiet", 4.0)], 2, True),
-    # stopped and went on, but no turn was taken for the interruption
-    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 1, True),
-    # the turn count unknown (0): the audio decides
-    ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 0, False),
-])
+@pytest.mark.parametrize(
+    ("answer", "turns", "missed"),
+    [
+        # talking from 2.0 s, stopped 150 ms after the onset (3.0 s), answered at 4.5 s
+        ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 2, False),
+        # talked on through it to 8 s
+        ([("talk", 6.0), ("quiet", 1.0)], 2, True),
+        # stopped, never answered
+        ([("talk", 1.15), ("quiet", 4.0)], 2, True),
+        # stopped and went on, but no turn was taken for the interruption
+        ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 1, True),
+        # the turn count unknown (0): the audio decides
+        ([("talk", 1.15), ("quiet", 1.35), ("talk", 1.0)], 0, False),
+    ],
+)
 def test_a_missed_interruption_is_one_talked_through_or_not_answered(
     answer: list[tuple[str, float]], turns: int, missed: bool
 ) -> None:
@@ -97,14 +105,26 @@ def test_a_missed_interruption_is_one_talked_through_or_not_answered(
 def test_the_summary_and_the_report_have_a_section_per_kind() -> None:
     from bench.cli import format_kinds
 
-    run = RunResult("voxroom", "simulate", "script", [
-        ItemResult("q", "v", "question", {}, voice_to_voice_ms=600),
-        ItemResult("p", "v", "paused", {}, voice_to_voice_ms=5, premature=True),
-        ItemResult("p", "v", "paused", {}, voice_to_voice_ms=700),
-        ItemResult("b", "v", "backchannel", {}, turns=2, heard_after_backchannel=True),
-        ItemResult("i", "v", "interruption", {}, turns=2, barge_in_stop_ms=140,
-                   answered_interruption=True),
-    ])
+    run = RunResult(
+        "voxroom",
+        "simulate",
+        "script",
+        [
+            ItemResult("q", "v", "question", {}, voice_to_voice_ms=600),
+            ItemResult("p", "v", "paused", {}, voice_to_voice_ms=5, premature=True),
+            ItemResult("p", "v", "paused", {}, voice_to_voice_ms=700),
+            ItemResult("b", "v", "backchannel", {}, turns=2, heard_after_backchannel=True),
+            ItemResult(
+                "i",
+                "v",
+                "interruption",
+                {},
+                turns=2,
+                barge_in_stop_ms=140,
+                answered_interruption=True,
+            ),
+        ],
+    )
     kinds = run.summary()["kinds"]
     assert list(kinds) == ["question", "paused", "backchannel", "interruption"]
     assert (kinds["paused"]["cut_offs"], kinds["paused"]["voice_to_voice"]["n"]) == (1, 1)

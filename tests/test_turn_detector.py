@@ -32,7 +32,8 @@ PAIRS = [
 
 def test_normalized_words_drop_punctuation_and_annotations() -> None:
     assert normalized_words("Could you tell me?  [coughs] Which BUS...") == (
-        "could you tell me which bus")
+        "could you tell me which bus"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +55,13 @@ def test_the_text_model_tells_an_unfinished_start_from_the_whole_question(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("request_", [
-    "Where is the closest pharmacy?",  # "... pharmacy to", "... pharmacy in": it could go on
-    "I was hoping you could order me a taxi for six.",
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Where is the closest pharmacy?",  # "... pharmacy to", "... pharmacy in": it could go on
+        "I was hoping you could order me a taxi for six.",
+    ],
+)
 def test_a_complete_request_that_could_go_on_is_scored_complete(
     text_detector: TextTurnDetector, request_: str
 ) -> None:
@@ -150,8 +154,10 @@ class CompletionsDouble:
 
     def handle_completions(self, request: dict) -> dict:  # type: ignore[type-arg]
         self.prompts.append(request["prompt"])
-        top = [{"token": "?", "logprob": float(np.log(self.p))},
-               {"token": " the", "logprob": float(np.log(1 - self.p))}]
+        top = [
+            {"token": "?", "logprob": float(np.log(self.p))},
+            {"token": " the", "logprob": float(np.log(1 - self.p))},
+        ]
         return {"choices": [{"logprobs": {"content": [{"top_logprobs": top}]}}]}
 
 

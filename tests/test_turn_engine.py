@@ -76,8 +76,13 @@ class FakeSTTStream(STTStreamDouble):
 
 
 class FakeSTT:
-    def __init__(self, *, flush_s: float = 0.1, partial_every: int = 25,
-                 partial_text: Any = lambda frames: f"partial at {frames} frames") -> None:
+    def __init__(
+        self,
+        *,
+        flush_s: float = 0.1,
+        partial_every: int = 25,
+        partial_text: Any = lambda frames: f"partial at {frames} frames",
+    ) -> None:
         self.flush_s, self.partial_every = flush_s, partial_every
         self.partial_text = partial_text  # frames pushed -> the partial then
         self.flushes = self.discards = 0
@@ -101,8 +106,9 @@ class ToneTTS:
         self.delay_s = delay_s
         self.texts: list[str] = []
 
-    async def synthesize(self, text: str, *, left_context: str = "",
-                         right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         await asyncio.sleep(self.delay_s)
         self.texts.append(text)
         n = int(0.2 * OUT_RATE) * max(1, len(text.split()))
@@ -123,8 +129,9 @@ class ScriptedTurnDetector:
 
     name = "scripted"
 
-    def __init__(self, score: float, *, delay_s: float = 0.05,
-                 error: Exception | None = None) -> None:
+    def __init__(
+        self, score: float, *, delay_s: float = 0.05, error: Exception | None = None
+    ) -> None:
         self.value, self.delay_s, self.error = score, delay_s, error
         self.asked: list[tuple[str, int]] = []  # (text, samples of audio)
         self.warmed: list[str] = []  # partials read ahead
@@ -149,12 +156,19 @@ class ScriptedTurnDetector:
         return self.value
 
 
-def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
-             tts: ToneTTS | None = None, reply: str = REPLY,
-             llm: Any = None, detector: Any = None,
-             typed: tuple[tuple[float, str], ...] = (),
-             history: ChatHistory | None = None,
-             **engine_args: Any) -> list[dict[str, Any]]:
+def converse(
+    pcm: np.ndarray,
+    stt: FakeSTT,
+    partials: str = "listening",
+    *,
+    tts: ToneTTS | None = None,
+    reply: str = REPLY,
+    llm: Any = None,
+    detector: Any = None,
+    typed: tuple[tuple[float, str], ...] = (),
+    history: ChatHistory | None = None,
+    **engine_args: Any,
+) -> list[dict[str, Any]]:
     """Feed `pcm` frame by frame in virtual time, and each `typed` (t, text) as a typed
     message at t; the events with t relative to the input. `engine_args`: more of
     TurnEngine's arguments (a toolbox)."""
@@ -163,11 +177,16 @@ def converse(pcm: np.ndarray, stt: FakeSTT, partials: str = "listening", *,
         loop = asyncio.get_running_loop()
         events: list[dict[str, Any]] = []
         engine = TurnEngine(
-            stt=stt, llm=llm or ScriptedLLM([reply], sleep=asyncio.sleep),
-            tts=tts or ToneTTS(), sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
-            history=history or ChatHistory("system"), clock=loop.time, partials=partials,
+            stt=stt,
+            llm=llm or ScriptedLLM([reply], sleep=asyncio.sleep),
+            tts=tts or ToneTTS(),
+            sink=TimelineSink(OUT_RATE, 0.0, clock=loop.time),
+            history=history or ChatHistory("system"),
+            clock=loop.time,
+            partials=partials,
             on_event=lambda event: events.append(event_json(event)),
-            turn_detector=detector, **engine_args,
+            turn_detector=detector,
+            **engine_args,
         )
         await engine.start()
         t0 = loop.time()
@@ -195,7 +214,11 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     events = converse(pcm, stt)
 
     assert [e["state"] for e in of(events, "state")] == [
-        "LISTENING", "THINKING", "SPEAKING", "LISTENING"]
+        "LISTENING",
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+    ]
     partials = [e for e in of(events, "transcript") if e["text"].startswith("partial")]
     thinking = next(e["t"] for e in of(events, "state") if e["state"] == "THINKING")
     assert partials[0]["t"] < speech_end and all(e["t"] <= thinking for e in partials)
@@ -214,8 +237,7 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     assert stt.discards >= 2  # the utterance's opening, and the turn taken
 
 
-@pytest.mark.parametrize(("score", "silence_s"), [(0.9, 0.06 + 0.1 + 0.05),
-                                                    (0.0, UNFINISHED_S)])
+@pytest.mark.parametrize(("score", "silence_s"), [(0.9, 0.06 + 0.1 + 0.05), (0.0, UNFINISHED_S)])
 def test_the_endpoint_follows_the_turn_detector(question_pcm, score, silence_s) -> None:
     pcm, speech_end = question_pcm
     detector = ScriptedTurnDetector(score)
@@ -274,7 +296,11 @@ def test_a_failing_stt_is_logged_and_apologized_for(
     assert not of(events, "reply_started")  # nothing understood, nothing answered...
     assert [e["text"] for e in of(events, "tts_chunk")] == [CANNED_APOLOGY]  # ...but not mute
     assert [e["state"] for e in of(events, "state")] == [
-        "LISTENING", "THINKING", "SPEAKING", "LISTENING"]
+        "LISTENING",
+        "THINKING",
+        "SPEAKING",
+        "LISTENING",
+    ]
     messages = [r.getMessage() for r in caplog.records]
     assert sum("STT push failed" in m for m in messages) == 1  # once per utterance
     assert any("transcription failed" in m for m in messages)
@@ -354,8 +380,9 @@ TYPED = "What is the weather in Oslo?"
 
 def test_a_typed_message_is_answered_and_recorded_as_a_turn() -> None:
     history = ChatHistory("system")
-    events = converse(np.zeros(INPUT_RATE * 5, np.int16), FakeSTT(), typed=((1.0, TYPED),),
-                      history=history)
+    events = converse(
+        np.zeros(INPUT_RATE * 5, np.int16), FakeSTT(), typed=((1.0, TYPED),), history=history
+    )
     [final] = [e for e in of(events, "transcript") if e["final"]]
     assert final["text"] == TYPED and final["t"] == pytest.approx(1.0, abs=0.021)
     [start] = of(events, "reply_started")
@@ -365,16 +392,23 @@ def test_a_typed_message_is_answered_and_recorded_as_a_turn() -> None:
     assert not turn["interrupted"] and turn["heard_text"] == REPLY
     # Latency counts from the message, not from an earlier turn's speech.
     assert 0 < turn["latency_ms"]["voice_to_voice"] < 1000
-    assert history.turns == [{"role": "user", "content": TYPED},
-                             {"role": "assistant", "content": REPLY}]
+    assert history.turns == [
+        {"role": "user", "content": TYPED},
+        {"role": "assistant", "content": REPLY},
+    ]
 
 
 def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) -> None:
     pcm, speech_end = question_pcm
     history = ChatHistory("system")
     answer = "It is sunny in Oslo."
-    events = converse(pcm, FakeSTT(), llm=ScriptedLLM([REPLY, answer], sleep=asyncio.sleep),
-                      typed=((speech_end + 1.5, TYPED),), history=history)
+    events = converse(
+        pcm,
+        FakeSTT(),
+        llm=ScriptedLLM([REPLY, answer], sleep=asyncio.sleep),
+        typed=((speech_end + 1.5, TYPED),),
+        history=history,
+    )
     first_audio = of(events, "audio_start")[0]["t"]
     assert first_audio < speech_end + 1.5  # it was speaking when the message came
     cancelled = [e for e in of(events, "reply_cancelled") if e["reason"] == "typed message"]
@@ -385,8 +419,7 @@ def test_a_typed_message_while_the_agent_speaks_cuts_its_answer(question_pcm) ->
     assert heard and heard == REPLY.split()[: len(heard)] and len(heard) < len(REPLY.split())
     assert second["user_text"] == TYPED and second["agent_text"] == answer
     assert not second["interrupted"]
-    assert [m["content"] for m in history.turns] == [
-        QUESTION, first["heard_text"], TYPED, answer]
+    assert [m["content"] for m in history.turns] == [QUESTION, first["heard_text"], TYPED, answer]
 
 
 def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() -> None:
@@ -411,8 +444,9 @@ def test_a_phone_caller_is_heard_from_the_first_word_at_a_phone_lines_level() ->
 
 def _whole_question_early() -> FakeSTT:
     """Partials that hold the whole question from the 50th frame (1 s) on."""
-    return FakeSTT(partial_every=10,
-                   partial_text=lambda frames: QUESTION if frames >= 50 else "What is")
+    return FakeSTT(
+        partial_every=10, partial_text=lambda frames: QUESTION if frames >= 50 else "What is"
+    )
 
 
 def _reading_ahead(score: float) -> ScriptedTurnDetector:
@@ -456,10 +490,16 @@ def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> No
         tts = ToneTTS()
         playout = Playout(TimelineSink(OUT_RATE, 0.0, clock=loop.time), clock=loop.time)
         reply = ReplyPipeline(
-            7, [{"role": "user", "content": QUESTION}],
-            llm=ScriptedLLM([REPLY], sleep=asyncio.sleep), tts=tts, playout=playout,
-            chunker=make_chunker(), on_event=lambda _e: None,
-            on_failed=lambda _rid, _why: None, clock=loop.time)
+            7,
+            [{"role": "user", "content": QUESTION}],
+            llm=ScriptedLLM([REPLY], sleep=asyncio.sleep),
+            tts=tts,
+            playout=playout,
+            chunker=make_chunker(),
+            on_event=lambda _e: None,
+            on_failed=lambda _rid, _why: None,
+            clock=loop.time,
+        )
         reply.start()
         await asyncio.sleep(3.0)  # the whole reply has been generated by now
         unconfirmed = list(tts.texts)

@@ -77,8 +77,13 @@ class TimelineSTT:
     `delay_s`, with the words of every stretch of the timeline that the pushed audio reaches
     into. `fail()` may return an exception to raise from flush instead (a dead provider)."""
 
-    def __init__(self, said: list[Said], *, delay_s: float = 0.2,
-                 fail: Callable[[], Exception | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        said: list[Said],
+        *,
+        delay_s: float = 0.2,
+        fail: Callable[[], Exception | None] = lambda: None,
+    ) -> None:
         self.said = said
         self.delay_s = delay_s
         self.fail = fail
@@ -134,8 +139,9 @@ class ToneTTS:
         self.fail = fail
         self.texts: list[str] = []
 
-    async def synthesize(self, text: str, *, left_context: str = "",
-                         right_context: str = "") -> np.ndarray:
+    async def synthesize(
+        self, text: str, *, left_context: str = "", right_context: str = ""
+    ) -> np.ndarray:
         await asyncio.sleep(0.02 + 0.005 * len(text.split()))
         if (e := self.fail(text)) is not None:
             raise e
@@ -250,22 +256,39 @@ def converse(
     errors: list[str] = []
     loop.set_exception_handler(lambda _l, ctx: errors.append(str(ctx.get("exception"))))
     try:
-        return loop.run_until_complete(_converse(
-            said, until_s, tree, errors,
-            llm=llm or ScriptedLLM(replies or ["It is noon."], ttft_ms=150, words_per_s=15),
-            stt=stt or TimelineSTT(said), tts=tts or ToneTTS(), options=options,
-            mic=mic or speech_input(said), push=push or TurnEngine.push_frame,
-        ))
+        return loop.run_until_complete(
+            _converse(
+                said,
+                until_s,
+                tree,
+                errors,
+                llm=llm or ScriptedLLM(replies or ["It is noon."], ttft_ms=150, words_per_s=15),
+                stt=stt or TimelineSTT(said),
+                tts=tts or ToneTTS(),
+                options=options,
+                mic=mic or speech_input(said),
+                push=push or TurnEngine.push_frame,
+            )
+        )
     finally:
         if finally_ is not None:
             loop.run_until_complete(finally_())
         loop.close()
 
 
-async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: list[str], *,
-                    llm: Any, stt: Any, tts: Any, options: TurnOptions | None,
-                    mic: Callable[[float], np.ndarray],
-                    push: Callable[[TurnEngine, np.ndarray], None]) -> Conversation:
+async def _converse(
+    said: list[Said],
+    until_s: float,
+    tree: TaskTree,
+    errors: list[str],
+    *,
+    llm: Any,
+    stt: Any,
+    tts: Any,
+    options: TurnOptions | None,
+    mic: Callable[[float], np.ndarray],
+    push: Callable[[TurnEngine, np.ndarray], None],
+) -> Conversation:
     loop = asyncio.get_running_loop()
     origin = loop.time()
 
@@ -291,8 +314,16 @@ async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: li
             checks.append(loop.create_task(check_cancelled(event.reply_id), name="leak-check"))
 
     sink = TimelineSink(RATE, 0.0, clock=clock)
-    engine = TurnEngine(stt=stt, llm=llm, tts=tts, sink=sink, history=ChatHistory("test"),
-                        options=options, on_event=on_event, clock=clock)
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=sink,
+        history=ChatHistory("test"),
+        options=options,
+        on_event=on_event,
+        clock=clock,
+    )
     await engine.start()
     events.clear()  # the filler was synthesized before the user's first frame
     i = math.ceil(clock() / FRAME_S)  # frames end at multiples of 20 ms
@@ -307,10 +338,19 @@ async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: li
     await asyncio.sleep(0)
     leftover = [t.get_name() for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     # A task that died of an exception nobody looked at (asyncio would only log it at GC).
-    errors += [f"{t.get_name()}: {t.exception()!r}" for t in tree.parent
-               if t.done() and not t.cancelled() and getattr(t, "_log_traceback", False)]
-    return Conversation(events, [t.as_event() for t in engine.turns],
-                        sink.render(int(until_s * RATE)), leaks, leftover, errors)
+    errors += [
+        f"{t.get_name()}: {t.exception()!r}"
+        for t in tree.parent
+        if t.done() and not t.cancelled() and getattr(t, "_log_traceback", False)
+    ]
+    return Conversation(
+        events,
+        [t.as_event() for t in engine.turns],
+        sink.render(int(until_s * RATE)),
+        leaks,
+        leftover,
+        errors,
+    )
 
 
 # ---- the property: cancels leave nothing running ------------------------------------------
@@ -318,8 +358,17 @@ async def _converse(said: list[Said], until_s: float, tree: TaskTree, errors: li
 utterance = st.tuples(
     st.floats(0.05, 2.5),  # pause before it (s)
     st.floats(0.1, 1.8),  # its length (s)
-    st.sampled_from(["what time is it?", "tell me about the", "stop, what is the date?",
-                     "[coughs]", "", "in Tokyo?", "and then"]),
+    st.sampled_from(
+        [
+            "what time is it?",
+            "tell me about the",
+            "stop, what is the date?",
+            "[coughs]",
+            "",
+            "in Tokyo?",
+            "and then",
+        ]
+    ),
 )
 
 
@@ -338,8 +387,9 @@ def test_no_task_of_a_cancelled_reply_outlives_its_cancel(
         said.append(Said(round(t, 2), round(t + length, 2), text))
         t += length
     reply = " ".join(["word"] * reply_words) + "."
-    conv = converse(said, until_s=t + 12.0,
-                    llm=ScriptedLLM([reply], ttft_ms=ttft_s * 1000, words_per_s=12))
+    conv = converse(
+        said, until_s=t + 12.0, llm=ScriptedLLM([reply], ttft_ms=ttft_s * 1000, words_per_s=12)
+    )
     assert conv.leaks == []
     assert conv.leftover_tasks == []
     assert conv.errors == []
@@ -347,8 +397,10 @@ def test_no_task_of_a_cancelled_reply_outlives_its_cancel(
     assert not states or states[-1] == "LISTENING"  # settled at the end
 
 
-LONG_REPLY = ("It is noon, and the sun is high, so it is time for lunch, and the cafe down "
-              "the street is open, and they serve a very good soup on Mondays.")
+LONG_REPLY = (
+    "It is noon, and the sun is high, so it is time for lunch, and the cafe down "
+    "the street is open, and they serve a very good soup on Mondays."
+)
 
 
 class LeakyLLM:
@@ -398,8 +450,9 @@ def test_a_barge_in_ducks_the_reply_at_once_then_cancels_all_of_it() -> None:
 
 def test_a_barge_in_that_pauses_at_once_cancels_the_whole_reply() -> None:
     said = [Said(0.5, 1.5, "what time is it?"), Said(3.0, 4.0, "stop, what is the date?")]
-    conv = converse(said, until_s=16.0, replies=[LONG_REPLY, "It is Monday."],
-                    options=TurnOptions(duck=False))
+    conv = converse(
+        said, until_s=16.0, replies=[LONG_REPLY, "It is Monday."], options=TurnOptions(duck=False)
+    )
     [cancel] = conv.of("reply_cancelled")
     assert cancel["reason"] == "barge-in" and conv.of("playback_ducked") == []
     assert conv.leaks == [] and conv.leftover_tasks == [] and conv.errors == []

@@ -79,8 +79,14 @@ class Pacer:
     `score_frames`, whatever the machine's load: a request made at frame i is awaited before
     frame i + n is fed. A confirmed answer begins in no audio time."""
 
-    def __init__(self, engine: TurnEngine, events: list[VoiceEvent], *, stt_frames: int = 10,
-                 score_frames: int = 3) -> None:
+    def __init__(
+        self,
+        engine: TurnEngine,
+        events: list[VoiceEvent],
+        *,
+        stt_frames: int = 10,
+        score_frames: int = 3,
+    ) -> None:
         self.engine, self.events = engine, events
         self.changed = asyncio.Event()  # set by every event: a candidate, a score, audio
         self.stt_frames, self.score_frames = stt_frames, score_frames
@@ -100,13 +106,21 @@ class Pacer:
         m = self.engine.machine
         utt = m._utt
         waits = [  # both kept up to date, each frame
-            self._waits("candidate", utt, utt is not None and utt.candidate_in_flight,
-                        self.stt_frames, frame),
-            self._waits("score", utt, utt is not None and utt.scoring is not None,
-                        self.score_frames, frame),
+            self._waits(
+                "candidate",
+                utt,
+                utt is not None and utt.candidate_in_flight,
+                self.stt_frames,
+                frame,
+            ),
+            self._waits(
+                "score", utt, utt is not None and utt.scoring is not None, self.score_frames, frame
+            ),
         ]
-        return any(waits) or (m.state is AgentState.THINKING and not any(
-            isinstance(e, AudioStart) for e in self.events[-1:]))
+        return any(waits) or (
+            m.state is AgentState.THINKING
+            and not any(isinstance(e, AudioStart) for e in self.events[-1:])
+        )
 
     def _waits(self, what: str, utt: Any, in_flight: bool, frames: int, frame: int) -> bool:
         """A request in flight since frame i is awaited from frame i + `frames` on."""
@@ -123,14 +137,21 @@ def converse(pcm: np.ndarray, stt: Any) -> tuple[list[VoiceEvent], RecordingLLM,
         clock, events, llm = FrameClock(), [], RecordingLLM()
         pacer: Pacer | None = None
         engine = TurnEngine(
-            stt=stt, llm=llm, tts=ToneTTS(), sink=TimelineSink(16_000, 0.0, clock=clock),
-            history=ChatHistory("system"), clock=clock, partials="off",
+            stt=stt,
+            llm=llm,
+            tts=ToneTTS(),
+            sink=TimelineSink(16_000, 0.0, clock=clock),
+            history=ChatHistory("system"),
+            clock=clock,
+            partials="off",
             on_event=lambda e: pacer.on_event(e) if pacer else events.append(e),
-            turn_detector=ReadsCompleteDetector())
+            turn_detector=ReadsCompleteDetector(),
+        )
         pacer = Pacer(engine, events)
         await engine.start()
-        padded = np.concatenate([np.zeros(INPUT_RATE // 2, np.int16), pcm,
-                                 np.zeros(3 * INPUT_RATE, np.int16)])
+        padded = np.concatenate(
+            [np.zeros(INPUT_RATE // 2, np.int16), pcm, np.zeros(3 * INPUT_RATE, np.int16)]
+        )
         for i in range(len(padded) // FRAME_SAMPLES):
             clock.frames += 1
             engine.push_frame(padded[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES])
@@ -162,12 +183,20 @@ def speech_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_a_filler_before_a_one_second_pause_is_not_cut_off(whisper_stt: Any,
-                                                            speech_dir: Path) -> None:
+def test_a_filler_before_a_one_second_pause_is_not_cut_off(
+    whisper_stt: Any, speech_dir: Path
+) -> None:
     # Whisper writes "Could you recommend the film for tonight?" for the words before the
     # "uh", which reads complete.
-    pcm = asyncio.run(spoken_with_pause("Could you recommend a film for tonight, uh", 1.0,
-                                        "something funny?", "espeak-en-us", speech_dir))
+    pcm = asyncio.run(
+        spoken_with_pause(
+            "Could you recommend a film for tonight, uh",
+            1.0,
+            "something funny?",
+            "espeak-en-us",
+            speech_dir,
+        )
+    )
     events, llm, _ = converse(pcm, whisper_stt)
     [final] = finals(events)  # one turn, committed after the words that went on
     assert final.t > second_half_at(pcm)
@@ -178,12 +207,19 @@ def test_a_filler_before_a_one_second_pause_is_not_cut_off(whisper_stt: Any,
 
 @pytest.mark.slow
 def test_words_after_a_pause_the_answer_began_in_reach_the_llm_with_those_before(
-        whisper_stt: Any, speech_dir: Path) -> None:
+    whisper_stt: Any, speech_dir: Path
+) -> None:
     # "Can you tell me a story?" reads complete: the agent answers in the 1.2 s pause, and
     # the user goes on over its first words.
-    pcm = asyncio.run(spoken_with_pause("Can you tell me a story", 1.2,
-                                        "about a dragon and a princess?", "espeak-en-us",
-                                        speech_dir))
+    pcm = asyncio.run(
+        spoken_with_pause(
+            "Can you tell me a story",
+            1.2,
+            "about a dragon and a princess?",
+            "espeak-en-us",
+            speech_dir,
+        )
+    )
     events, llm, engine = converse(pcm, whisper_stt)
     first_audio = next(e.t for e in events if isinstance(e, AudioStart))
     assert first_audio < second_half_at(pcm)  # it did answer inside the pause

@@ -36,13 +36,13 @@ class Typist:
 
     async def join(self, server: LiveKitServer, identity: str) -> None:
         self.room.register_text_stream_handler(TOPIC_CHAT, self._on_reply)
-        token = create_join_token(server.livekit_settings(), ROOM, identity,
-                                  dispatch_agent=False)
+        token = create_join_token(server.livekit_settings(), ROOM, identity, dispatch_agent=False)
         await self.room.connect(server.url, token)
 
     async def type(self, text: str) -> None:
         await self.room.local_participant.send_text(
-            text, topic=TOPIC_CHAT, destination_identities=["agent"])
+            text, topic=TOPIC_CHAT, destination_identities=["agent"]
+        )
 
     def _on_reply(self, reader: rtc.TextStreamReader, _sender: str) -> None:
         async def read() -> None:
@@ -71,16 +71,18 @@ class Logged(logging.Handler):
 
 
 @pytest.fixture
-async def agent_room(livekit_server: LiveKitServer) -> AsyncIterator[
-        tuple[list[str], Logged]]:
+async def agent_room(livekit_server: LiveKitServer) -> AsyncIterator[tuple[list[str], Logged]]:
     """The agent's side: a room joined as "agent" whose typed messages from "user-1" are
     collected; with the refusals logged."""
     room = rtc.Room()
-    await room.connect(livekit_server.url, create_join_token(
-        livekit_server.livekit_settings(), ROOM, "agent", dispatch_agent=False))
+    await room.connect(
+        livekit_server.url,
+        create_join_token(livekit_server.livekit_settings(), ROOM, "agent", dispatch_agent=False),
+    )
     pushed: list[str] = []
-    typed = TypedMessages(room, "user-1", pushed.append,
-                          limits=TypedInput(burst=3, per_min=20, read_timeout_s=2.0))
+    typed = TypedMessages(
+        room, "user-1", pushed.append, limits=TypedInput(burst=3, per_min=20, read_timeout_s=2.0)
+    )
     typed.start()
     logged = Logged()
     logger = logging.getLogger("agent.transports.room_session")
@@ -135,12 +137,18 @@ async def test_a_sender_who_vanishes_mid_message_costs_only_that_message(
     user = Typist()
     await user.join(livekit_server, "user-1")
     writer = await user.room.local_participant.stream_text(
-        topic=TOPIC_CHAT, destination_identities=["agent"])
+        topic=TOPIC_CHAT, destination_identities=["agent"]
+    )
     await writer.write("What is the weath")
     await user.room.disconnect()  # gone, the stream never closed
-    await require(lambda: logged.has("typed message from user-1 lost")
-                  or logged.has("typed message from user-1 dropped"),
-                  WAIT_S, "the broken message given up")
+    await require(
+        lambda: (
+            logged.has("typed message from user-1 lost")
+            or logged.has("typed message from user-1 dropped")
+        ),
+        WAIT_S,
+        "the broken message given up",
+    )
     assert pushed == []
     back = Typist()  # the user comes back: the session still reads them
     await back.join(livekit_server, "user-1")

@@ -34,15 +34,19 @@ from tests.fake_openai_server import fake_openai_server
 
 RESUME = REPO_ROOT / "bench" / "copilot_data" / "resume.md"
 QUESTION = "Where did you go to university, and what did you study?"
-REPLY = ("- I studied at the Technical University of Munich.\n"
-         "- A Master of Science in computer science, finished in 2017.")
+REPLY = (
+    "- I studied at the Technical University of Munich.\n"
+    "- A Master of Science in computer science, finished in 2017."
+)
 READY = "Ready: answers come at full speed."
 
 # Every text the readiness line shows, in order (render() rewrites it often: kept once each).
 WAITING_FOR_MEETING = "Waiting for the meeting's audio: run "
-BRIDGE_COMMAND = re.compile(r'Waiting for the meeting\'s audio: run "voxroom bridge --room '
-                            r'web-copilot --candidate (user-[0-9a-f]+)" on the computer the '
-                            r'meeting plays on\.')
+BRIDGE_COMMAND = re.compile(
+    r'Waiting for the meeting\'s audio: run "voxroom bridge --room '
+    r'web-copilot --candidate (user-[0-9a-f]+)" on the computer the '
+    r"meeting plays on\."
+)
 HEARING_MEETING = "It hears the meeting; its answers appear below."
 _WATCH_READINESS = """
 window.__readiness = [];
@@ -64,9 +68,12 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
     pieces = len(chunk_document(document_text(RESUME.read_bytes())))
     settings = Settings(livekit=livekit_server.livekit_settings())
     llm = ScriptedLLM([REPLY], ttft_ms=80, words_per_s=25)
-    async with fake_openai_server(llm) as base_url, worker_beside_loop(
-        livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)
-    ), serve_page(settings) as origin, browser_page(silent_wav(tmp_path / "mic.wav")) as page:
+    async with (
+        fake_openai_server(llm) as base_url,
+        worker_beside_loop(livekit_server, tmp_path / "worker.log", **scripted_llm_env(base_url)),
+        serve_page(settings) as origin,
+        browser_page(silent_wav(tmp_path / "mic.wav")) as page,
+    ):
         await page.add_init_script(_WATCH_READINESS)
         await page.goto(f"{origin}/?room=web-copilot")
         await page.wait_for_function("window.__voxroom && window.__voxroom.mode() === 'livekit'")
@@ -92,14 +99,20 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
         assert await page.locator("#controls").is_hidden()
         await page.wait_for_function(
             "text => document.querySelector('#status-hint').textContent.startsWith(text)",
-            arg=WAITING_FOR_MEETING, timeout=10_000)
+            arg=WAITING_FOR_MEETING,
+            timeout=10_000,
+        )
         hint = await page.locator("#status-hint").text_content() or ""
         command = BRIDGE_COMMAND.fullmatch(hint)
         assert command, hint
         # The bridge the page's user runs: `voxroom bridge --room R --candidate <them>`.
-        interviewer = RoomUser(livekit_server.url, create_bridge_token(
-            settings.livekit, "web-copilot", "meeting-bridge-web", command.group(1)),
-            track_name=MEETING_TRACK)
+        interviewer = RoomUser(
+            livekit_server.url,
+            create_bridge_token(
+                settings.livekit, "web-copilot", "meeting-bridge-web", command.group(1)
+            ),
+            track_name=MEETING_TRACK,
+        )
         await interviewer.connect()
         try:
             await _wait_for_text(page, "#status-hint", HEARING_MEETING, 10)
@@ -110,7 +123,8 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
             await answer.wait_for(timeout=60_000)
             # The spoken answer reaches the page's speaker (the copilot-voice track).
             await page.wait_for_function(
-                f"window.__levels.some(([, level]) => level > {AUDIBLE_RMS})", timeout=30_000)
+                f"window.__levels.some(([, level]) => level > {AUDIBLE_RMS})", timeout=30_000
+            )
             # It receives the agent's voice and nothing else: not the meeting-audio it does not
             # play (the room is joined with autoSubscribe off).
             subscribed = await page.evaluate("window.__voxroom.subscribedAudio()")
@@ -125,8 +139,9 @@ async def test_the_page_sends_the_resume_and_shows_the_answer(
             shots = await save_screenshots(page, "copilot")
         finally:
             await interviewer.close()
-    print(f"\nreadiness: {readiness}\nquestion: {question!r}\nscreenshots: "
-          f"{[str(p) for p in shots]}")
+    print(
+        f"\nreadiness: {readiness}\nquestion: {question!r}\nscreenshots: {[str(p) for p in shots]}"
+    )
     assert "university" in question.lower() and "study" in question.lower(), question
     assert text == REPLY.strip()
     assert heard_who == "Interviewer" and "university" in heard_text.lower(), heard_text
@@ -139,7 +154,9 @@ async def _wait_for_text(page, selector: str, text: str, timeout_s: float) -> No
     try:
         await page.wait_for_function(
             "([selector, text]) => document.querySelector(selector).textContent === text",
-            arg=[selector, text], timeout=timeout_s * 1000)
+            arg=[selector, text],
+            timeout=timeout_s * 1000,
+        )
     except PlaywrightTimeout:
         shown = await page.locator(selector).text_content()
         raise AssertionError(f"{selector} shows {shown!r}, not {text!r}") from None

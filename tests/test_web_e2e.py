@@ -62,9 +62,11 @@ async def test_a_question_typed_in_the_page_is_answered(
     livekit_server: LiveKitServer, tmp_path: Path
 ) -> None:
     settings = Settings(livekit=livekit_server.livekit_settings())
-    async with (scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])),
-                serve_page(settings) as origin,
-                browser_page(silent_wav(tmp_path / "silence.wav")) as page):
+    async with (
+        scripted_agent(livekit_server, tmp_path / "worker.log", ScriptedLLM([REPLY])),
+        serve_page(settings) as origin,
+        browser_page(silent_wav(tmp_path / "silence.wav")) as page,
+    ):
         await page.goto(f"{origin}/?room=web-typed")
         await page.wait_for_function("window.__voxroom && window.__voxroom.mode() !== undefined")
         await page.click("#join")

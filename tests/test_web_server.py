@@ -55,7 +55,9 @@ def static_dir(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def serve(
-    static_dir: Path, web_settings: WebSettings | None = None, settings: Settings = SETTINGS,
+    static_dir: Path,
+    web_settings: WebSettings | None = None,
+    settings: Settings = SETTINGS,
     **kwargs,
 ) -> AsyncIterator[TestClient]:
     app = create_web_app(settings, static_dir=static_dir, web_settings=web_settings, **kwargs)
@@ -82,9 +84,14 @@ async def test_token_grants_one_room_a_microphone_and_the_agent(static_dir: Path
     assert claims["sub"] == body["identity"] and body["identity"].startswith("user-")
     assert claims["name"] == "Alice"
     assert claims["video"] == user_grants("voxroom-demo")
-    assert claims["roomConfig"] == {"agents": [{
-        "agentName": SETTINGS.livekit.agent_name,
-        "metadata": json.dumps({"voxroom.user": claims["sub"]})}]}
+    assert claims["roomConfig"] == {
+        "agents": [
+            {
+                "agentName": SETTINGS.livekit.agent_name,
+                "metadata": json.dumps({"voxroom.user": claims["sub"]}),
+            }
+        ]
+    }
     assert claims["exp"] - claims["nbf"] == 600
     assert SETTINGS.livekit.api_secret not in json.dumps(body)
 
@@ -117,7 +124,9 @@ async def test_copilot_token_makes_the_caller_the_candidate(static_dir: Path) ->
     [dispatch] = decode(copilot["token"])["roomConfig"]["agents"]
     # What `voxroom token --copilot` asks for, and the grants of any page user, no more.
     assert json.loads(dispatch["metadata"]) == {
-        **json.loads(copilot_metadata(identity)), "voxroom.user": identity}
+        **json.loads(copilot_metadata(identity)),
+        "voxroom.user": identity,
+    }
     assert json.loads(dispatch["metadata"])["voxroom.candidate"] == identity
     assert decode(copilot["token"])["video"] == decode(voice["token"])["video"]
     [plain] = decode(voice["token"])["roomConfig"]["agents"]
@@ -210,17 +219,30 @@ def test_the_page_speaks_the_copilots_names_and_limit(repo_root: Path) -> None:
     from agent.copilot.context.index import MAX_DOCUMENT_BYTES
     from agent.transports.typed_input import MAX_TYPED_CHARS
 
-    page = "\n".join((repo_root / "web" / "src" / name).read_text()
-                     for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts",
-                                  "chat.ts"))
+    page = "\n".join(
+        (repo_root / "web" / "src" / name).read_text()
+        for name in ("copilot.ts", "copilotDocuments.ts", "transcript.ts", "chat.ts")
+    )
     assert f"MAX_DOCUMENT_BYTES = {MAX_DOCUMENT_BYTES:_};" in page
     assert f"MAX_CHAT_CHARS = {MAX_TYPED_CHARS:_};" in page
     assert f'maxlength="{MAX_TYPED_CHARS}"' in (repo_root / "web" / "index.html").read_text()
-    for constant in ("TOPIC_CHAT", "TOPIC_COPILOT", "TOPIC_CONTEXT", "TOPIC_CONTEXT_STATUS",
-                     "TOPIC_COPILOT_CONTROL", "ATTR_CONTEXT_NAME", "ATTR_QUESTION",
-                     "ATTR_ANSWER_STATUS", "ATTR_SPEAK", "ATTR_WARM_PIECES", "ATTR_DOCUMENTS_FIT",
-                     "MEETING_TRACK", "ATTR_BRIDGE_CANDIDATE", "ATTR_SPEAKER",
-                     "SPEAKER_INTERVIEWER"):
+    for constant in (
+        "TOPIC_CHAT",
+        "TOPIC_COPILOT",
+        "TOPIC_CONTEXT",
+        "TOPIC_CONTEXT_STATUS",
+        "TOPIC_COPILOT_CONTROL",
+        "ATTR_CONTEXT_NAME",
+        "ATTR_QUESTION",
+        "ATTR_ANSWER_STATUS",
+        "ATTR_SPEAK",
+        "ATTR_WARM_PIECES",
+        "ATTR_DOCUMENTS_FIT",
+        "MEETING_TRACK",
+        "ATTR_BRIDGE_CANDIDATE",
+        "ATTR_SPEAKER",
+        "SPEAKER_INTERVIEWER",
+    ):
         name = getattr(protocol, constant)
         assert f"= '{name}';" in page, constant
 
@@ -264,8 +286,14 @@ async def remote_client(static_dir: Path, web_settings: WebSettings):
         # A forwarded loopback address from an untrusted peer is not believed.
         (WebSettings(), {"X-Forwarded-For": "127.0.0.1"}, 403, "closed"),
         # The trusted auth header counts only from the trusted proxy, which this peer is not.
-        (WebSettings(trusted_auth_header="X-Auth-User", trusted_proxies=parse_networks("10.9.9.9")),
-         {"X-Auth-User": "alice"}, 403, "closed"),
+        (
+            WebSettings(
+                trusted_auth_header="X-Auth-User", trusted_proxies=parse_networks("10.9.9.9")
+            ),
+            {"X-Auth-User": "alice"},
+            403,
+            "closed",
+        ),
     ],
 )
 async def test_off_loopback_a_secret_is_required(
@@ -293,13 +321,22 @@ async def test_off_loopback_a_secret_is_required(
         # A reverse proxy on this machine: its visitors must not count as local.
         (WebSettings(), {"X-Forwarded-For": "203.0.113.7"}, 403),
         (WebSettings(), {"Forwarded": "for=203.0.113.7"}, 403),
-        (WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
-         {"X-Forwarded-For": "203.0.113.7"}, 403),
+        (
+            WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
+            {"X-Forwarded-For": "203.0.113.7"},
+            403,
+        ),
         (WebSettings(trusted_proxies=parse_networks("127.0.0.1")), {}, 403),
-        (WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
-         {"X-Forwarded-For": "127.0.0.1"}, 200),
-        (WebSettings(shared_secret=SECRET), {"X-Forwarded-For": "203.0.113.7",
-                                              "Authorization": f"Bearer {SECRET}"}, 200),
+        (
+            WebSettings(trusted_proxies=parse_networks("127.0.0.1")),
+            {"X-Forwarded-For": "127.0.0.1"},
+            200,
+        ),
+        (
+            WebSettings(shared_secret=SECRET),
+            {"X-Forwarded-For": "203.0.113.7", "Authorization": f"Bearer {SECRET}"},
+            200,
+        ),
         (PROXY_AUTH, {"X-Forwarded-For": "203.0.113.7", "X-Auth-User": "alice@example.org"}, 200),
         (PROXY_AUTH, {"X-Forwarded-For": "203.0.113.7", "X-Auth-User": " "}, 403),
     ],
@@ -327,15 +364,20 @@ def test_client_address_through_a_chain_of_trusted_proxies() -> None:
 
 
 def test_web_settings_from_the_environment() -> None:
-    ws = WebSettings.from_env({
-        "VOXROOM_WEB_SHARED_SECRET": SECRET,
-        "VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X-Forwarded-User",
-        "VOXROOM_WEB_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8",
-        "VOXROOM_WEB_TOKEN_TTL_S": "300",
-        "VOXROOM_WEB_RATE_LIMIT_PER_MIN": "30",
-    })
+    ws = WebSettings.from_env(
+        {
+            "VOXROOM_WEB_SHARED_SECRET": SECRET,
+            "VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X-Forwarded-User",
+            "VOXROOM_WEB_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8",
+            "VOXROOM_WEB_TOKEN_TTL_S": "300",
+            "VOXROOM_WEB_RATE_LIMIT_PER_MIN": "30",
+        }
+    )
     assert (ws.shared_secret, ws.trusted_auth_header, ws.token_ttl_s, ws.rate_per_min) == (
-        SECRET, "X-Forwarded-User", 300, 30.0,
+        SECRET,
+        "X-Forwarded-User",
+        300,
+        30.0,
     )
     assert [str(n) for n in ws.trusted_proxies] == ["127.0.0.1/32", "10.0.0.0/8"]
     assert SECRET not in repr(ws)
@@ -347,8 +389,10 @@ def test_web_settings_from_the_environment() -> None:
     [
         ({"VOXROOM_WEB_SHARED_SECRET": "short"}, "at least 16"),
         ({"VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X-User"}, "needs VOXROOM_WEB_TRUSTED_PROXIES"),
-        ({"VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X User", "VOXROOM_WEB_TRUSTED_PROXIES": "::1"},
-         "header name"),
+        (
+            {"VOXROOM_WEB_TRUSTED_AUTH_HEADER": "X User", "VOXROOM_WEB_TRUSTED_PROXIES": "::1"},
+            "header name",
+        ),
         ({"VOXROOM_WEB_TRUSTED_PROXIES": "proxy.local"}, "not an IP address"),
         ({"VOXROOM_WEB_TOKEN_TTL_S": "ten"}, "must be a number"),
         ({"VOXROOM_WEB_RATE_LIMIT_PER_MIN": "0"}, "must be positive"),
@@ -388,9 +432,7 @@ def test_rate_limiter_forgets_clients_whose_bucket_refilled() -> None:
 async def test_token_endpoint_answers_429_with_retry_after(static_dir: Path) -> None:
     now = [1000.0]
     async with serve(static_dir, WebSettings(rate_per_min=3), clock=lambda: now[0]) as client:
-        statuses = [
-            (await client.post("/api/token", json={"room": "r"})).status for _ in range(3)
-        ]
+        statuses = [(await client.post("/api/token", json={"room": "r"})).status for _ in range(3)]
         assert statuses == [200] * 3
         resp = await client.post("/api/token", json={"room": "r"})
         assert resp.status == 429
@@ -473,8 +515,13 @@ async def test_livekit_server_refuses_expired_forged_and_over_granted_tokens(
         ),
     }
     over_granted = _tampered(
-        token, video={**claims["video"], "roomAdmin": True, "roomList": True,
-                      "canPublishSources": ["microphone", "camera", "screen_share"]},
+        token,
+        video={
+            **claims["video"],
+            "roomAdmin": True,
+            "roomList": True,
+            "canPublishSources": ["microphone", "camera", "screen_share"],
+        },
     )
     for reason, bad in [*refused.items(), ("signature is invalid", over_granted)]:
         room = rtc.Room()
@@ -490,11 +537,14 @@ async def test_livekit_server_refuses_expired_forged_and_over_granted_tokens(
         with pytest.raises(PublishTrackError):  # the server never accepts it
             await room.local_participant.publish_track(screen, options)
         async with aiohttp.ClientSession() as session:
-            for method, request in (("ListRooms", {}),
-                                    ("RemoveParticipant", {"room": "refusals", "identity": "x"})):
+            for method, request in (
+                ("ListRooms", {}),
+                ("RemoveParticipant", {"room": "refusals", "identity": "x"}),
+            ):
                 async with session.post(
                     f"{livekit_server.http_url}/twirp/livekit.RoomService/{method}",
-                    json=request, headers={"Authorization": f"Bearer {token}"},
+                    json=request,
+                    headers={"Authorization": f"Bearer {token}"},
                 ) as resp:
                     assert resp.status == 401, method
     finally:

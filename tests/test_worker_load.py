@@ -123,8 +123,7 @@ class FakeLiveKitAPI:
         self.participants = participants  # room -> [(identity, kind)]
         self.removed: list[tuple[str, str]] = []
         self.dispatched: list[tuple[str, str, str]] = []
-        self.room = SimpleNamespace(list_participants=self._list,
-                                    remove_participant=self._remove)
+        self.room = SimpleNamespace(list_participants=self._list, remove_participant=self._remove)
         self.agent_dispatch = SimpleNamespace(create_dispatch=self._dispatch)
 
     async def _list(self, req):
@@ -132,8 +131,11 @@ class FakeLiveKitAPI:
 
         if req.room not in self.participants:
             raise api.TwirpError("not_found", "room not found", status=404)
-        return SimpleNamespace(participants=[
-            SimpleNamespace(identity=i, kind=k) for i, k in self.participants[req.room]])
+        return SimpleNamespace(
+            participants=[
+                SimpleNamespace(identity=i, kind=k) for i, k in self.participants[req.room]
+            ]
+        )
 
     async def _remove(self, req):
         self.removed.append((req.room, req.identity))
@@ -144,9 +146,15 @@ class FakeLiveKitAPI:
 
 def _job(room: str, job_id: str):
     return SimpleNamespace(
-        job=SimpleNamespace(room=SimpleNamespace(name=room), id=job_id, agent_name="voxroom",
-                            metadata='{"mode": "voice"}'),
-        accept_arguments=SimpleNamespace(identity=f"agent-{job_id}"), fake_job=False)
+        job=SimpleNamespace(
+            room=SimpleNamespace(name=room),
+            id=job_id,
+            agent_name="voxroom",
+            metadata='{"mode": "voice"}',
+        ),
+        accept_arguments=SimpleNamespace(identity=f"agent-{job_id}"),
+        fake_job=False,
+    )
 
 
 AGENT, USER = 4, 0  # ParticipantInfo.Kind
@@ -156,15 +164,19 @@ async def test_a_room_whose_worker_stopped_renewing_is_dispatched_again(tmp_path
     store = tmp_path / "store.sqlite3"
     now = [1000.0]
     dead_jobs = [_job("talking", "AJ_1"), _job("finished", "AJ_2"), _job("taken", "AJ_3")]
-    dead = Redispatcher(LeaseTable(store), None, lambda: dead_jobs, lambda: "AW_dead",
-                        clock=lambda: now[0])
+    dead = Redispatcher(
+        LeaseTable(store), None, lambda: dead_jobs, lambda: "AW_dead", clock=lambda: now[0]
+    )
     await dead.tick()  # renews its three leases, then dies
-    api = FakeLiveKitAPI({
-        "talking": [("user-1", USER), ("agent-AJ_1", AGENT)],  # the dead agent lingers
-        "taken": [("user-2", USER), ("agent-AJ_9", AGENT)],  # another agent took over
-    })  # "finished": the room is gone
-    alive = Redispatcher(LeaseTable(store), api, lambda: [], lambda: "AW_alive",
-                         clock=lambda: now[0])
+    api = FakeLiveKitAPI(
+        {
+            "talking": [("user-1", USER), ("agent-AJ_1", AGENT)],  # the dead agent lingers
+            "taken": [("user-2", USER), ("agent-AJ_9", AGENT)],  # another agent took over
+        }
+    )  # "finished": the room is gone
+    alive = Redispatcher(
+        LeaseTable(store), api, lambda: [], lambda: "AW_alive", clock=lambda: now[0]
+    )
     now[0] += 1.0
     await alive.tick()
     assert api.dispatched == []  # not expired yet

@@ -288,15 +288,15 @@ class SentenceChunker(_Chunker):
 
 class LookaheadChunker(_Chunker):
     """The first chunk as soon as it has `min_first_words` words and `lookahead_words` words
-    follow it, the last of which may still be arriving (with the defaults: when the 4th word
-    starts, the first 2 go out), ending
-    at the last clause or sentence boundary within `max_first_words` if the words already there
-    reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
-    `min_clause_words` words, or at a cap that grows chunk by chunk up to `max_chunk_words`
-(`ChunkerOptions.chunk_growth`). Every chunk but the last has at least
-    `min_first_words` words, and none ends between a title or initial and its name or before
-    "a.m."/"p.m." (which can delay the first chunk by a word or two). A cut between two words
-    is made only once the word after it is complete.
+        follow it, the last of which may still be arriving (with the defaults: when the 4th word
+        starts, the first 2 go out), ending
+        at the last clause or sentence boundary within `max_first_words` if the words already there
+        reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
+        `min_clause_words` words, or at a cap that grows chunk by chunk up to `max_chunk_words`
+    (`ChunkerOptions.chunk_growth`). Every chunk but the last has at least
+        `min_first_words` words, and none ends between a title or initial and its name or before
+        "a.m."/"p.m." (which can delay the first chunk by a word or two). A cut between two words
+        is made only once the word after it is complete.
     """
 
     def __init__(self, options: ChunkerOptions | None = None) -> None:

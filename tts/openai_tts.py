@@ -106,8 +106,13 @@ class OpenAITTS:
 
     def _finish(self, pcm: bytes) -> np.ndarray:
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768
-        return finish_speech(audio, PCM_RATE, self.sample_rate, fade_ms=self.fade_ms,
-                             edge_silence_ms=self.edge_silence_ms)
+        return finish_speech(
+            audio,
+            PCM_RATE,
+            self.sample_rate,
+            fade_ms=self.fade_ms,
+            edge_silence_ms=self.edge_silence_ms,
+        )
 
     async def aclose(self) -> None:
         """Close the running loop's connection pool."""

@@ -117,8 +117,9 @@ class TerminableSession:
             self._job.run_options = None
 
     def run(self, output_names: Any, feeds: dict[str, Any]) -> list[Any]:
-        out: list[Any] = self._session.run(output_names, feeds,
-                                           getattr(self._job, "run_options", None))
+        out: list[Any] = self._session.run(
+            output_names, feeds, getattr(self._job, "run_options", None)
+        )
         return out
 
 
@@ -192,8 +193,14 @@ class PiperTTS:
 
     def finish(self, audio: np.ndarray) -> np.ndarray:
         """Piper's float audio as every synthesis returns it (`finish_speech`, with gain)."""
-        return finish_speech(audio, PIPER_RATE, self.sample_rate, gain=self.gain,
-                             fade_ms=self.fade_ms, edge_silence_ms=self.edge_silence_ms)
+        return finish_speech(
+            audio,
+            PIPER_RATE,
+            self.sample_rate,
+            gain=self.gain,
+            fade_ms=self.fade_ms,
+            edge_silence_ms=self.edge_silence_ms,
+        )
 
 
 def _synthesize(
@@ -287,8 +294,15 @@ def word_spans(phonemes: Iterable[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def finish_speech(audio: np.ndarray, rate: int, output_rate: int, *, gain: float = 1.0,
-                  fade_ms: float, edge_silence_ms: float) -> np.ndarray:
+def finish_speech(
+    audio: np.ndarray,
+    rate: int,
+    output_rate: int,
+    *,
+    gain: float = 1.0,
+    fade_ms: float,
+    edge_silence_ms: float,
+) -> np.ndarray:
     """Float speech at `rate` as a TTS engine returns it: its silent edges trimmed to
     `edge_silence_ms`, times `gain`, at `output_rate`, faded in and out over `fade_ms`, int16."""
     audio = trim_silence(audio, rate, keep_ms=edge_silence_ms)

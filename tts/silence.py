@@ -23,7 +23,7 @@ def trim_leading_silence(pcm: np.ndarray, rate: int, *, keep_ms: float) -> np.nd
     frame, active = _voiced_frames(pcm.astype(np.float32) / 32768, rate)
     if active.size == 0:
         return pcm
-    return pcm[max(0, active[0] * frame - int(rate * keep_ms / 1000)):]
+    return pcm[max(0, active[0] * frame - int(rate * keep_ms / 1000)) :]
 
 
 def _voiced_frames(audio: np.ndarray, rate: int) -> tuple[int, np.ndarray]:

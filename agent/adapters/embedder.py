@@ -99,15 +99,20 @@ class MiniLMEmbedder:
 
         model_dir = self._dir or minilm_model_dir()
         config = json.loads((model_dir / "config.json").read_text())
-        if (config.get("hidden_size"), config.get("num_hidden_layers"),
-                config.get("num_attention_heads")) != (DIMENSIONS, _LAYERS, _HEADS):
+        if (
+            config.get("hidden_size"),
+            config.get("num_hidden_layers"),
+            config.get("num_attention_heads"),
+        ) != (DIMENSIONS, _LAYERS, _HEADS):
             raise EmbedderError(f"{model_dir} is not all-MiniLM-L6-v2: {config}")
         t = read_safetensors(model_dir / "model.safetensors")
         try:
             self._word = t["embeddings.word_embeddings.weight"]
             # Positions and token type 0 are added together once.
-            self._pos = (t["embeddings.position_embeddings.weight"][:MAX_TOKENS]
-                         + t["embeddings.token_type_embeddings.weight"][0])
+            self._pos = (
+                t["embeddings.position_embeddings.weight"][:MAX_TOKENS]
+                + t["embeddings.token_type_embeddings.weight"][0]
+            )
             self._ln0 = (t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
             self._layers = [self._layer(t, f"encoder.layer.{i}.") for i in range(_LAYERS)]
         except KeyError as e:
@@ -185,7 +190,8 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     numpy has no erf)."""
     z = np.abs(x) / math.sqrt(2.0)
     t = 1.0 / (1.0 + 0.3275911 * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
-                + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
     return 0.5 * x * (1.0 + erf)

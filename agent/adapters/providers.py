@@ -70,8 +70,13 @@ def _piper(_settings: TTSSettings, output_rate: int) -> TextToSpeech:
 def _openai_speech(settings: TTSSettings, output_rate: int) -> TextToSpeech:
     from tts.openai_tts import OpenAITTS
 
-    return OpenAITTS(base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
-                     voice=settings.voice, output_rate=output_rate)
+    return OpenAITTS(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        model=settings.model,
+        voice=settings.voice,
+        output_rate=output_rate,
+    )
 
 
 # tts.provider -> the engine at `output_rate`, loaded and warmed (blocking).
@@ -87,8 +92,13 @@ TTS_PROVIDERS: dict[str, Callable[[TTSSettings, int], TextToSpeech]] = {
 def _chat_client(settings: LLMSettings, base_url: str | None, model: str) -> LanguageModel:
     from agent.adapters.llm.openai_chat import OpenAIChatLLM
 
-    return OpenAIChatLLM(model=model, base_url=base_url, api_key=settings.api_key,
-                         max_tokens=settings.max_tokens, temperature=settings.temperature)
+    return OpenAIChatLLM(
+        model=model,
+        base_url=base_url,
+        api_key=settings.api_key,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+    )
 
 
 def _local_chat(settings: LLMSettings, local_base_url: str | None) -> LanguageModel:

@@ -150,8 +150,9 @@ class SmartTurnDetector(_ThreadedDetector):
         so.intra_op_num_threads = 1  # one core: the other is Whisper's and the LLM's
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session = ort.InferenceSession(str(smart_turn_model_path()), sess_options=so,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(smart_turn_model_path()), sess_options=so, providers=["CPUExecutionProvider"]
+        )
         self._features = FeatureExtractor(feature_size=80, chunk_length=8)
 
     def _predict(self, text: str, pcm: np.ndarray) -> float:
@@ -267,17 +268,22 @@ class TextTurnDetector(_ThreadedDetector):
         words = normalized_words(text)
         if not words:
             return 0.0
-        reply = self._server.handle_completions({
-            "prompt": _OPENING + words, "n_predict": 1, "n_probs": TOP_TOKENS,
-            "temperature": 0.0, "cache_prompt": True,
-        })
+        reply = self._server.handle_completions(
+            {
+                "prompt": _OPENING + words,
+                "n_predict": 1,
+                "n_probs": TOP_TOKENS,
+                "temperature": 0.0,
+                "cache_prompt": True,
+            }
+        )
         if isinstance(reply, str):
             reply = json.loads(reply)
         if "error" in reply:
             raise RuntimeError(f"the turn detector's model failed: {reply['error']}")
         top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
         p = float(sum(math.exp(t["logprob"]) for t in top if _ends(t["token"])))
-        self._known = {**dict(list(self._known.items())[1 - self.KNOWN:]), words: p}
+        self._known = {**dict(list(self._known.items())[1 - self.KNOWN :]), words: p}
         return p
 
 
@@ -320,8 +326,11 @@ class TextWithHesitationDetector:
         try:
             self.audio.load()
         except Exception as e:
-            log.warning("Smart Turn unavailable, the text model alone scores turns: %s: %s",
-                        type(e).__name__, e)
+            log.warning(
+                "Smart Turn unavailable, the text model alone scores turns: %s: %s",
+                type(e).__name__,
+                e,
+            )
             self.audio = None
 
     def warm(self, text: str) -> Future[float] | None:
@@ -332,14 +341,14 @@ class TextWithHesitationDetector:
         if self.audio is None or (known is not None and known >= HESITATION_TEXT_MAX):
             # Words read ahead as surely ending are not overruled: Smart Turn is not waited for.
             return known if known is not None else await self.text.score(text, pcm)
-        by_text, by_voice = await asyncio.gather(self.text.score(text, pcm),
-                                                 self.audio.score(text, pcm))
+        by_text, by_voice = await asyncio.gather(
+            self.text.score(text, pcm), self.audio.score(text, pcm)
+        )
         return combined(by_text, by_voice)
 
     def score_now(self, text: str, pcm: np.ndarray) -> float:
         by_text = self.text.score_now(text, pcm)
-        return by_text if self.audio is None else combined(by_text,
-                                                           self.audio.score_now(text, pcm))
+        return by_text if self.audio is None else combined(by_text, self.audio.score_now(text, pcm))
 
 
 def combined(by_text: float, by_voice: float) -> float:
@@ -362,9 +371,15 @@ class TurnScorer:
     the open utterance's last `TURN_AUDIO_S` of frames (for an audio model), runs each score
     as a task, and hands the result (None when the detector failed) to `on_score`."""
 
-    def __init__(self, detector: TurnDetector, on_score: ScoreCallback,
-                 on_event: Callable[[TurnScore], None], *, clock: Callable[[], float],
-                 on_read_ahead: Callable[[str, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        detector: TurnDetector,
+        on_score: ScoreCallback,
+        on_event: Callable[[TurnScore], None],
+        *,
+        clock: Callable[[], float],
+        on_read_ahead: Callable[[str, float], None] | None = None,
+    ) -> None:
         self.detector = detector
         self._on_score = on_score
         self._on_read_ahead = on_read_ahead  # a partial's P(complete), from its reading ahead
@@ -389,7 +404,8 @@ class TurnScorer:
         if read is not None and self._on_read_ahead is not None:
             loop = asyncio.get_running_loop()
             read.add_done_callback(
-                lambda f: loop.call_soon_threadsafe(self._read_ahead_done, text, f))
+                lambda f: loop.call_soon_threadsafe(self._read_ahead_done, text, f)
+            )
 
     def _read_ahead_done(self, text: str, read: Future[float]) -> None:
         if self._on_read_ahead is not None and not read.cancelled() and not read.exception():
@@ -397,8 +413,9 @@ class TurnScorer:
 
     def request(self, uid: int, text: str) -> None:
         pcm = np.concatenate(self._audio) if self._audio else np.zeros(0, np.int16)
-        task = asyncio.get_running_loop().create_task(self._score(uid, text, pcm),
-                                                      name=f"turn-score-{uid}")
+        task = asyncio.get_running_loop().create_task(
+            self._score(uid, text, pcm), name=f"turn-score-{uid}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -410,8 +427,11 @@ class TurnScorer:
         except Exception as e:  # no score: the text cue decides, as without a detector
             log.warning("turn detector failed: %s: %s", type(e).__name__, e)
             score = None
-        self._emit(TurnScore(self._clock(), uid, text, score,
-                             ms=round((time.perf_counter() - t0) * 1000, 1)))
+        self._emit(
+            TurnScore(
+                self._clock(), uid, text, score, ms=round((time.perf_counter() - t0) * 1000, 1)
+            )
+        )
         self._on_score(uid, text, score)
 
     async def aclose(self) -> None:
@@ -445,7 +465,11 @@ def load_detector(name: str) -> TurnDetector | None:
     try:
         detector.load()
     except Exception as e:
-        log.error("turn detector %r unavailable, endpointing on silence alone: %s: %s",
-                  name, type(e).__name__, e)
+        log.error(
+            "turn detector %r unavailable, endpointing on silence alone: %s: %s",
+            name,
+            type(e).__name__,
+            e,
+        )
         return None
     return detector

@@ -58,7 +58,8 @@ class DemoError(RuntimeError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--host", default="127.0.0.1",
+        "--host",
+        default="127.0.0.1",
         help="address of the web page (default: %(default)s; 0.0.0.0 for other devices too)",
     )
     parser.add_argument(
@@ -68,11 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--room", default=DEFAULT_ROOM, help="room the page offers (default: %(default)s)"
     )
     parser.add_argument(
-        "--direct", action="store_true",
+        "--direct",
+        action="store_true",
         help="no LiveKit server: the browser talks to this process over WebRTC (one user)",
     )
     parser.add_argument(
-        "--worker-timeout", type=float, default=180.0, metavar="SECONDS",
+        "--worker-timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
         help="how long the agent worker may take to load its models and register "
         "(default: %(default)s)",
     )
@@ -168,8 +173,10 @@ def _livekit(
     try:
         find_livekit_server(build=True)
     except LiveKitServerMissing as e:
-        print(f"No LiveKit server answers at {configured.url}, and none can be started "
-              f"here: {e}", flush=True)
+        print(
+            f"No LiveKit server answers at {configured.url}, and none can be started here: {e}",
+            flush=True,
+        )
         return None
     log_path = log_dir / "livekit-server.log"
     log_path.unlink(missing_ok=True)
@@ -255,14 +262,19 @@ async def _serve_direct(
     stop = stop_on_signals()
     try:
         print("Loading the speech models...", flush=True)
-        stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
-                                           settings.tts)
+        stt, tts = await asyncio.to_thread(
+            load_speech_engines, OUTPUT_RATE, settings.stt, settings.tts
+        )
         detector = await asyncio.to_thread(load_detector, settings.turn.detector)
         print("Starting the language model...", flush=True)
         async with open_llm(settings.llm) as llm:
             agent = DirectAgent(
-                stt=stt, llm=llm, tts=tts, system_prompt=settings.llm.system_prompt,
-                turn_detector=detector, barge_in=settings.turn.barge_in,
+                stt=stt,
+                llm=llm,
+                tts=tts,
+                system_prompt=settings.llm.system_prompt,
+                turn_detector=detector,
+                barge_in=settings.turn.barge_in,
             )
             app = create_direct_web_app(agent, static_dir=static_dir, web_settings=web_settings)
             async with _site(app, args, web_settings):

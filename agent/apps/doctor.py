@@ -31,8 +31,7 @@ from agent.engines import INPUT_RATE, LanguageModel
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 # Share of the sentence's words a recogniser must get right (in order) to pass.
 MIN_MATCH = 0.8
-GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "embedder", "store",
-          "tools")
+GROUPS = ("livekit", "piper", "whisper", "deepgram", "llm", "turn", "embedder", "store", "tools")
 # The copilot's embedder must put a question nearer its paraphrase than an unrelated line.
 EMBED_QUESTION, EMBED_NEAR, EMBED_FAR = (
     "How many years have you worked with Python?",
@@ -95,49 +94,108 @@ class Doctor:
         lk_local = urlparse(s.livekit.url).hostname in ("127.0.0.1", "localhost", "::1")
         stt, tts = s.stt.provider, s.tts.provider
         checks: list[tuple[str, str, str | None, Callable[[], Awaitable[Outcome]], float]] = [
-            ("livekit", "livekit-server", None if lk_local else "LiveKit is not on this machine",
-             self._livekit_binary, self.timeout_s),
+            (
+                "livekit",
+                "livekit-server",
+                None if lk_local else "LiveKit is not on this machine",
+                self._livekit_binary,
+                self.timeout_s,
+            ),
             ("livekit", "livekit", None, self._livekit, self.timeout_s),
-            ("piper", "piper", None if tts == "piper" else f"tts.provider = {tts}", self._piper,
-             self.model_timeout_s),
-            ("whisper", "whisper", None if stt == "whisper" else f"stt.provider = {stt}",
-             self._whisper, self.model_timeout_s),
-            ("deepgram", "deepgram", None if stt == "deepgram" else f"stt.provider = {stt}",
-             self._deepgram, self.timeout_s * 2),
+            (
+                "piper",
+                "piper",
+                None if tts == "piper" else f"tts.provider = {tts}",
+                self._piper,
+                self.model_timeout_s,
+            ),
+            (
+                "whisper",
+                "whisper",
+                None if stt == "whisper" else f"stt.provider = {stt}",
+                self._whisper,
+                self.model_timeout_s,
+            ),
+            (
+                "deepgram",
+                "deepgram",
+                None if stt == "deepgram" else f"stt.provider = {stt}",
+                self._deepgram,
+                self.timeout_s * 2,
+            ),
         ]
         if s.llm.provider == "local":
             checks.append(("llm", "llm (bundled)", None, self._local_llm, self.model_timeout_s))
         else:
-            checks.append(("llm", f"llm ({s.llm.model})", None, self._openai_llm,
-                           self.timeout_s * 2))
+            checks.append(
+                ("llm", f"llm ({s.llm.model})", None, self._openai_llm, self.timeout_s * 2)
+            )
             if s.llm.fallback == "local":
-                checks.append(("llm", "llm fallback (bundled)", None, self._local_llm,
-                               self.model_timeout_s))
+                checks.append(
+                    ("llm", "llm fallback (bundled)", None, self._local_llm, self.model_timeout_s)
+                )
         detector = s.turn.detector
-        checks.append(("turn", f"turn detector ({detector})",
-                       "turn.detector = off" if detector == "off" else None, self._turn_detector,
-                       self.model_timeout_s))
-        checks.append(("embedder", "embedder (MiniLM)", None, self._embedder,
-                       self.model_timeout_s))
+        checks.append(
+            (
+                "turn",
+                f"turn detector ({detector})",
+                "turn.detector = off" if detector == "off" else None,
+                self._turn_detector,
+                self.model_timeout_s,
+            )
+        )
+        checks.append(("embedder", "embedder (MiniLM)", None, self._embedder, self.model_timeout_s))
         store = "postgresql" if s.store.url else "sqlite"
         checks.append(("store", f"turn store ({store})", None, self._turn_store, self.timeout_s))
-        checks.append(("store", "shared state (redis)",
-                       None if s.store.redis_url else
-                       "store.redis_url not set: leases in the SQLite file, one host only",
-                       self._redis, self.timeout_s))
+        checks.append(
+            (
+                "store",
+                "shared state (redis)",
+                None
+                if s.store.redis_url
+                else "store.redis_url not set: leases in the SQLite file, one host only",
+                self._redis,
+                self.timeout_s,
+            )
+        )
         tools = s.tools
         for server in tools.mcp:
             how = "stdio" if server.command else "http"
-            checks.append(("tools", f"tools {server.source} ({how})", None,
-                           partial(self._tool_source, replace(tools, mcp=(server,), python=()),
-                                   server.source), server.timeout_s + self.timeout_s))
+            checks.append(
+                (
+                    "tools",
+                    f"tools {server.source} ({how})",
+                    None,
+                    partial(
+                        self._tool_source, replace(tools, mcp=(server,), python=()), server.source
+                    ),
+                    server.timeout_s + self.timeout_s,
+                )
+            )
         for module in tools.python:
-            checks.append(("tools", f"tools python:{module}", None,
-                           partial(self._tool_source, replace(tools, mcp=(), python=(module,)),
-                                   f"python:{module}"), self.timeout_s))
+            checks.append(
+                (
+                    "tools",
+                    f"tools python:{module}",
+                    None,
+                    partial(
+                        self._tool_source,
+                        replace(tools, mcp=(), python=(module,)),
+                        f"python:{module}",
+                    ),
+                    self.timeout_s,
+                )
+            )
         if not tools.mcp and not tools.python:
-            checks.append(("tools", "tools", "no [[tools.mcp]] or tools.python configured",
-                           partial(self._tool_source, tools, "tools"), self.timeout_s))
+            checks.append(
+                (
+                    "tools",
+                    "tools",
+                    "no [[tools.mcp]] or tools.python configured",
+                    partial(self._tool_source, tools, "tools"),
+                    self.timeout_s,
+                )
+            )
         for group, name, skip, check, limit in checks:
             if group not in self.only:
                 continue
@@ -164,7 +222,10 @@ class Doctor:
                 raise missing from None
             return f"none here, not needed: a LiveKit answers at {self.settings.livekit.url}", None
         done = await asyncio.to_thread(
-            subprocess.run, [str(path), "--version"], capture_output=True, text=True,
+            subprocess.run,
+            [str(path), "--version"],
+            capture_output=True,
+            text=True,
             timeout=self.timeout_s,
         )
         if done.returncode != 0:
@@ -235,8 +296,10 @@ class Doctor:
         ms = (time.monotonic() - start) * 1000
         unfinished = await detector.score(TURN_UNFINISHED, pcm[: pcm.size // 3])
         if detector.name.startswith("text") and not done > unfinished:
-            raise CheckFailed(f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
-                              f"{TURN_UNFINISHED!r} {unfinished:.2f}")
+            raise CheckFailed(
+                f"scored {TURN_COMPLETE!r} {done:.2f}, not above "
+                f"{TURN_UNFINISHED!r} {unfinished:.2f}"
+            )
         return f"P(complete) {done:.2f} for a finished question, {unfinished:.2f} unfinished", ms
 
     async def _embedder(self) -> Outcome:
@@ -246,13 +309,15 @@ class Doctor:
         embedder = MiniLMEmbedder()
         await asyncio.to_thread(embedder.load)
         start = time.monotonic()
-        q, near, far = await asyncio.to_thread(embedder.embed,
-                                               [EMBED_QUESTION, EMBED_NEAR, EMBED_FAR])
+        q, near, far = await asyncio.to_thread(
+            embedder.embed, [EMBED_QUESTION, EMBED_NEAR, EMBED_FAR]
+        )
         ms = _ms_since(start)
         close, unrelated = float(q @ near), float(q @ far)
         if not close > unrelated:
-            raise CheckFailed(f"a paraphrase scored {close:.2f}, not above an unrelated line "
-                              f"{unrelated:.2f}")
+            raise CheckFailed(
+                f"a paraphrase scored {close:.2f}, not above an unrelated line {unrelated:.2f}"
+            )
         return f"cosine {close:.2f} to a paraphrase, {unrelated:.2f} to an unrelated line", ms
 
     # ---- tools ----------------------------------------------------------------------------
@@ -279,6 +344,7 @@ class Doctor:
 
         settings = self.settings.store
         if settings.url:
+
             def read() -> int:
                 store = open_turn_store(settings)
                 try:
@@ -292,8 +358,10 @@ class Doctor:
         path = default_store_path(settings.path)
         existing = next(p for p in (path, *path.parents) if p.exists())
         if not os.access(existing, os.W_OK):
-            raise CheckFailed(f"{existing} is not writable: set store.path (VOXROOM_STORE_PATH) "
-                              "or store.url (VOXROOM_STORE_URL)")
+            raise CheckFailed(
+                f"{existing} is not writable: set store.path (VOXROOM_STORE_PATH) "
+                "or store.url (VOXROOM_STORE_URL)"
+            )
         return f"{path} ({'exists' if existing == path else 'will be created'})", None
 
     async def _redis(self) -> Outcome:
@@ -342,8 +410,9 @@ class Doctor:
             url = await asyncio.to_thread(server.start)
             await asyncio.to_thread(server.warm, self.settings.llm.system_prompt)
             load_s = time.monotonic() - start
-            llm = make_llm(replace(self.settings.llm, provider="local", model=""),
-                           local_base_url=url)
+            llm = make_llm(
+                replace(self.settings.llm, provider="local", model=""), local_base_url=url
+            )
             try:
                 first, ms = await _first_token(llm, self.settings.llm.system_prompt)
             finally:
@@ -368,8 +437,10 @@ async def _timed(name: str, check: Callable[[], Awaitable[Outcome]], limit_s: fl
 
 async def _first_token(llm: LanguageModel, system_prompt: str) -> tuple[str, float]:
     """The first text delta of a reply and its time in ms; the request is closed after it."""
-    messages = [{"role": "system", "content": system_prompt},
-                {"role": "user", "content": _LLM_PROMPT}]
+    messages = [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": _LLM_PROMPT},
+    ]
     start = time.monotonic()
     stream = llm.stream(messages)
     try:
@@ -399,8 +470,9 @@ def espeak(text: str) -> np.ndarray:
     import soundfile as sf
     import soxr
 
-    done = subprocess.run(["espeak-ng", "-v", "en-us", "--stdout", text], capture_output=True,
-                          check=True)
+    done = subprocess.run(
+        ["espeak-ng", "-v", "en-us", "--stdout", text], capture_output=True, check=True
+    )
     audio, rate = sf.read(io.BytesIO(done.stdout), dtype="float32")
     return (np.clip(soxr.resample(audio, rate, INPUT_RATE), -1, 1) * 32767).astype(np.int16)
 
@@ -435,16 +507,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(GROUPS),
         help=f"comma-separated checks to run (default: all of {','.join(GROUPS)})",
     )
-    parser.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds for each network check"
-    )
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds for each network check")
 
 
 def run(args: argparse.Namespace) -> int:
     only = {name.strip() for name in args.only.split(",") if name.strip()}
     if unknown := only - set(GROUPS):
-        print(f"voxroom doctor: unknown check(s) {sorted(unknown)}; known: {', '.join(GROUPS)}",
-              file=sys.stderr)
+        print(
+            f"voxroom doctor: unknown check(s) {sorted(unknown)}; known: {', '.join(GROUPS)}",
+            file=sys.stderr,
+        )
         return 2
     settings = load_settings(args.config)
     results = asyncio.run(Doctor(settings, only=only, timeout_s=args.timeout).run())

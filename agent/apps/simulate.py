@@ -84,8 +84,7 @@ async def simulate(
     settings = load_settings(getattr(args, "config", None))
     from agent.adapters.turn_detector import load_detector
 
-    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt,
-                                       settings.tts)
+    stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt, settings.tts)
     detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     events: list[dict[str, Any]] = []
     async with open_llm(

@@ -161,5 +161,6 @@ class FrameGuard:
         if last is None or now - last >= self._log_every_s:
             n, self._unlogged[kind] = self._unlogged[kind], 0
             self._logged_at[kind] = now
-            log.warning("input audio fixed (%s, %d frame(s) since last report): %s",
-                        kind, n, detail)
+            log.warning(
+                "input audio fixed (%s, %d frame(s) since last report): %s", kind, n, detail
+            )

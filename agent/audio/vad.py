@@ -27,8 +27,7 @@ FLOOR_UP = 0.002  # ...and louder ones slowly, so speech itself does not raise i
 
 
 class VoiceActivityDetector:
-    def __init__(self, aggressiveness: int = 2, *,
-                 min_speech_rms: float = MIN_SPEECH_RMS) -> None:
+    def __init__(self, aggressiveness: int = 2, *, min_speech_rms: float = MIN_SPEECH_RMS) -> None:
         import webrtcvad
 
         if aggressiveness not in (0, 1, 2, 3):

@@ -28,15 +28,40 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s*|\n\s*)(?:[-*•]\s*)?$")
 _THOUSANDS = re.compile(r"(?<=\d)(?:,\s?|\s)(?=\d{3}\b)")
 
 NUMBER_WORDS = {
-    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-    "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-    "ninety": 90, "hundred": 100, "thousand": 1000, "million": 1_000_000,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+    "thousand": 1000,
+    "million": 1_000_000,
 }
 """Spelled numbers an answer may invent ("over ten years"); "one" is left out: "one of"."""
 
-TECH_TERMS = frozenset("""
+TECH_TERMS = frozenset(
+    """
     java javascript typescript kotlin scala rust ruby php perl haskell elixir erlang clojure
     c++ c# .net dotnet golang python django flask fastapi spring node.js nodejs react angular
     vue svelte jquery aws azure gcp kubernetes k8s docker podman terraform ansible puppet chef
@@ -46,31 +71,35 @@ TECH_TERMS = frozenset("""
     circleci graphql grpc protobuf linux windows macos ios android tensorflow pytorch
     sagemaker lambda serverless nginx istio envoy consul vault helm openshift salesforce
     hubspot marketo mailchimp hootsuite semrush sap oracle excel epic cerner meditech
-""".split())
+""".split()
+)
 """Technology names an answer may invent even in lower case ("experience with kafka")."""
 
 NOT_FIRST_PERSON = "not in the first person"
 _ALLOWED_NAMES = frozenset({"i", "i'm", "i’m", "i've", "i’ve", "i'd", "i’d", "i'll", "i’ll"})
 
-_FIRST_PERSON = re.compile(r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself)\b",
-                           re.IGNORECASE)
-_OFF_VOICE = tuple(re.compile(p, re.IGNORECASE) for p in (
-    # asks for something instead of answering
-    r"\b(?:please|kindly)\s+(?:provide|share|send|give|paste|upload|clarify|specify|tell|let)",
-    r"\b(?:share|provide|send|give|paste|upload)\s+(?:me\s+)?(?:with\s+)?(?:your|the|a|more)\s+"
-    r"(?:resume|cv|question|details|information|context|job description)",
-    r"\b(?:could|can|would)\s+you\s+(?:please\s+)?(?:provide|share|clarify|specify|repeat|"
-    r"rephrase|tell me more|send|give)",
-    r"\bmore (?:information|details|context)\b",
-    r"\bwhat (?:is|was) (?:the|your) question\b",
-    r"\byour (?:resume|cv)\b",
-    # speaks as an assistant, the interviewer or the company
-    r"\bas an ai\b", r"\blanguage model\b",
-    r"\bI(?:['’]m| am) (?:just )?(?:an? )?(?:ai|assistant|interview copilot|candidate, so)\b",
-    r"\bthe candidate\b",
-    r"\byou(?:['’]ll| will)\b",
-    r"\bwe are (?:a|an)\b",
-))
+_FIRST_PERSON = re.compile(r"\bI\b|\bI['’](?:m|ve|d|ll)\b|\b(?:my|me|mine|myself)\b", re.IGNORECASE)
+_OFF_VOICE = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        # asks for something instead of answering
+        r"\b(?:please|kindly)\s+(?:provide|share|send|give|paste|upload|clarify|specify|tell|let)",
+        r"\b(?:share|provide|send|give|paste|upload)\s+(?:me\s+)?(?:with\s+)?(?:your|the|a|more)\s+"
+        r"(?:resume|cv|question|details|information|context|job description)",
+        r"\b(?:could|can|would)\s+you\s+(?:please\s+)?(?:provide|share|clarify|specify|repeat|"
+        r"rephrase|tell me more|send|give)",
+        r"\bmore (?:information|details|context)\b",
+        r"\bwhat (?:is|was) (?:the|your) question\b",
+        r"\byour (?:resume|cv)\b",
+        # speaks as an assistant, the interviewer or the company
+        r"\bas an ai\b",
+        r"\blanguage model\b",
+        r"\bI(?:['’]m| am) (?:just )?(?:an? )?(?:ai|assistant|interview copilot|candidate, so)\b",
+        r"\bthe candidate\b",
+        r"\byou(?:['’]ll| will)\b",
+        r"\bwe are (?:a|an)\b",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -151,8 +180,11 @@ def _is_name(text: str, m: re.Match[str]) -> bool:
 def names(text: str) -> set[str]:
     """The lower-case names of `text` (`_is_name`; "I" and its forms are none)."""
     text = normal_text(text)
-    return {w for m in _WORD.finditer(text)
-            if _is_name(text, m) and (w := m.group(0).rstrip(".").lower()) not in _ALLOWED_NAMES}
+    return {
+        w
+        for m in _WORD.finditer(text)
+        if _is_name(text, m) and (w := m.group(0).rstrip(".").lower()) not in _ALLOWED_NAMES
+    }
 
 
 def invented_terms(answer: str, vocab: Vocabulary) -> list[str]:
@@ -188,17 +220,17 @@ def word_count(text: str) -> int:
     return sum(1 for word in text.split() if any(c.isalnum() for c in word))
 
 
-
-
 # ---- the guard and its fallback ------------------------------------------------------------
 
-_STOP = frozenset("""
+_STOP = frozenset(
+    """
     about after also and are been before being but can could did does doing for from had has
     have her here him his how into its just like more most much not now our out over own same
     she should some such than that the their them then there these they this those through
     too under very was were what when where which while who whom why will with would you your
     yours yourself tell time any one work working worked job role
-""".split())
+""".split()
+)
 
 
 def content_words(text: str) -> set[str]:
@@ -258,15 +290,19 @@ def grounded_in(answer: str, pieces: Sequence[Any], asked: str = "") -> bool:
 
     def weight(body: str) -> int:
         strong = named & {_stem(w) for w in names(body)}  # a name in both
-        return sum(2 if w in strong or w.startswith("#") else 1
-                   for w in said & specifics(body))
+        return sum(2 if w in strong or w.startswith("#") else 1 for w in said & specifics(body))
 
     return any(weight(_piece_body(p)) >= SPECIFICS_NEEDED for p in pieces)
 
 
-def answer_problems(answer: str, vocab: Vocabulary, pieces: Sequence[Any],
-                    asked: str = "", grounding: int = GROUNDING_PIECES,
-                    general: frozenset[int] = frozenset()) -> list[str]:
+def answer_problems(
+    answer: str,
+    vocab: Vocabulary,
+    pieces: Sequence[Any],
+    asked: str = "",
+    grounding: int = GROUNDING_PIECES,
+    general: frozenset[int] = frozenset(),
+) -> list[str]:
     """Why `answer` should not stay on the candidate's screen (empty: it may): not the
     candidate's voice, a name or figure the documents do not hold, or nothing particular to
     the nearest `grounding` of the `pieces` retrieved for the question `asked` (when there are
@@ -295,17 +331,23 @@ def passing_sentences(text: str, vocab: Vocabulary) -> str:
     answer's start (in the first person); the others only for what they ask or invent."""
     kept: list[str] = []
     for sentence in sentences(text):
-        problems = [p for p in voice_problems(sentence)
-                    if not kept or p != NOT_FIRST_PERSON]
+        problems = [p for p in voice_problems(sentence) if not kept or p != NOT_FIRST_PERSON]
         if problems or invented_terms(sentence, vocab):
             break
         kept.append(sentence)
     return " ".join(kept)
 
 
-def guarded_answer(answer: str, vocab: Vocabulary, pieces: Sequence[Any], *, asked: str = "",
-                   grounding: int = GROUNDING_PIECES, general: frozenset[int] = frozenset(),
-                   first_resume_id: int | None = None) -> tuple[str, list[str]]:
+def guarded_answer(
+    answer: str,
+    vocab: Vocabulary,
+    pieces: Sequence[Any],
+    *,
+    asked: str = "",
+    grounding: int = GROUNDING_PIECES,
+    general: frozenset[int] = frozenset(),
+    first_resume_id: int | None = None,
+) -> tuple[str, list[str]]:
     """What replaces `answer` to the question `asked` on the screen, and why (("", []) when
     it may stay): its sentences up to the first that fails, when they pass; else an answer
     made of the retrieved `pieces` (`fallback_answer`)."""
@@ -313,8 +355,11 @@ def guarded_answer(answer: str, vocab: Vocabulary, pieces: Sequence[Any], *, ask
     if not problems:
         return "", []
     kept = passing_sentences(answer, vocab)
-    if kept and kept != answer.strip() and not answer_problems(kept, vocab, pieces, asked,
-                                                               grounding, general):
+    if (
+        kept
+        and kept != answer.strip()
+        and not answer_problems(kept, vocab, pieces, asked, grounding, general)
+    ):
         return kept, problems
     return fallback_answer(pieces, vocab, first_resume_id=first_resume_id), problems
 
@@ -344,8 +389,13 @@ def first_person(piece: Any, *, first_of_resume: bool = False) -> str:
     return f"I can say: {body}"
 
 
-def fallback_answer(pieces: Sequence[Any], vocab: Vocabulary, *, max_words: int = 40,
-                    first_resume_id: int | None = None) -> str:
+def fallback_answer(
+    pieces: Sequence[Any],
+    vocab: Vocabulary,
+    *,
+    max_words: int = 40,
+    first_resume_id: int | None = None,
+) -> str:
     """An answer built from the retrieved `pieces` themselves (nearest first), in the first
     person, at most `max_words` words: what the candidate's screen shows when the model's
     answer fails `answer_problems`. A piece's sentences that still fail the checks (a job
@@ -355,7 +405,8 @@ def fallback_answer(pieces: Sequence[Any], vocab: Vocabulary, *, max_words: int 
     words = 0
     for piece in pieces:
         said = passing_sentences(
-            first_person(piece, first_of_resume=piece.chunk_id == first_resume_id), vocab)
+            first_person(piece, first_of_resume=piece.chunk_id == first_resume_id), vocab
+        )
         if not said:
             continue
         n = word_count(said)

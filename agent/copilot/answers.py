@@ -77,9 +77,13 @@ class AnswerRecord:
         def ms(t: float | None) -> float | None:
             return None if t is None else round((t - self.speech_end) * 1000, 1)
 
-        return {"answer_started": ms(self.started_at), "first_token": ms(self.first_token_at),
-                "endpoint": ms(self.committed_at), "first_words": ms(self.first_shown_at),
-                "whole_answer": ms(self.done_at)}
+        return {
+            "answer_started": ms(self.started_at),
+            "first_token": ms(self.first_token_at),
+            "endpoint": ms(self.committed_at),
+            "first_words": ms(self.first_shown_at),
+            "whole_answer": ms(self.done_at),
+        }
 
 
 @dataclass
@@ -106,8 +110,11 @@ class LiveAnswer:
 
 
 async def stream_answer(
-    llm: LanguageModel, answer: LiveAnswer, messages: list[ChatMessage],
-    options: CopilotOptions, clock: Callable[[], float],
+    llm: LanguageModel,
+    answer: LiveAnswer,
+    messages: list[ChatMessage],
+    options: CopilotOptions,
+    clock: Callable[[], float],
 ) -> bool:
     """Generate `answer`'s text from `messages`, cut at `options`' limits; True when the
     request was closed before its end (the server stops only at its next token)."""
@@ -125,13 +132,18 @@ async def stream_answer(
             lines = [x for x in answer.text.split("\n") if x.strip()]
             if len(lines) > options.max_answer_lines:
                 cut_at = answer.text.rstrip().rfind("\n")
-                answer.text = answer.text[:cut_at + 1]
+                answer.text = answer.text[: cut_at + 1]
                 cut = True
                 break
             words = answer.text.split()
-            if len(words) >= options.answer_word_limit or looping(words) or (
+            if (
+                len(words) >= options.answer_word_limit
+                or looping(words)
+                or (
                     len(words) >= options.max_answer_words
-                    and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))):
+                    and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))
+                )
+            ):
                 cut = True
                 break
     finally:
@@ -154,7 +166,10 @@ def looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
 
 
 async def publish_answer(
-    sink: AnswerSink, answer: LiveAnswer, record: AnswerRecord, generate: asyncio.Task[None],
+    sink: AnswerSink,
+    answer: LiveAnswer,
+    record: AnswerRecord,
+    generate: asyncio.Task[None],
     clock: Callable[[], float],
 ) -> str:
     """Write the answer's text as it grows (the buffer of a speculative start at once);
@@ -189,8 +204,9 @@ async def show_replacement(sink: AnswerSink, record: AnswerRecord, answer: LiveA
     """Show the guard's answer as a new stream for the same question (the candidate's
     client drops the one closed as "replaced")."""
     assert record.replacement_id is not None
-    log.info("answer %d replaced by %d: %s", answer.id, record.replacement_id,
-             "; ".join(answer.problems))
+    log.info(
+        "answer %d replaced by %d: %s", answer.id, record.replacement_id, "; ".join(answer.problems)
+    )
     record.llm_text, record.problems = answer.text, answer.problems
     record.text = answer.replacement
     await sink.open(record.replacement_id, record.question)
@@ -211,8 +227,12 @@ async def relevant_to(
     if after_first_token:
         await answer.first_token.wait()
     return await relevant_pieces(
-        context, answer.text_in, answer.previous, k,
-        previous_answer=answer.exchange[1] if answer.exchange is not None else "")
+        context,
+        answer.text_in,
+        answer.previous,
+        k,
+        previous_answer=answer.exchange[1] if answer.exchange is not None else "",
+    )
 
 
 async def check_answer(context: ContextSearch, answer: LiveAnswer) -> None:
@@ -227,9 +247,14 @@ async def check_answer(context: ContextSearch, answer: LiveAnswer) -> None:
     asked = answer.text_in
     if answer.exchange is not None and is_follow_up(asked):
         asked = " ".join([*answer.exchange, asked])
-    replacement, problems = guarded_answer(answer.text, vocab, answer.relevant,
-                                           asked=asked, first_resume_id=first,
-                                           general=general_pieces(every, answer.text_in),
-                                           grounding=grounding_pieces(answer.text_in))
+    replacement, problems = guarded_answer(
+        answer.text,
+        vocab,
+        answer.relevant,
+        asked=asked,
+        first_resume_id=first,
+        general=general_pieces(every, answer.text_in),
+        grounding=grounding_pieces(answer.text_in),
+    )
     if replacement:
         answer.replacement, answer.problems = replacement, problems

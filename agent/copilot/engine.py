@@ -107,8 +107,11 @@ class CopilotEngine:
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
-        scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, self._emit, clock=clock)
+        scorer = (
+            None
+            if turn_detector is None
+            else TurnScorer(turn_detector, self._on_turn_score, self._emit, clock=clock)
+        )
         self.answers: list[AnswerRecord] = []
         self.context = context
         self._stt, self._llm, self._sink = stt, llm, sink
@@ -118,8 +121,8 @@ class CopilotEngine:
 
             vad = VoiceActivityDetector()
         self._listener = Listener(
-            vad=vad, keep_frames=self.options.kept_frames(), clock=clock,
-            scorer=scorer)
+            vad=vad, keep_frames=self.options.kept_frames(), clock=clock, scorer=scorer
+        )
         self._clock = clock
         self._stream: STTStream | None = None
         self._partials: asyncio.Task[None] | None = None
@@ -136,20 +139,33 @@ class CopilotEngine:
         self._previous_question = ""  # the last confirmed one: a follow-up refers to it
         self._exchange: tuple[str, str] | None = None  # the last answered: (question, shown)
         self._head_wanted = False  # the prompt up to the next question may be read now
-        self._prefill = None if prefill is None else QuestionPrefill(
-            prefill, self._prefill_messages, self._prefill_ready, on_done=self._prefilled,
-            on_flight=self._set_partials)
+        self._prefill = (
+            None
+            if prefill is None
+            else QuestionPrefill(
+                prefill,
+                self._prefill_messages,
+                self._prefill_ready,
+                on_done=self._prefilled,
+                on_flight=self._set_partials,
+            )
+        )
 
     async def start(self) -> None:
         self._stream = self._stt.stream()
         self._listener.start(self._stream)
         self._set_partials()
-        self._partials = asyncio.create_task(self._listener.read_partials(self._offer_prefill),
-                                            name="copilot-partials")
+        self._partials = asyncio.create_task(
+            self._listener.read_partials(self._offer_prefill), name="copilot-partials"
+        )
         self._ticker = asyncio.create_task(
-            tick_forever(self.options.frame_s, self._clock,
-                         lambda now: self._apply(self.endpointer.tick(now))),
-            name="copilot-timer")
+            tick_forever(
+                self.options.frame_s,
+                self._clock,
+                lambda now: self._apply(self.endpointer.tick(now)),
+            ),
+            name="copilot-timer",
+        )
 
     async def aclose(self) -> None:
         tasks = [t for t in (self._ticker, self._partials) if t is not None]
@@ -244,10 +260,14 @@ class CopilotEngine:
         now = self._clock()
         speaking = self._listener.hearing and now - self._voiced_at < o.frame_s + EPS
         quiet_for_head = self._head_wanted and not self._listener.hearing
-        return ((speaking or quiet_for_head)
-                and self._warm_ids is not None and self._no_answers.is_set()
-                and not self._warm_lock.locked() and not self._stopping
-                and now >= self._closed_early_at + o.llm_release_s)
+        return (
+            (speaking or quiet_for_head)
+            and self._warm_ids is not None
+            and self._no_answers.is_set()
+            and not self._warm_lock.locked()
+            and not self._stopping
+            and now >= self._closed_early_at + o.llm_release_s
+        )
 
     async def _prefill_messages(self, question: str) -> list[ChatMessage] | None:
         """The answer prompt for `question`, when its documents are the warm prefix (the
@@ -261,8 +281,7 @@ class CopilotEngine:
         """The exchange a new question follows: the last confirmed question and the answer
         shown to it, once that answer is done (None before)."""
         exchange = self._exchange
-        return exchange if exchange is not None and exchange[0] == self._previous_question \
-            else None
+        return exchange if exchange is not None and exchange[0] == self._previous_question else None
 
     def _read_head(self) -> None:
         """An answer is done: read the next question's prompt up to where the question goes
@@ -275,8 +294,9 @@ class CopilotEngine:
     def _prefilled(self, question: str, result: PrefillResult) -> None:
         if not question:
             self._head_wanted = False
-        self._emit(Prefill(self._clock(), question, result.cached, result.read,
-                           round(result.ms, 1)))
+        self._emit(
+            Prefill(self._clock(), question, result.cached, result.read, round(result.ms, 1))
+        )
 
     # ---- answers ------------------------------------------------------------------------
 
@@ -287,10 +307,17 @@ class CopilotEngine:
         for other in list(self._live.values()):
             if other.record is not None:
                 self._stop(other.id, "superseded")
-        answer = LiveAnswer(rid, text, speculative, now, previous=self._previous_question,
-                         exchange=self._last_exchange())
+        answer = LiveAnswer(
+            rid,
+            text,
+            speculative,
+            now,
+            previous=self._previous_question,
+            exchange=self._last_exchange(),
+        )
         answer.task = asyncio.get_running_loop().create_task(
-            self._run_answer(answer), name=f"copilot-answer-{rid}")
+            self._run_answer(answer), name=f"copilot-answer-{rid}"
+        )
         self._live[rid] = answer
         self._no_answers.clear()
         self._set_partials()
@@ -351,9 +378,14 @@ class CopilotEngine:
         question = check_question(answer.text_in).question or answer.text_in
         self._previous_question = question
         answer.record = AnswerRecord(
-            rid, question, speech_end=self._speech_end, committed_at=now,
-            started_at=answer.started_at, speculative=answer.speculative,
-            first_token_at=answer.first_token_at)
+            rid,
+            question,
+            speech_end=self._speech_end,
+            committed_at=now,
+            started_at=answer.started_at,
+            speculative=answer.speculative,
+            first_token_at=answer.first_token_at,
+        )
         self.answers.append(answer.record)
         answer.confirmed.set()
 
@@ -377,8 +409,9 @@ class CopilotEngine:
                 record.text = answer.text
             record.done_at = self._clock()
             record.status = status
-            self._emit(AnswerDone(self._clock(), answer.id, status, record.speech_end,
-                                  record.latency_ms()))
+            self._emit(
+                AnswerDone(self._clock(), answer.id, status, record.speech_end, record.latency_ms())
+            )
             if status == "complete":
                 self._exchange = (record.question, record.text)
                 answered = True
@@ -399,14 +432,15 @@ class CopilotEngine:
 
     async def _generate(self, answer: LiveAnswer) -> None:
         await self._llm_slot_free()  # this request then gets the slot with the cached prefix
-        warm = self.context is not None and chunk_ids(
-            await self._prompt_pieces()) == self._warm_ids
-        relevant = asyncio.create_task(relevant_to(
-            self.context, answer, self.options.context_pieces, after_first_token=warm))
+        warm = self.context is not None and chunk_ids(await self._prompt_pieces()) == self._warm_ids
+        relevant = asyncio.create_task(
+            relevant_to(self.context, answer, self.options.context_pieces, after_first_token=warm)
+        )
         try:
             answer.pieces = await self._pieces(relevant)
-            messages = copilot_messages(self._system_prompt, answer.pieces, answer.text_in,
-                                        answer.exchange)
+            messages = copilot_messages(
+                self._system_prompt, answer.pieces, answer.text_in, answer.exchange
+            )
             if await stream_answer(self._llm, answer, messages, self.options, self._clock):
                 self._closed_early_at = self._clock()  # the server stops at its next token
             if not answer.text.strip():  # (and no first token for the search to wait for)

@@ -30,8 +30,9 @@ EXCHANGE_MAX_WORDS = 40
 """The previous answer in a prompt is cut at this many words (`copilot_messages`)."""
 
 
-def copilot_messages(system_prompt: str, pieces: list[Any], question: str,
-                     exchange: tuple[str, str] | None = None) -> list[ChatMessage]:
+def copilot_messages(
+    system_prompt: str, pieces: list[Any], question: str, exchange: tuple[str, str] | None = None
+) -> list[ChatMessage]:
     """Fixed system prompt, then the documents' pieces (`documents_text`: the resume's in
     document order, so that questions that retrieve the same pieces share the prompt prefix,
     then the job), then, as the last paragraph, the dialogue: the `exchange` before (the
@@ -112,4 +113,3 @@ def prefix_steps(pieces: list[Any], step_chars: int) -> list[list[Any]]:
 def chunk_ids(pieces: list[Any]) -> tuple[int, ...]:
     """Which chunks `pieces` are, in any order: what a warm prompt prefix is known by."""
     return tuple(sorted(chunk_id(p) for p in pieces))
-

@@ -151,8 +151,11 @@ class LiveKitAnswerSink:
         self._writers[answer_id] = await self._room.local_participant.stream_text(
             destination_identities=[self._candidate],
             topic=TOPIC_COPILOT,
-            attributes={ATTR_ANSWER_ID: str(answer_id), ATTR_QUESTION: question,
-                        ATTR_ANSWER_FINAL: "false"},
+            attributes={
+                ATTR_ANSWER_ID: str(answer_id),
+                ATTR_QUESTION: question,
+                ATTR_ANSWER_FINAL: "false",
+            },
         )
 
     async def write(self, answer_id: int, text: str) -> None:
@@ -184,8 +187,10 @@ class CopilotSession:
         self._turn_detector = turn_detector
         self._stt, self._llm, self._embedder, self._tts = stt, llm, embedder, tts
         # requested_mode() has warned about bad metadata already.
-        self._metadata = {**read_metadata(room.metadata, "room", warn=False),
-                          **read_metadata(job_metadata, "dispatch", warn=False)}
+        self._metadata = {
+            **read_metadata(room.metadata, "room", warn=False),
+            **read_metadata(job_metadata, "dispatch", warn=False),
+        }
         self._options = options
         self._context_dir = context_dir
         self.candidate: str | None = None
@@ -236,18 +241,29 @@ class CopilotSession:
             self._prefill = llama_client_for(self._llm)
             if self._prefill is not None:
                 self._prefill.on_answer_read = lambda r: log.info(
-                    "answer prompt: %d tokens cached, %d read in %.0f ms", r.cached, r.read, r.ms)
+                    "answer prompt: %d tokens cached, %d read in %.0f ms", r.cached, r.read, r.ms
+                )
             self.engine = CopilotEngine(
-                stt=self._stt, llm=self._prefill or self._llm, sink=self.sink,
+                stt=self._stt,
+                llm=self._prefill or self._llm,
+                sink=self.sink,
                 context=self.index,
-                options=self._options, on_event=self._log_event, prefill=self._prefill,
-                turn_detector=self._turn_detector)
+                options=self._options,
+                on_event=self._log_event,
+                prefill=self._prefill,
+                turn_detector=self._turn_detector,
+            )
             await self.engine.start()
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
             await room.local_participant.set_attributes(
-                {ATTR_AGENT_STATE: "listening", ATTR_SPEAK: "false", ATTR_WARM_PIECES: "0",
-                 ATTR_DOCUMENTS_FIT: "true"})
+                {
+                    ATTR_AGENT_STATE: "listening",
+                    ATTR_SPEAK: "false",
+                    ATTR_WARM_PIECES: "0",
+                    ATTR_DOCUMENTS_FIT: "true",
+                }
+            )
             for p in room.remote_participants.values():
                 for pub in p.track_publications.values():
                     if pub.track is not None:
@@ -332,9 +348,13 @@ class CopilotSession:
             return
         if not bridges_for(p, self.candidate):
             # Anyone may publish a track of that name: not a word of it reaches the engine.
-            log.warning("%s's %s ignored: not the bridge of %s (its token must name the "
-                        "candidate: voxroom bridge --candidate)", p.identity, MEETING_TRACK,
-                        self.candidate)
+            log.warning(
+                "%s's %s ignored: not the bridge of %s (its token must name the "
+                "candidate: voxroom bridge --candidate)",
+                p.identity,
+                MEETING_TRACK,
+                self.candidate,
+            )
             pub.set_subscribed(False)
             return
         if pub.sid not in self._listeners:
@@ -432,8 +452,8 @@ class CopilotSession:
             status["error"] = error
         try:
             await self.room.local_participant.send_text(
-                json.dumps(status), destination_identities=[to],
-                topic=TOPIC_CONTEXT_STATUS)
+                json.dumps(status), destination_identities=[to], topic=TOPIC_CONTEXT_STATUS
+            )
         except Exception as e:  # the candidate may have left meanwhile
             log.debug("context status not sent: %s", e)
 
@@ -483,12 +503,14 @@ class CopilotSession:
         lp.set_track_subscription_permissions(
             allow_all_participants=False,
             participant_permissions=[
-                rtc.ParticipantTrackPermission(participant_identity=self.candidate,
-                                               allow_all=True)])
+                rtc.ParticipantTrackPermission(participant_identity=self.candidate, allow_all=True)
+            ],
+        )
         source = rtc.AudioSource(OUTPUT_RATE, 1, queue_size_ms=SOURCE_QUEUE_MS)
         track = rtc.LocalAudioTrack.create_audio_track(COPILOT_VOICE_TRACK, source)
         await lp.publish_track(
-            track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
+            track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+        )
         playout = Playout(LiveKitAudioSink(source))
         playout.start()
         return source, playout
@@ -502,9 +524,14 @@ class CopilotSession:
             log.info("%s %s", event.kind, fields)
         match event:
             case Warm(pieces=pieces, documents_fit=fit):
-                self._spawn(self._set_attributes({
-                    ATTR_WARM_PIECES: str(pieces),
-                    ATTR_DOCUMENTS_FIT: "true" if fit else "false"}))
+                self._spawn(
+                    self._set_attributes(
+                        {
+                            ATTR_WARM_PIECES: str(pieces),
+                            ATTR_DOCUMENTS_FIT: "true" if fit else "false",
+                        }
+                    )
+                )
             case QuestionTranscript(text=text, utterance_id=uid, heard=heard):
                 log.info("question heard: %d words", len(text.split()))
                 self._spawn(self._send_heard(uid, heard))
@@ -519,10 +546,16 @@ class CopilotSession:
             return
         try:
             await self.room.local_participant.send_text(
-                text, topic=TOPIC_TRANSCRIPTION, destination_identities=[self.candidate],
-                attributes={**transcription_attributes(f"interviewer-{utterance_id}", final=True,
-                                                       track_id=self._meeting_sid),
-                            ATTR_SPEAKER: SPEAKER_INTERVIEWER})
+                text,
+                topic=TOPIC_TRANSCRIPTION,
+                destination_identities=[self.candidate],
+                attributes={
+                    **transcription_attributes(
+                        f"interviewer-{utterance_id}", final=True, track_id=self._meeting_sid
+                    ),
+                    ATTR_SPEAKER: SPEAKER_INTERVIEWER,
+                },
+            )
         except Exception as e:  # the candidate may have left meanwhile
             log.debug("transcript not sent: %s", e)
 
@@ -541,8 +574,15 @@ async def run_copilot_session(
     """The worker's entry point for copilot mode: runs until the candidate leaves."""
     if embedder is None:
         embedder = await asyncio.to_thread(shared_embedder)
-    session = CopilotSession(room, stt=stt, llm=llm, embedder=embedder, tts=tts,
-                             job_metadata=job_metadata, options=options,
-                             turn_detector=turn_detector)
+    session = CopilotSession(
+        room,
+        stt=stt,
+        llm=llm,
+        embedder=embedder,
+        tts=tts,
+        job_metadata=job_metadata,
+        options=options,
+        turn_detector=turn_detector,
+    )
     await session.run()
     return session

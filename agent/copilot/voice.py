@@ -53,8 +53,9 @@ class AnswerText:
     def end(self) -> None:
         self._deltas.put_nowait(None)
 
-    async def stream(self, messages: list[ChatMessage],
-                     tools: Sequence[ToolSpec] = ()) -> AsyncIterator[str | ToolCall]:
+    async def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
         # An answer's text, as written: never a tool call (the pipeline offers it none).
         while (delta := await self._deltas.get()) is not None:
             yield delta
@@ -90,8 +91,16 @@ class SpokenAnswerSink:
         await self._silence(list(self._pipelines))  # one voice at a time: the newest answer
         text = AnswerText()
         pipeline = ReplyPipeline(
-            answer_id, [], llm=text, tts=self._tts, playout=playout, chunker=make_chunker(),
-            on_event=self._on_chunk, on_failed=self._on_failed, confirmed=True)
+            answer_id,
+            [],
+            llm=text,
+            tts=self._tts,
+            playout=playout,
+            chunker=make_chunker(),
+            on_event=self._on_chunk,
+            on_failed=self._on_failed,
+            confirmed=True,
+        )
         pipeline.start()
         playout.confirm(answer_id)  # answers are opened only once their question is final
         self._texts[answer_id] = text

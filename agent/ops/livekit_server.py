@@ -77,8 +77,11 @@ def _build(target: Path) -> Path:
         if target.is_file():  # built by whoever held the lock before us
             return target
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as gobin:
-            print(f"building livekit-server {LIVEKIT_VERSION} with Go (a few minutes, once)...",
-                  file=sys.stderr, flush=True)
+            print(
+                f"building livekit-server {LIVEKIT_VERSION} with Go (a few minutes, once)...",
+                file=sys.stderr,
+                flush=True,
+            )
             started = time.monotonic()
             result = subprocess.run([go, "install", GO_PACKAGE], env={**os.environ, "GOBIN": gobin})
             if result.returncode != 0:
@@ -248,7 +251,9 @@ class LiveKitServer:
             log_start = log.tell()
             self._proc = subprocess.Popen(
                 [str(binary), "--config", str(config_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         # Never leave an orphan server behind, even when stop() is not reached.
         self._finalizer = weakref.finalize(self, _kill, self._proc)
@@ -339,7 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m agent.ops.livekit_server", description="manage the livekit-server binary"
     )
     parser.add_argument(
-        "--ensure", action="store_true", required=True,
+        "--ensure",
+        action="store_true",
+        required=True,
         help="print the path of livekit-server, building it with Go first if needed",
     )
     parser.parse_args(argv)

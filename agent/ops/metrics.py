@@ -49,29 +49,49 @@ class Metrics:
         self.voice_to_voice = Histogram(
             "voxroom_voice_to_voice_seconds",
             "End of the user's speech to the first reply audio at the listener",
-            buckets=BUCKETS, registry=r)
+            buckets=BUCKETS,
+            registry=r,
+        )
         self.stage = Histogram(
             "voxroom_turn_stage_seconds",
             "Latency of one stage of a turn (see TurnRecord.latency_ms)",
-            ["stage"], buckets=BUCKETS, registry=r)
+            ["stage"],
+            buckets=BUCKETS,
+            registry=r,
+        )
         self.turns = Counter("voxroom_turns", "Finished turns", ["interrupted"], registry=r)
-        self.barge_ins = Counter("voxroom_barge_ins", "Times the user cut in on the agent",
-                                 registry=r)
+        self.barge_ins = Counter(
+            "voxroom_barge_ins", "Times the user cut in on the agent", registry=r
+        )
         self.false_interruptions = Counter(
-            "voxroom_false_interruptions", "Pauses for user sound that brought no words; "
-            "playback resumed", registry=r)
+            "voxroom_false_interruptions",
+            "Pauses for user sound that brought no words; playback resumed",
+            registry=r,
+        )
         self.speculative = Counter(
-            "voxroom_speculative_starts", "Replies started before the final transcript, by "
-            "whether they were kept or wasted", ["outcome"], registry=r)
-        self.reply_failures = Counter("voxroom_reply_failures",
-                                      "Replies whose LLM or TTS failed", registry=r)
-        self.fallbacks = Counter("voxroom_fallbacks", "Degraded answers, by kind", ["kind"],
-                                 registry=r)
-        self.active_sessions = Gauge("voxroom_active_sessions", "Conversations in progress",
-                                     multiprocess_mode="livesum", registry=r)
+            "voxroom_speculative_starts",
+            "Replies started before the final transcript, by whether they were kept or wasted",
+            ["outcome"],
+            registry=r,
+        )
+        self.reply_failures = Counter(
+            "voxroom_reply_failures", "Replies whose LLM or TTS failed", registry=r
+        )
+        self.fallbacks = Counter(
+            "voxroom_fallbacks", "Degraded answers, by kind", ["kind"], registry=r
+        )
+        self.active_sessions = Gauge(
+            "voxroom_active_sessions",
+            "Conversations in progress",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
         self.session_memory = Gauge(
-            "voxroom_session_memory_bytes", "Resident memory of the process of a session",
-            multiprocess_mode="liveall", registry=r)
+            "voxroom_session_memory_bytes",
+            "Resident memory of the process of a session",
+            multiprocess_mode="liveall",
+            registry=r,
+        )
 
 
 @functools.cache
@@ -115,8 +135,9 @@ def otel_tracer() -> Any:
 class MetricsRecorder:
     """One conversation's metrics, spans and logs, fed by the turn engine's events."""
 
-    def __init__(self, session_id: str, *, metrics: Metrics | None = None,
-                 tracer: Any = None) -> None:
+    def __init__(
+        self, session_id: str, *, metrics: Metrics | None = None, tracer: Any = None
+    ) -> None:
         self.session_id = session_id
         self._m = metrics or default_metrics()
         self._tracer = tracer if tracer is not None else otel_tracer()
@@ -241,8 +262,11 @@ class MetricsRecorder:
         lat = data["latency_ms"]
         end_ns = self._wall_ns(data["t"])
         start_ns = self._speech_end.pop(turn_id, None) or end_ns
-        attrs = {"voxroom.session": self.session_id, "voxroom.turn_id": turn_id,
-                 "voxroom.interrupted": bool(data["interrupted"])}
+        attrs = {
+            "voxroom.session": self.session_id,
+            "voxroom.turn_id": turn_id,
+            "voxroom.interrupted": bool(data["interrupted"]),
+        }
         attrs |= {f"voxroom.latency_ms.{k}": v for k, v in lat.items() if v is not None}
         parent = self._tracer.start_span("voxroom.turn", start_time=start_ns, attributes=attrs)
         ctx = trace_context(parent)
@@ -252,14 +276,18 @@ class MetricsRecorder:
                 return
             begin = start_ns + int(begin_ms * 1e6)
             self._tracer.start_span(f"voxroom.{name}", context=ctx, start_time=begin).end(
-                end_time=begin + int(length_ms * 1e6))
+                end_time=begin + int(length_ms * 1e6)
+            )
 
         reply = lat.get("stt")
         child("endpoint", 0.0, lat.get("endpoint"))
         child("llm_first_token", reply, lat.get("llm_first_token"))
         child("first_chunk", reply, lat.get("first_chunk"))
-        chunk_at = None if reply is None or lat.get("first_chunk") is None else (
-            reply + lat["first_chunk"])
+        chunk_at = (
+            None
+            if reply is None or lat.get("first_chunk") is None
+            else (reply + lat["first_chunk"])
+        )
         child("tts_first_audio", chunk_at, lat.get("tts_first_audio"))
         parent.end(end_time=max(end_ns, start_ns))
 

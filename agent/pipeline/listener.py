@@ -53,7 +53,11 @@ class VoiceDetector(Protocol):
 
 class Listener:
     def __init__(
-        self, *, vad: VoiceDetector, keep_frames: int, clock: Callable[[], float],
+        self,
+        *,
+        vad: VoiceDetector,
+        keep_frames: int,
+        clock: Callable[[], float],
         scorer: TurnScorer | None = None,
     ) -> None:
         self._vad = vad
@@ -87,8 +91,10 @@ class Listener:
         """One frame of the speaker (int16, 16 kHz mono, FRAME_SAMPLES long): whether it is
         voiced, and its time."""
         if pcm.dtype != np.int16 or pcm.shape != (FRAME_SAMPLES,):
-            raise ValueError(f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
-                             f"{pcm.dtype} {pcm.shape}")
+            raise ValueError(
+                f"expected {FRAME_SAMPLES} int16 samples at {INPUT_RATE} Hz, got "
+                f"{pcm.dtype} {pcm.shape}"
+            )
         now = self._clock()
         self._recent.append(pcm)
         if self.hearing:
@@ -142,15 +148,21 @@ class Listener:
             return
         self._candidate = asyncio.get_running_loop().create_task(
             self._transcribe(utterance_id, self.stream, self.heard_until, on_candidate),
-            name=f"candidate-{utterance_id}")
+            name=f"candidate-{utterance_id}",
+        )
 
     def drop_candidate(self) -> None:
         """The speaker went on: the candidate asked at the pause would end before the words."""
         if self._candidate is not None:
             self._candidate.cancel()
 
-    async def _transcribe(self, utterance_id: int, stream: STTStream, covered_until: float,
-                          on_candidate: CandidateCallback) -> None:
+    async def _transcribe(
+        self,
+        utterance_id: int,
+        stream: STTStream,
+        covered_until: float,
+        on_candidate: CandidateCallback,
+    ) -> None:
         try:
             text, failed = await stream.flush(), False
         except Exception as e:  # no words, rather than an utterance that never ends

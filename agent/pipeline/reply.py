@@ -88,10 +88,16 @@ class ReplyPipeline:
         if confirmed:
             self._confirmed.set()
         self._rounds: list[tuple[str, ToolRound]] = []  # (the text before the calls, the calls)
-        self._filler = None if tools is None else SilenceFiller(
-            tools, confirmed=self._confirmed,
-            say=lambda text, pcm: playout.append(reply_id, text, pcm, filler=True),
-            unplayed_s=lambda: playout.unplayed_s(reply_id))
+        self._filler = (
+            None
+            if tools is None
+            else SilenceFiller(
+                tools,
+                confirmed=self._confirmed,
+                say=lambda text, pcm: playout.append(reply_id, text, pcm, filler=True),
+                unplayed_s=lambda: playout.unplayed_s(reply_id),
+            )
+        )
         self._task: asyncio.Task[None] | None = None
         # The first chunk's audio, started on the chunker's guess while its lookahead words
         # are still arriving (~130 ms sooner at 15 words/s); used only if the guess was right.
@@ -185,8 +191,15 @@ class ReplyPipeline:
             await round_.run()
             self._on_progress(self.reply_id)
             for outcome in round_.outcomes:
-                self._on_event(ToolCalled(self._clock(), self.reply_id, outcome.call.name,
-                                          outcome.ok, round(outcome.duration_s * 1000, 1)))
+                self._on_event(
+                    ToolCalled(
+                        self._clock(),
+                        self.reply_id,
+                        outcome.call.name,
+                        outcome.ok,
+                        round(outcome.duration_s * 1000, 1),
+                    )
+                )
             if round_.failed:
                 await self._say(TOOL_APOLOGY, chunks)
                 break
@@ -212,7 +225,9 @@ class ReplyPipeline:
             self._emit_chunk(chunk, chunks)
 
     async def _generate_round(
-        self, messages: list[ChatMessage], chunks: asyncio.Queue[str | None],
+        self,
+        messages: list[ChatMessage],
+        chunks: asyncio.Queue[str | None],
         specs: list[ToolSpec],
     ) -> tuple[str, list[ToolCall]]:
         """One LLM response, offered `specs`: its text goes to the chunker as it comes; returns

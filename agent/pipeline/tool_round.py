@@ -59,8 +59,11 @@ class ToolRound:
         self._started: set[str] = set()
 
     def assistant_message(self, text: str) -> ChatMessage:
-        return {"role": "assistant", "content": text or None,
-                "tool_calls": [c.message() for c in self.calls]}
+        return {
+            "role": "assistant",
+            "content": text or None,
+            "tool_calls": [c.message() for c in self.calls],
+        }
 
     def result_messages(self) -> list[ChatMessage]:
         """A result for every call, in the order of the calls: what it returned, or that it was
@@ -79,15 +82,15 @@ class ToolRound:
     def failed(self) -> bool:
         """Every call ended and none succeeded."""
         return len(self._outcomes) == len(self.calls) and not any(
-            o.ok for o in self._outcomes.values())
+            o.ok for o in self._outcomes.values()
+        )
 
     @property
     def outcomes(self) -> list[ToolOutcome]:
         return [self._outcomes[c.id] for c in self.calls if c.id in self._outcomes]
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(self._run_one(c), name=f"tool-{c.name}")
-                 for c in self.calls]
+        tasks = [asyncio.create_task(self._run_one(c), name=f"tool-{c.name}") for c in self.calls]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -110,8 +113,14 @@ class SilenceFiller:
     results), once the reply may be heard and its audio so far (words said before the calls)
     is over. Started with a round of calls, stopped by the reply's next words."""
 
-    def __init__(self, session: ToolSession, *, confirmed: asyncio.Event,
-                 say: Callable[[str, np.ndarray], None], unplayed_s: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        session: ToolSession,
+        *,
+        confirmed: asyncio.Event,
+        say: Callable[[str, np.ndarray], None],
+        unplayed_s: Callable[[], float],
+    ) -> None:
         self._session = session
         self._confirmed = confirmed
         self._say = say

@@ -128,8 +128,11 @@ class ConversationLog:
     def _speaking(self, rid: int) -> None:
         if self._memory is None:
             return
-        reply = {"user_text": self._user_text, "sent_text": " ".join(self._chunks.get(rid, [])),
-                 "session": self._session}
+        reply = {
+            "user_text": self._user_text,
+            "sent_text": " ".join(self._chunks.get(rid, [])),
+            "session": self._session,
+        }
         memory, room = self._memory, self._room
         self._writes.put_nowait(lambda: memory.speaking(room, reply))
 

@@ -67,8 +67,15 @@ class LeaseTable:
 
     def renew(self, leases: list[Lease]) -> None:
         rows = [
-            (x.room, x.job_id, x.agent_identity, x.agent_name, x.metadata, x.worker_id,
-             x.renewed_at)
+            (
+                x.room,
+                x.job_id,
+                x.agent_identity,
+                x.agent_name,
+                x.metadata,
+                x.worker_id,
+                x.renewed_at,
+            )
             for x in leases
         ]
         if not rows:

@@ -39,14 +39,16 @@ class SqliteRoomMemory:
 
     def speaking(self, room: str, reply: dict[str, Any]) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO speaking VALUES (?, ?)",
-                             (room, json.dumps(reply)))
+            self._db.execute(
+                "INSERT OR REPLACE INTO speaking VALUES (?, ?)", (room, json.dumps(reply))
+            )
 
     def take_speaking(self, room: str) -> dict[str, Any] | None:
         """The reply a dead agent was speaking in `room`, for one caller only (one DELETE)."""
         with self._lock:
-            row = self._db.execute("DELETE FROM speaking WHERE room = ? RETURNING reply",
-                                   (room,)).fetchone()
+            row = self._db.execute(
+                "DELETE FROM speaking WHERE room = ? RETURNING reply", (room,)
+            ).fetchone()
         return json.loads(row[0]) if row else None
 
     def close(self) -> None:

@@ -59,7 +59,9 @@ def connect_redis(url: str) -> Any:
     import redis
 
     return redis.Redis.from_url(
-        url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S,
+        url,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=SOCKET_TIMEOUT_S,
         decode_responses=True,
     )
 
@@ -85,8 +87,11 @@ class RedisLeases:
     def renew(self, leases: list[Lease]) -> None:
         pipe = self._client.pipeline(transaction=False)
         for x in leases:
-            self._renew(keys=[_lease_key(x.room), LEASES],
-                        args=[x.room, x.job_id, _encode(x), self._ttl_ms], client=pipe)
+            self._renew(
+                keys=[_lease_key(x.room), LEASES],
+                args=[x.room, x.job_id, _encode(x), self._ttl_ms],
+                client=pipe,
+            )
         held = pipe.execute() if leases else []
         for x, ok in zip(leases, held, strict=True):
             if not ok:  # two agents in one room: the other job's lease stands
@@ -106,8 +111,9 @@ class RedisLeases:
         return [Lease(**json.loads(served[r])) for r, a in zip(rooms, alive, strict=True) if not a]
 
     def claim(self, lease: Lease) -> bool:
-        return bool(self._claim(keys=[_lease_key(lease.room), LEASES],
-                                args=[lease.room, _encode(lease)]))
+        return bool(
+            self._claim(keys=[_lease_key(lease.room), LEASES], args=[lease.room, _encode(lease)])
+        )
 
     def close(self) -> None:
         self._client.close()

@@ -90,12 +90,17 @@ def open_turn_store(settings: StoreSettings) -> TurnStore:
         try:
             return PostgresTurnStore(settings.url)
         except psycopg.Error as e:
-            raise ConfigError(f"cannot open the turn store at store.url (VOXROOM_STORE_URL): "
-                              f"{type(e).__name__}: {e}") from e
+            raise ConfigError(
+                f"cannot open the turn store at store.url (VOXROOM_STORE_URL): "
+                f"{type(e).__name__}: {e}"
+            ) from e
     return open_store_file(
-        TranscriptStore, default_store_path(settings.path), "open the turn store",
+        TranscriptStore,
+        default_store_path(settings.path),
+        "open the turn store",
         "store.path (VOXROOM_STORE_PATH) to a writable file, or store.url (VOXROOM_STORE_URL) "
-        "to a PostgreSQL database")
+        "to a PostgreSQL database",
+    )
 
 
 def open_store_file(open_file: Callable[[Path], T], path: Path, what: str, instead: str) -> T:

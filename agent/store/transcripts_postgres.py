@@ -40,8 +40,20 @@ ALTER TABLE voxroom_turns ADD COLUMN IF NOT EXISTS caller TEXT NOT NULL DEFAULT 
 # pg_type); the schema is created under this transaction-scoped advisory lock.
 SCHEMA_LOCK = 0x766F78726F6F6D  # "voxroom"
 CONNECT_TIMEOUT_S = 5
-COLUMNS = ("id", "room", "session", "created_at", "user_text", "agent_text", "heard_text",
-           "interrupted", "latency_ms", "fallbacks", "tool_messages", "caller")
+COLUMNS = (
+    "id",
+    "room",
+    "session",
+    "created_at",
+    "user_text",
+    "agent_text",
+    "heard_text",
+    "interrupted",
+    "latency_ms",
+    "fallbacks",
+    "tool_messages",
+    "caller",
+)
 
 
 class PostgresTurnStore:
@@ -79,12 +91,14 @@ class PostgresTurnStore:
 
     def append(self, room: str, session: str, turn: dict[str, Any]) -> None:
         row = (room, session, *turn_row(turn))
-        self._run(lambda db: db.execute(
-            "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
-            " heard_text, interrupted, latency_ms, fallbacks, tool_messages, caller)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            row,
-        ))
+        self._run(
+            lambda db: db.execute(
+                "INSERT INTO voxroom_turns (room, session, created_at, user_text, agent_text,"
+                " heard_text, interrupted, latency_ms, fallbacks, tool_messages, caller)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                row,
+            )
+        )
 
     def turns(self, room: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         query = f"SELECT {', '.join(COLUMNS)} FROM voxroom_turns"

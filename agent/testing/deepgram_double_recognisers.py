@@ -62,8 +62,8 @@ def contour_distance(heard: np.ndarray, template: np.ndarray, *, complete: bool)
     longer than the template; or, once the utterance is over, any difference)."""
     best = np.inf
     for shift in range(-_MAX_SHIFT, _MAX_SHIFT + 1):
-        h = heard[max(shift, 0):]
-        t = template[max(-shift, 0):]
+        h = heard[max(shift, 0) :]
+        t = template[max(-shift, 0) :]
         k = min(h.size, t.size)
         if k:
             best = min(best, float(np.mean(np.abs(h[:k] - t[:k]))))
@@ -86,8 +86,9 @@ class _Utterance:
 class _ContourListener(DeepgramListener):
     """Names each utterance after the given one whose loudness contour is nearest."""
 
-    def __init__(self, templates: Sequence[_Template], params: dict[str, str],
-                 interim_every: int) -> None:
+    def __init__(
+        self, templates: Sequence[_Template], params: dict[str, str], interim_every: int
+    ) -> None:
         super().__init__(params, interim_every)
         self.templates = templates
         self.utt: _Utterance | None = None
@@ -114,11 +115,13 @@ class _ContourListener(DeepgramListener):
         if utt.template is not None:
             return utt.template
         heard = np.array(utt.levels[: utt.voiced_len])
-        return min(self.templates,
-                   key=lambda t: contour_distance(heard, t.levels, complete=complete))
+        return min(
+            self.templates, key=lambda t: contour_distance(heard, t.levels, complete=complete)
+        )
 
-    def _words(self, *, is_final: bool, speech_final: bool,
-               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
+    def _words(
+        self, *, is_final: bool, speech_final: bool, from_finalize: bool
+    ) -> tuple[list[tuple[str, float, float]], bool]:
         utt = self.utt
         words: list[tuple[str, float, float]] = []
         ended = False
@@ -132,8 +135,10 @@ class _ContourListener(DeepgramListener):
             upto = max(upto, utt.words_out)
             span = template.levels.size * FRAME_S / n
             t0 = utt.first_frame * FRAME_S
-            words = [(w, t0 + k * span, t0 + (k + 1) * span)
-                     for k, w in enumerate(template.words[utt.words_out : upto], utt.words_out)]
+            words = [
+                (w, t0 + k * span, t0 + (k + 1) * span)
+                for k, w in enumerate(template.words[utt.words_out : upto], utt.words_out)
+            ]
             if is_final:
                 utt.words_out = upto
                 if words:
@@ -146,8 +151,9 @@ class _ContourListener(DeepgramListener):
         return words, ended
 
 
-def utterance_recogniser(utterances: Sequence[Utterance],
-                         interim_every_frames: int = 10) -> Recogniser:
+def utterance_recogniser(
+    utterances: Sequence[Utterance], interim_every_frames: int = 10
+) -> Recogniser:
     """Hears real speech as the nearest of `utterances` (and nothing else), revealing its
     words as the audio goes on."""
     if not utterances:
@@ -186,8 +192,9 @@ class _WordCodeListener(DeepgramListener):
         self.voiced = 0  # voiced frames since the last final result
 
     def _frames(self, pcm: np.ndarray) -> Iterable[tuple[float, bool]]:
-        return ((code, abs(code) >= _SILENCE_BELOW)
-                for code in (int(c) for c in pcm[::FRAME_SAMPLES]))
+        return (
+            (code, abs(code) >= _SILENCE_BELOW) for code in (int(c) for c in pcm[::FRAME_SAMPLES])
+        )
 
     def _voiced(self, frame: int, value: float) -> None:
         code = int(value)
@@ -204,10 +211,12 @@ class _WordCodeListener(DeepgramListener):
         u, w = divmod(code - 1000, 100)
         return self.script[u].split()[w]
 
-    def _words(self, *, is_final: bool, speech_final: bool,
-               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
-        words = [(self._word(c), first * FRAME_S, (last + 1) * FRAME_S)
-                 for c, first, last in self.words]
+    def _words(
+        self, *, is_final: bool, speech_final: bool, from_finalize: bool
+    ) -> tuple[list[tuple[str, float, float]], bool]:
+        words = [
+            (self._word(c), first * FRAME_S, (last + 1) * FRAME_S) for c, first, last in self.words
+        ]
         if is_final:
             self.words, self.voiced = [], 0
         return words, speech_final

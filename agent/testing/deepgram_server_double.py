@@ -40,8 +40,10 @@ def deepgram_results(
 ) -> dict[str, Any]:
     """A Deepgram `Results` message: (word, start s, end s) per word, times on the connection's
     audio clock."""
-    words = [{"word": w, "punctuated_word": w, "confidence": 0.99, "start": a, "end": b}
-             for w, a, b in transcript_words]
+    words = [
+        {"word": w, "punctuated_word": w, "confidence": 0.99, "start": a, "end": b}
+        for w, a, b in transcript_words
+    ]
     return {
         "type": "Results",
         "channel_index": [0, 1],
@@ -50,11 +52,15 @@ def deepgram_results(
         "is_final": is_final,
         "speech_final": speech_final,
         "from_finalize": from_finalize,
-        "channel": {"alternatives": [{
-            "transcript": " ".join(w for w, _, _ in transcript_words),
-            "confidence": 0.99 if words else 0.0,
-            "words": words,
-        }]},
+        "channel": {
+            "alternatives": [
+                {
+                    "transcript": " ".join(w for w, _, _ in transcript_words),
+                    "confidence": 0.99 if words else 0.0,
+                    "words": words,
+                }
+            ]
+        },
         "metadata": {"request_id": "double", "model_info": {"name": "double"}},
     }
 
@@ -99,8 +105,9 @@ class DeepgramListener:
     def _interim_due(self) -> bool:
         raise NotImplementedError
 
-    def _words(self, *, is_final: bool, speech_final: bool,
-               from_finalize: bool) -> tuple[list[tuple[str, float, float]], bool]:
+    def _words(
+        self, *, is_final: bool, speech_final: bool, from_finalize: bool
+    ) -> tuple[list[tuple[str, float, float]], bool]:
         """The words of a Results message (word, start s, end s), and whether it ends the
         utterance."""
         raise NotImplementedError
@@ -124,8 +131,9 @@ class DeepgramListener:
                 self._start(i)
                 self.in_speech = True
                 if self.vad_events:
-                    out.append({"type": "SpeechStarted", "channel": [0, 1],
-                                "timestamp": i * FRAME_S})
+                    out.append(
+                        {"type": "SpeechStarted", "channel": [0, 1], "timestamp": i * FRAME_S}
+                    )
             self._voiced(i, value)
             self.silent = 0
             self.last_word_end = (i + 1) * FRAME_S
@@ -137,10 +145,14 @@ class DeepgramListener:
             self._quiet(value)
             if self.endpoint_frames is not None and self.silent >= self.endpoint_frames:
                 out.append(self._results(is_final=True, speech_final=True))
-        if (self.last_word_end is not None and self.utterance_end_frames is not None
-                and self.silent >= self.utterance_end_frames):
-            out.append({"type": "UtteranceEnd", "channel": [0, 1],
-                        "last_word_end": self.last_word_end})
+        if (
+            self.last_word_end is not None
+            and self.utterance_end_frames is not None
+            and self.silent >= self.utterance_end_frames
+        ):
+            out.append(
+                {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": self.last_word_end}
+            )
             self.last_word_end = None
         return out
 
@@ -150,14 +162,20 @@ class DeepgramListener:
             return []
         return [self._results(is_final=True, from_finalize=True)]
 
-    def _results(self, *, is_final: bool, speech_final: bool = False,
-                 from_finalize: bool = False) -> dict[str, Any]:
-        words, ended = self._words(is_final=is_final, speech_final=speech_final,
-                                   from_finalize=from_finalize)
-        msg = deepgram_results(words, start_s=self.seg_start * FRAME_S,
-                               duration_s=(self.frame - self.seg_start) * FRAME_S,
-                               is_final=is_final, speech_final=speech_final,
-                               from_finalize=from_finalize)
+    def _results(
+        self, *, is_final: bool, speech_final: bool = False, from_finalize: bool = False
+    ) -> dict[str, Any]:
+        words, ended = self._words(
+            is_final=is_final, speech_final=speech_final, from_finalize=from_finalize
+        )
+        msg = deepgram_results(
+            words,
+            start_s=self.seg_start * FRAME_S,
+            duration_s=(self.frame - self.seg_start) * FRAME_S,
+            is_final=is_final,
+            speech_final=speech_final,
+            from_finalize=from_finalize,
+        )
         if is_final:
             self.seg_start = self.frame
         if ended:
@@ -227,8 +245,12 @@ class DeepgramServerDouble:
         self.url = f"ws://{await self._server.start('GET', '/v1/listen', self._listen)}"
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self._server.stop()
 
     def connection(self, index: int = -1) -> DeepgramConnection:
@@ -250,8 +272,10 @@ class DeepgramServerDouble:
         if request.headers.get("Authorization") != f"Token {self.api_key}":
             self.rejected += 1
             return web.json_response(
-                {"err_code": "INVALID_AUTH", "err_msg": "Invalid credentials."}, status=401,
-                headers={"dg-error": "Invalid credentials."})
+                {"err_code": "INVALID_AUTH", "err_msg": "Invalid credentials."},
+                status=401,
+                headers={"dg-error": "Invalid credentials."},
+            )
         params = dict(request.query)
         expected = {"encoding": "linear16", "sample_rate": str(INPUT_RATE), "channels": "1"}
         if any(params.get(k) != v for k, v in expected.items()):
@@ -268,8 +292,9 @@ class DeepgramServerDouble:
         def post(messages: list[dict[str, Any]]) -> None:
             nonlocal last_due
             for msg in messages:
-                last_due = max(last_due, time.monotonic()
-                               + self._jitter.uniform(*self.delay_ms) / 1000)
+                last_due = max(
+                    last_due, time.monotonic() + self._jitter.uniform(*self.delay_ms) / 1000
+                )
                 outbox.put_nowait((last_due, msg))
 
         try:
@@ -293,8 +318,16 @@ class DeepgramServerDouble:
                         post(listener.finalize())
                     elif kind == "CloseStream" and self.honour_close_stream:
                         post(listener.finalize())
-                        post([{"type": "Metadata", "request_id": "double",
-                               "duration": listener.frame * FRAME_S, "channels": 1}])
+                        post(
+                            [
+                                {
+                                    "type": "Metadata",
+                                    "request_id": "double",
+                                    "duration": listener.frame * FRAME_S,
+                                    "channels": 1,
+                                }
+                            ]
+                        )
                         break
                 else:
                     break
@@ -307,8 +340,9 @@ class DeepgramServerDouble:
         return ws
 
     @staticmethod
-    async def _send(ws: web.WebSocketResponse,
-                    outbox: asyncio.Queue[tuple[float, dict[str, Any] | None]]) -> None:
+    async def _send(
+        ws: web.WebSocketResponse, outbox: asyncio.Queue[tuple[float, dict[str, Any] | None]]
+    ) -> None:
         while True:
             due, msg = await outbox.get()
             if msg is None or ws.closed:

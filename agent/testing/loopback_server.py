@@ -21,8 +21,12 @@ class LoopbackServer:
     def __init__(self) -> None:
         self._runner: web.AppRunner | None = None
 
-    async def start(self, method: str, path: str,
-                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> str:
+    async def start(
+        self,
+        method: str,
+        path: str,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> str:
         """Serves `handler` at `method path`; returns the address, 127.0.0.1:PORT."""
         app = web.Application()
         app.router.add_route(method, path, handler)

@@ -106,8 +106,9 @@ class ScriptedLLM:
                 text = reply.answer.replace("{result}", result)
             elif reply.tool in {t.name for t in tools}:
                 text = reply.preamble
-                call = ToolCall(f"call_scripted_{len(messages)}", reply.tool,
-                                json.dumps(reply.arguments))
+                call = ToolCall(
+                    f"call_scripted_{len(messages)}", reply.tool, json.dumps(reply.arguments)
+                )
             else:
                 text = reply.without_tool
         else:

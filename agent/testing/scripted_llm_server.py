@@ -68,8 +68,9 @@ async def scripted_llm_server(
             model = body.get("model", "scripted")
             calls = 0
             offered = _offered(body)  # a double that takes no tools is never given them
-            stream = (llm.stream(body["messages"], offered) if offered
-                      else llm.stream(body["messages"]))
+            stream = (
+                llm.stream(body["messages"], offered) if offered else llm.stream(body["messages"])
+            )
             async for delta in stream:
                 if isinstance(delta, ToolCall):
                     for piece in _tool_call_deltas(delta, calls):
@@ -98,22 +99,38 @@ async def scripted_llm_server(
 
 def _offered(body: dict[str, Any]) -> list[ToolSpec]:
     """The request's `tools`, as the double's stream takes them."""
-    return [ToolSpec(t["function"]["name"], t["function"].get("description", ""),
-                     t["function"].get("parameters", {}))
-            for t in body.get("tools") or [] if t.get("type") == "function"]
+    return [
+        ToolSpec(
+            t["function"]["name"],
+            t["function"].get("description", ""),
+            t["function"].get("parameters", {}),
+        )
+        for t in body.get("tools") or []
+        if t.get("type") == "function"
+    ]
 
 
 def _tool_call_deltas(call: ToolCall, index: int) -> list[dict[str, Any]]:
     """A call as OpenAI streams it: id and name first, the arguments in two pieces."""
     half = len(call.arguments) // 2
-    head = {"index": index, "id": call.id, "type": "function",
-            "function": {"name": call.name, "arguments": ""}}
+    head = {
+        "index": index,
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": ""},
+    }
     return [{"tool_calls": [head]}] + [
         {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
-        for part in (call.arguments[:half], call.arguments[half:])]
+        for part in (call.arguments[:half], call.arguments[half:])
+    ]
 
 
 def _event(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
-    chunk = {"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
-             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    chunk = {
+        "id": "scripted",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(chunk)}\n\n".encode()

@@ -37,8 +37,12 @@ class TranscriptionServerDouble:
         self.url = f"http://{await self._server.start('POST', path, self._transcribe)}/v1"
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self._server.stop()
 
     async def _transcribe(self, request: web.Request) -> web.Response:
@@ -50,15 +54,24 @@ class TranscriptionServerDouble:
         upload = form.get("file")
         fields = {k: str(v) for k, v in form.items() if k != "file"}
         if not isinstance(upload, web.FileField) or fields.get("response_format") != "json":
-            return web.json_response({"error": {"message": "this double needs a file and "
-                                                "response_format json"}}, status=400)
+            return web.json_response(
+                {"error": {"message": "this double needs a file and response_format json"}},
+                status=400,
+            )
         pcm, rate = sf.read(io.BytesIO(upload.file.read()), dtype="int16")
-        self.requests.append({**fields, "samples": len(pcm), "rate": rate,
-                              "authorization": request.headers.get("Authorization", "")})
+        self.requests.append(
+            {
+                **fields,
+                "samples": len(pcm),
+                "rate": rate,
+                "authorization": request.headers.get("Authorization", ""),
+            }
+        )
         if self.fail_status is not None:
-            return web.json_response({"error": {"message": "the test double was told to fail",
-                                                "type": "server_error"}},
-                                     status=self.fail_status)
+            return web.json_response(
+                {"error": {"message": "the test double was told to fail", "type": "server_error"}},
+                status=self.fail_status,
+            )
         if self.hold is not None:
             await self.hold.wait()
         return web.json_response({"text": await self._transcriber(pcm)})

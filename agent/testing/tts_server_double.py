@@ -71,8 +71,12 @@ class TTSServerDouble:
         self.url = f"http://{await self._server.start('POST', '/v1/audio/speech', self._speech)}/v1"
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self._server.stop()
         for task in self._cache.values():
             task.cancel()
@@ -97,13 +101,16 @@ class TTSServerDouble:
         body = await request.json()
         self.requests.append(body)
         if self.fail_status is not None:
-            return web.json_response({"error": {"message": "the test double was told to fail",
-                                                "type": "server_error"}},
-                                     status=self.fail_status)
+            return web.json_response(
+                {"error": {"message": "the test double was told to fail", "type": "server_error"}},
+                status=self.fail_status,
+            )
         text = str(body.get("input", "")).strip()
         if body.get("response_format") != "pcm" or not text:
-            return web.json_response({"error": {"message": "this double speaks only pcm, "
-                                                "and needs an input"}}, status=400)
+            return web.json_response(
+                {"error": {"message": "this double speaks only pcm, and needs an input"}},
+                status=400,
+            )
         due = time.monotonic() + self._jitter.uniform(*self.ttfb_ms) / 1000
         audio = self._audio(text)
         # aiohttp does not cancel a handler whose client left: look, while waiting.

@@ -202,19 +202,26 @@ class DataChannelParticipant:
             channel.send(text)
 
     async def send_text(
-        self, text: str, *, topic: str, attributes: dict[str, str] | None = None,
-        destination_identities: list[str] | None = None, sender_identity: str | None = None,
+        self,
+        text: str,
+        *,
+        topic: str,
+        attributes: dict[str, str] | None = None,
+        destination_identities: list[str] | None = None,
+        sender_identity: str | None = None,
     ) -> None:
         """One whole text stream, as `rtc.LocalParticipant.send_text` sends it (the channel has
         one peer, so every destination is that peer)."""
-        self.send({
-            "type": "text",
-            "id": f"DS_{next(self._ids)}",
-            "topic": topic,
-            "sender": sender_identity or self.identity,
-            "attributes": attributes or {},
-            "text": text,
-        })
+        self.send(
+            {
+                "type": "text",
+                "id": f"DS_{next(self._ids)}",
+                "topic": topic,
+                "sender": sender_identity or self.identity,
+                "attributes": attributes or {},
+                "text": text,
+            }
+        )
 
     async def set_attributes(self, attributes: dict[str, str]) -> None:
         self.send({"type": "attributes", "attributes": attributes})
@@ -234,8 +241,11 @@ class _TextStreamWriter:
     and ordered; splitting it would buy nothing)."""
 
     def __init__(
-        self, participant: DataChannelParticipant, topic: str,
-        attributes: dict[str, str] | None, sender: str | None,
+        self,
+        participant: DataChannelParticipant,
+        topic: str,
+        attributes: dict[str, str] | None,
+        sender: str | None,
     ) -> None:
         self._participant = participant
         self._topic = topic
@@ -248,7 +258,9 @@ class _TextStreamWriter:
 
     async def aclose(self) -> None:
         await self._participant.send_text(
-            "".join(self._parts), topic=self._topic, attributes=self._attributes,
+            "".join(self._parts),
+            topic=self._topic,
+            attributes=self._attributes,
             sender_identity=self._sender,
         )
 
@@ -316,8 +328,9 @@ class DirectSession:
         local = pc.localDescription
         return {"sdp": local.sdp, "type": local.type}
 
-    async def _start_engine(self, participant: DataChannelParticipant, sink: DirectAudioSink
-                            ) -> None:
+    async def _start_engine(
+        self, participant: DataChannelParticipant, sink: DirectAudioSink
+    ) -> None:
         from agent.adapters.llm.history import ChatHistory
         from agent.voice.engine import TurnEngine
 
@@ -327,9 +340,14 @@ class DirectSession:
         publisher = RoomPublisher(room, USER_IDENTITY)  # type: ignore[arg-type]  # see above
 
         self._engine = TurnEngine(
-            stt=agent.stt, llm=agent.llm, tts=agent.tts, sink=sink,
-            history=ChatHistory(agent.system_prompt), on_event=publisher.on_event,
-            options=agent.turn_options, turn_detector=agent.turn_detector,
+            stt=agent.stt,
+            llm=agent.llm,
+            tts=agent.tts,
+            sink=sink,
+            history=ChatHistory(agent.system_prompt),
+            on_event=publisher.on_event,
+            options=agent.turn_options,
+            turn_detector=agent.turn_detector,
         )
         self._publisher = publisher
         publisher.start()
@@ -378,8 +396,14 @@ class DirectAgent:
     """The agent of direct mode: loaded engines, and the one conversation they serve."""
 
     def __init__(
-        self, *, stt: SpeechToText, llm: LanguageModel, tts: TextToSpeech, system_prompt: str,
-        turn_detector: TurnDetector | None = None, barge_in: str = "duck",
+        self,
+        *,
+        stt: SpeechToText,
+        llm: LanguageModel,
+        tts: TextToSpeech,
+        system_prompt: str,
+        turn_detector: TurnDetector | None = None,
+        barge_in: str = "duck",
     ) -> None:
         self.stt, self.llm, self.tts = stt, llm, tts
         self.system_prompt = system_prompt
@@ -435,4 +459,3 @@ def create_direct_web_app(
 
     app.on_cleanup.append(close_agent)
     return app
-

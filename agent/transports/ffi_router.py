@@ -208,8 +208,9 @@ def library_internals() -> RtcInternals:
     from livekit.rtc._ffi_client import FfiClient
     from livekit.rtc._proto import ffi_pb2
 
-    return RtcInternals(FfiClient.instance, rtc.AudioStream, rtc.AudioSource, rtc.AudioFrame,
-                        ffi_pb2)
+    return RtcInternals(
+        FfiClient.instance, rtc.AudioStream, rtc.AudioSource, rtc.AudioFrame, ffi_pb2
+    )
 
 
 # Protobuf messages, by (top-level message, field), and the fields of theirs the router uses.
@@ -253,23 +254,32 @@ def shape_problem(lib: RtcInternals) -> str | None:
         ("FfiQueue.put(item)", _arity(getattr(queue, "put", None)) == 1),
         ("FfiQueue.unsubscribe(queue)", _arity(getattr(queue, "unsubscribe", None)) == 1),
         # bind() rewrites a subscriber's (queue, loop, filter_fn) entry in place.
-        ("FfiQueue.subscribe(loop, filter_fn)",
-         _positional(getattr(queue, "subscribe", None)) == ["loop", "filter_fn"]),
+        (
+            "FfiQueue.subscribe(loop, filter_fn)",
+            _positional(getattr(queue, "subscribe", None)) == ["loop", "filter_fn"],
+        ),
         ("FfiQueue._lock", hasattr(getattr(queue, "_lock", None), "__enter__")),
-        ("FfiQueue._subscribers, a list of (queue, loop, filter_fn)",
-         isinstance(subscribers, list)
-         and all(isinstance(e, tuple) and len(e) == 3 for e in subscribers)),
+        (
+            "FfiQueue._subscribers, a list of (queue, loop, filter_fn)",
+            isinstance(subscribers, list)
+            and all(isinstance(e, tuple) and len(e) == 3 for e in subscribers),
+        ),
         ("FfiClient.request(req)", _arity(getattr(lib.client, "request", None)) == 1),
-        ("AudioStream's _ffi_queue, _ffi_handle and _loop",
-         _sets(lib.audio_stream, {"_ffi_queue", "_ffi_handle", "_loop"})),
+        (
+            "AudioStream's _ffi_queue, _ffi_handle and _loop",
+            _sets(lib.audio_stream, {"_ffi_queue", "_ffi_handle", "_loop"}),
+        ),
         ("AudioSource's _ffi_handle", _sets(lib.audio_source, {"_ffi_handle"})),
         ("AudioFrame._proto_info()", _arity(getattr(lib.audio_frame, "_proto_info", None)) == 1),
     ]
     event = getattr(getattr(lib.ffi_proto, "FfiEvent", None), "DESCRIPTOR", None)
     oneof = event.oneofs_by_name.get("message") if event is not None else None
-    checks.append(("FfiEvent's oneof message with audio_stream_event and capture_audio_frame",
-                   oneof is not None
-                   and {_AUDIO_EVENT, _CAPTURE_EVENT} <= {f.name for f in oneof.fields}))
+    checks.append(
+        (
+            "FfiEvent's oneof message with audio_stream_event and capture_audio_frame",
+            oneof is not None and {_AUDIO_EVENT, _CAPTURE_EVENT} <= {f.name for f in oneof.fields},
+        )
+    )
     for (message, field), names in _PROTO_FIELDS.items():
         desc = getattr(getattr(lib.ffi_proto, message, None), "DESCRIPTOR", None)
         sub = desc.fields_by_name.get(field) if desc is not None else None
@@ -288,9 +298,12 @@ def _new_router() -> FfiEventRouter | None:
         return FfiEventRouter(lib.client.queue)
     from importlib.metadata import version
 
-    log.warning("livekit-rtc %s is not the version agent/transports/ffi_router.py was written for "
-                "(see pyproject.toml); audio frames take the library's way. Not as expected: %s",
-                version("livekit"), problem)
+    log.warning(
+        "livekit-rtc %s is not the version agent/transports/ffi_router.py was written for "
+        "(see pyproject.toml); audio frames take the library's way. Not as expected: %s",
+        version("livekit"),
+        problem,
+    )
     return None
 
 

@@ -32,8 +32,14 @@ def keypad_text(digits: list[str]) -> str:
 class KeypadInput:
     """`caller`'s digits in `room` to `push` (None: ignored, logged once)."""
 
-    def __init__(self, room: rtc.Room, caller: str, push: Callable[[str], None] | None, *,
-                 gap_s: float = DIGIT_GAP_S) -> None:
+    def __init__(
+        self,
+        room: rtc.Room,
+        caller: str,
+        push: Callable[[str], None] | None,
+        *,
+        gap_s: float = DIGIT_GAP_S,
+    ) -> None:
         self._room = room
         self._caller = caller
         self._push = push
@@ -54,17 +60,28 @@ class KeypadInput:
     def on_dtmf(self, dtmf: rtc.SipDTMF) -> None:
         sender = dtmf.participant.identity if dtmf.participant is not None else ""
         if sender != self._caller:
-            self._once(f"from:{sender}", "keypad digit from %s ignored: the agent serves %s",
-                       sender or "the server", self._caller)
+            self._once(
+                f"from:{sender}",
+                "keypad digit from %s ignored: the agent serves %s",
+                sender or "the server",
+                self._caller,
+            )
             return
         digit = dtmf.digit.upper() if dtmf.digit else _DIGIT_OF_CODE.get(dtmf.code, "")
         if digit not in DTMF_CODES:
-            self._once("bad", "keypad event %r (code %d) ignored: not a keypad digit",
-                       dtmf.digit, dtmf.code)
+            self._once(
+                "bad",
+                "keypad event %r (code %d) ignored: not a keypad digit",
+                dtmf.digit,
+                dtmf.code,
+            )
             return
         if self._push is None:
-            self._once("ignore", "keypad digits from %s ignored (the profile's keypad = "
-                       "\"ignore\")", self._caller)
+            self._once(
+                "ignore",
+                'keypad digits from %s ignored (the profile\'s keypad = "ignore")',
+                self._caller,
+            )
             return
         self._digits.append(digit)
         if self._flush_at is not None:

@@ -21,8 +21,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # RFC 4733's event codes, which livekit-sip's DTMF packets carry beside the digit.
-DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11,
-              "A": 12, "B": 13, "C": 14, "D": 15}
+DTMF_CODES = {
+    **{str(d): d for d in range(10)},
+    "*": 10,
+    "#": 11,
+    "A": 12,
+    "B": 13,
+    "C": 14,
+    "D": 15,
+}
 MAX_SENT_DIGITS = 32  # an extension or a PIN; more is the LLM running away
 # What a caller's number may be to reach a prompt or the store: the SIP From header's user
 # part is the caller's to write, so anything but a plain number is dropped, never read out.
@@ -56,8 +63,13 @@ class PhoneCall:
     """The call of `caller` (a SIP participant) in `room`. `transfer_to`: the profile's
     destinations, name -> sip:/tel: URI; the API client is made on first use."""
 
-    def __init__(self, room: rtc.Room, caller: rtc.RemoteParticipant,
-                 livekit: LiveKitSettings, transfer_to: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        room: rtc.Room,
+        caller: rtc.RemoteParticipant,
+        livekit: LiveKitSettings,
+        transfer_to: Mapping[str, str],
+    ) -> None:
         self._room = room
         self.identity = caller.identity
         self.number = caller_number(caller.attributes)
@@ -88,9 +100,13 @@ class PhoneCall:
         log.info("transferring %s to %s", self.identity, target)
         # livekit-api waits as long as the destination may ring.
         outcome = await self._client().sip.transfer_sip_participant(
-            api.TransferSIPParticipantRequest(room_name=self._room.name,
-                                              participant_identity=self.identity,
-                                              transfer_to=uri, play_dialtone=True))
+            api.TransferSIPParticipantRequest(
+                room_name=self._room.name,
+                participant_identity=self.identity,
+                transfer_to=uri,
+                play_dialtone=True,
+            )
+        )
         if outcome.status == sip.SIPTransferStatus.STS_TRANSFER_FAILED:
             reason = sip.SIPTransferReason.Name(outcome.reason)
             raise RuntimeError(f"the transfer to {target} failed ({reason})")
@@ -101,7 +117,8 @@ class PhoneCall:
 
         log.info("hanging up on %s", self.identity)
         await self._client().room.remove_participant(
-            api.RoomParticipantIdentity(room=self._room.name, identity=self.identity))
+            api.RoomParticipantIdentity(room=self._room.name, identity=self.identity)
+        )
 
     async def aclose(self) -> None:
         if self._api is not None:

@@ -68,6 +68,7 @@ def parse_metadata(text: str | None) -> dict[str, Any]:
 def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[str, Any]:
     """The dispatch's or the room's metadata with its voxroom keys checked: malformed JSON, an
     unknown mode or a key of the wrong type is dropped, with a warning naming it (`warn`)."""
+
     def problem(message: str, *args: object) -> None:
         if warn:
             log.warning("%s metadata: " + message, where, *args)
@@ -83,8 +84,12 @@ def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[st
         return {}
     mode = value.get(KEY_MODE)
     if mode is not None and mode not in MODES:
-        problem("unknown %s %r (known: %s), ignored: the voice assistant runs", KEY_MODE, mode,
-                ", ".join(MODES))
+        problem(
+            "unknown %s %r (known: %s), ignored: the voice assistant runs",
+            KEY_MODE,
+            mode,
+            ", ".join(MODES),
+        )
         del value[KEY_MODE]
     for key in (KEY_CANDIDATE, *DOCUMENT_KEYS):
         if key in value and not (isinstance(value[key], str) and value[key]):
@@ -94,10 +99,13 @@ def read_metadata(text: str | None, where: str, *, warn: bool = True) -> dict[st
 
 
 def requested_mode(job_metadata: str, room: rtc.Room) -> str:
-    """"copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
+    """ "copilot" when the dispatch, the room or a participant (the bridge) asks for it, else
     "voice". Bad dispatch or room metadata is logged and ignored (see `read_metadata`)."""
-    sources = [read_metadata(job_metadata, "dispatch"), read_metadata(room.metadata, "room"),
-               *(parse_metadata(p.metadata) for p in room.remote_participants.values())]
+    sources = [
+        read_metadata(job_metadata, "dispatch"),
+        read_metadata(room.metadata, "room"),
+        *(parse_metadata(p.metadata) for p in room.remote_participants.values()),
+    ]
     if any(s.get(KEY_MODE) == "copilot" for s in sources):
         return "copilot"
     return "voice"
@@ -155,7 +163,8 @@ async def push_frames(
 
 
 async def listen_to_participant(
-    participant: rtc.RemoteParticipant, push: Callable[[np.ndarray], None],
+    participant: rtc.RemoteParticipant,
+    push: Callable[[np.ndarray], None],
     publisher: RoomPublisher,
 ) -> None:
     """Feed the user's microphone to `push`; follow the track across unpublish/republish. The
@@ -185,8 +194,11 @@ def heard_source(participant: rtc.RemoteParticipant) -> rtc.TrackSource.ValueTyp
 
     if not is_sip(participant):
         return rtc.TrackSource.SOURCE_MICROPHONE
-    published = [p.source for p in participant.track_publications.values()
-                 if p.kind == rtc.TrackKind.KIND_AUDIO]
+    published = [
+        p.source
+        for p in participant.track_publications.values()
+        if p.kind == rtc.TrackKind.KIND_AUDIO
+    ]
     return published[0] if published else rtc.TrackSource.SOURCE_UNKNOWN
 
 
@@ -276,7 +288,8 @@ class RoomPublisher:
         match event:
             case StateChanged(state=state):
                 await self._room.local_participant.set_attributes(
-                    {ATTR_AGENT_STATE: state.name.lower()})
+                    {ATTR_AGENT_STATE: state.name.lower()}
+                )
             case Transcript(text=text, final=final):
                 seg = f"user-{self._user_segment}"
                 if final:
@@ -304,7 +317,8 @@ class RoomPublisher:
     async def _send_metrics(self, turn: Turn) -> None:
         """The finished turn's latencies, to the user it served only (the page's readout)."""
         await self._room.local_participant.send_text(
-            turn_metrics_message(turn.interrupted, turn.latency_ms), topic=TOPIC_METRICS,
+            turn_metrics_message(turn.interrupted, turn.latency_ms),
+            topic=TOPIC_METRICS,
             destination_identities=[self._user],
         )
 
@@ -322,4 +336,3 @@ class RoomPublisher:
         )
         await writer.write(text)
         await writer.aclose()
-

@@ -44,8 +44,14 @@ class TypedMessages:
     and rate (agent.transports.typed_input), go to `push` as typed turns; a refused one gets a
     reply on `lk.chat`. Anyone else's are ignored: they never steer the agent."""
 
-    def __init__(self, room: rtc.Room, user_identity: str, push: Callable[[str], None], *,
-                 limits: TypedInput | None = None) -> None:
+    def __init__(
+        self,
+        room: rtc.Room,
+        user_identity: str,
+        push: Callable[[str], None],
+        *,
+        limits: TypedInput | None = None,
+    ) -> None:
         self._room = room
         self._user = user_identity
         self._push = push
@@ -67,8 +73,9 @@ class TypedMessages:
             reader.close()
             if sender not in self._ignored:
                 self._ignored.add(sender)
-                log.warning("typed message from %s ignored: the agent serves %s only",
-                            sender, self._user)
+                log.warning(
+                    "typed message from %s ignored: the agent serves %s only", sender, self._user
+                )
             return
         refusal = self._limits.admit(sender)
         if refusal is not None:
@@ -89,8 +96,11 @@ class TypedMessages:
         reading = asyncio.ensure_future(read_chunks())
         try:
             if not await finish_within(reading, self._limits.read_timeout_s):
-                log.warning("typed message from %s dropped: not complete after %.0f s",
-                            sender, self._limits.read_timeout_s)
+                log.warning(
+                    "typed message from %s dropped: not complete after %.0f s",
+                    sender,
+                    self._limits.read_timeout_s,
+                )
                 return
             reading.result()
         except Exception as e:  # the sender left mid-stream, or the stream was malformed
@@ -99,8 +109,9 @@ class TypedMessages:
         finally:
             reader.close()  # a no-op for a stream that ended
         if message.over:
-            log.warning("typed message from %s refused: over %d characters", sender,
-                        message.max_chars)
+            log.warning(
+                "typed message from %s refused: over %d characters", sender, message.max_chars
+            )
             await self._reply(sender, message.refusal())
             return
         if text := message.text.strip():
@@ -110,7 +121,8 @@ class TypedMessages:
     async def _reply(self, to: str, text: str) -> None:
         try:
             await self._room.local_participant.send_text(
-                text, topic=TOPIC_CHAT, destination_identities=[to])
+                text, topic=TOPIC_CHAT, destination_identities=[to]
+            )
         except Exception as e:  # the sender may have left meanwhile
             log.info("reply to %s not sent: %s", to, e)
 
@@ -168,8 +180,14 @@ async def run_room_session(
     history = ChatHistory(system_prompt)
     session_id = f"{room.name}/{participant.identity}/{int(time.time())}"
     recorder = MetricsRecorder(session_id)
-    turns = ConversationLog(room.name, session_id, history, store=store, memory=memory,
-                            caller=phone.number if phone else "")
+    turns = ConversationLog(
+        room.name,
+        session_id,
+        history,
+        store=store,
+        memory=memory,
+        caller=phone.number if phone else "",
+    )
     for turn in await turns.start(PERSISTED_HISTORY_TURNS):
         history.add_turn(turn)
     left = asyncio.Event()
@@ -198,8 +216,9 @@ async def run_room_session(
         options=TurnOptions(duck=barge_in == "duck"),
         turn_detector=turn_detector,
         toolbox=toolbox,
-        tool_context=ToolContext(room.name, participant.identity, dict(participant.attributes),
-                                 end_conversation, phone),
+        tool_context=ToolContext(
+            room.name, participant.identity, dict(participant.attributes), end_conversation, phone
+        ),
         phone_line=phone is not None,
     )
     await engine.start()
@@ -208,8 +227,7 @@ async def run_room_session(
         engine.greet(greeting)
     typed = TypedMessages(room, participant.identity, engine.push_text)
     typed.start()
-    digits = KeypadInput(room, participant.identity,
-                         engine.push_text if keypad == "text" else None)
+    digits = KeypadInput(room, participant.identity, engine.push_text if keypad == "text" else None)
     if phone is not None:
         digits.start()
 
@@ -218,8 +236,9 @@ async def run_room_session(
             left.set()
 
     room.on("participant_disconnected", on_disconnected)
-    listen = asyncio.create_task(listen_to_participant(participant, engine.push_frame, publisher),
-                                 name="listen")
+    listen = asyncio.create_task(
+        listen_to_participant(participant, engine.push_frame, publisher), name="listen"
+    )
     try:
         await left.wait()
     finally:

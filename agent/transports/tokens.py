@@ -80,8 +80,11 @@ def create_join_token(
         job = json.loads(dispatch_metadata) if dispatch_metadata else {}
         job.setdefault(KEY_USER, identity)
         token.with_room_config(
-            api.RoomConfiguration(agents=[api.RoomAgentDispatch(
-                agent_name=settings.agent_name, metadata=json.dumps(job))])
+            api.RoomConfiguration(
+                agents=[
+                    api.RoomAgentDispatch(agent_name=settings.agent_name, metadata=json.dumps(job))
+                ]
+            )
         )
     with warnings.catch_warnings():
         if settings.api_secret == _DEV_SECRET:
@@ -108,7 +111,12 @@ def create_bridge_token(
     if not candidate:
         raise ValueError("a bridge token names the candidate it serves")
     return create_join_token(
-        settings, room, identity, name=name, ttl_s=ttl_s, dispatch_agent=False,
+        settings,
+        room,
+        identity,
+        name=name,
+        ttl_s=ttl_s,
+        dispatch_agent=False,
         metadata=json.dumps({KEY_MODE: "copilot"}) if copilot_mode else "",
         attributes={ATTR_BRIDGE_CANDIDATE: candidate},
     )
@@ -125,8 +133,9 @@ def copilot_metadata(
             continue
         path = PurePath(name)
         if not name or path.is_absolute() or ".." in path.parts:
-            raise ValueError(f"{name!r}: name a file inside the worker's $VOXROOM_CONTEXT_DIR, "
-                             "relative to it")
+            raise ValueError(
+                f"{name!r}: name a file inside the worker's $VOXROOM_CONTEXT_DIR, relative to it"
+            )
         value[key] = name
     return json.dumps(value)
 
@@ -145,26 +154,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--name", help="display name")
     parser.add_argument(
-        "--ttl", type=_positive_int, default=600, metavar="SECONDS",
+        "--ttl",
+        type=_positive_int,
+        default=600,
+        metavar="SECONDS",
         help="how long the token may be used to join (default: 600)",
     )
     parser.add_argument(
-        "--no-dispatch", action="store_true",
+        "--no-dispatch",
+        action="store_true",
         help="do not ask LiveKit to dispatch the voxroom agent to the room",
     )
     parser.add_argument(
-        "--copilot", action="store_true",
+        "--copilot",
+        action="store_true",
         help="the agent is this participant's interview copilot (written answers to the "
         "questions heard through `voxroom bridge`)",
     )
     parser.add_argument(
-        "--bridge-for", metavar="CANDIDATE",
+        "--bridge-for",
+        metavar="CANDIDATE",
         help="a token for `voxroom bridge --token`: the meeting audio of this candidate's "
         "interview, the only one their copilot listens to (no dispatch)",
     )
     for flag in ("--resume", "--job-description"):
         parser.add_argument(
-            flag, metavar="NAME",
+            flag,
+            metavar="NAME",
             help=f"with --copilot: the {flag[2:].replace('-', ' ')}, a file in the worker's "
             "$VOXROOM_CONTEXT_DIR (text, markdown or PDF, at most 200 kB)",
         )
@@ -176,10 +192,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.bridge_for is not None:
             if args.copilot or args.resume or args.job_description:
-                raise ValueError("--bridge-for makes a bridge's token: it dispatches no agent, "
-                                 "so it cannot go with --copilot, --resume or --job-description")
-            print(create_bridge_token(settings.livekit, args.room, args.identity,
-                                      args.bridge_for, name=args.name, ttl_s=args.ttl))
+                raise ValueError(
+                    "--bridge-for makes a bridge's token: it dispatches no agent, "
+                    "so it cannot go with --copilot, --resume or --job-description"
+                )
+            print(
+                create_bridge_token(
+                    settings.livekit,
+                    args.room,
+                    args.identity,
+                    args.bridge_for,
+                    name=args.name,
+                    ttl_s=args.ttl,
+                )
+            )
             return 0
         if (args.resume or args.job_description) and not args.copilot:
             raise ValueError("--resume and --job-description need --copilot")
@@ -187,14 +213,19 @@ def run(args: argparse.Namespace) -> int:
             if args.no_dispatch:
                 raise ValueError("--copilot tells the dispatch: it cannot go with --no-dispatch")
             dispatch_metadata = copilot_metadata(
-                args.identity, resume=args.resume, job_description=args.job_description)
+                args.identity, resume=args.resume, job_description=args.job_description
+            )
     except ValueError as e:
         print(f"voxroom token: {e}", file=sys.stderr)
         return 2
     print(
         create_join_token(
-            settings.livekit, args.room, args.identity,
-            name=args.name, ttl_s=args.ttl, dispatch_agent=not args.no_dispatch,
+            settings.livekit,
+            args.room,
+            args.identity,
+            name=args.name,
+            ttl_s=args.ttl,
+            dispatch_agent=not args.no_dispatch,
             dispatch_metadata=dispatch_metadata,
         )
     )

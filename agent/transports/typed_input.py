@@ -21,13 +21,17 @@ READ_TIMEOUT_S = 10.0  # a message is a few chunks: one that never ends is a sta
 
 
 def too_long_reply(max_chars: int) -> str:
-    return (f"Your message was not sent to the agent: it is longer than {max_chars} "
-            "characters. Please shorten it.")
+    return (
+        f"Your message was not sent to the agent: it is longer than {max_chars} "
+        "characters. Please shorten it."
+    )
 
 
 def too_fast_reply(wait_s: float) -> str:
-    return (f"Your message was not sent to the agent: too many messages in a short time. "
-            f"Please wait {max(1, math.ceil(wait_s))} s.")
+    return (
+        f"Your message was not sent to the agent: too many messages in a short time. "
+        f"Please wait {max(1, math.ceil(wait_s))} s."
+    )
 
 
 class BoundedMessage:

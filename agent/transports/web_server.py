@@ -183,8 +183,9 @@ def identify(peer: str | None, headers: Mapping[str, str], web_settings: WebSett
     # A forwarding header from anyone else is not believed, but it shows that the request
     # came through a proxy: a local proxy must not make every visitor look local.
     forwarded = any(h in headers for h in _FORWARDING_HEADERS)
-    return Caller(peer or "unknown", local=is_loopback(peer) and not forwarded,
-                  via_trusted_proxy=False)
+    return Caller(
+        peer or "unknown", local=is_loopback(peer) and not forwarded, via_trusted_proxy=False
+    )
 
 
 def _bearer(headers: Mapping[str, str]) -> str:
@@ -193,7 +194,7 @@ def _bearer(headers: Mapping[str, str]) -> str:
 
 
 def access_of(caller: Caller, headers: Mapping[str, str], web_settings: WebSettings) -> str:
-    """"open" (may join), "code" (needs the shared secret) or "closed" (cannot join)."""
+    """ "open" (may join), "code" (needs the shared secret) or "closed" (cannot join)."""
     if caller.local:
         return "open"
     header = web_settings.trusted_auth_header
@@ -369,4 +370,3 @@ def error_response(
 ) -> web.Response:
     """A JSON error whose message the page shows as it is: one plain sentence or two."""
     return web.json_response({"error": message}, status=status, headers=headers)
-

@@ -94,17 +94,24 @@ class TurnEngine:
         self.options = options
         self.machine = ConversationStateMachine(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
-        scorer = None if turn_detector is None else TurnScorer(
-            turn_detector, self._on_turn_score, self._emit, clock=clock,
-            on_read_ahead=self._on_partial_read)
+        scorer = (
+            None
+            if turn_detector is None
+            else TurnScorer(
+                turn_detector,
+                self._on_turn_score,
+                self._emit,
+                clock=clock,
+                on_read_ahead=self._on_partial_read,
+            )
+        )
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
         self._clock = clock
         self._listener = Listener(
-            vad=vad,
-            keep_frames=self.options.kept_frames(), clock=clock,
-            scorer=scorer)
+            vad=vad, keep_frames=self.options.kept_frames(), clock=clock, scorer=scorer
+        )
         self._chunker_kind = chunker_kind
         self._playout = Playout(
             sink,
@@ -138,18 +145,22 @@ class TurnEngine:
             log.warning("cannot prepare the apology: %s: %s", type(e).__name__, e)
         if self._toolbox:
             fillers = [(text, await self._tts.synthesize(text)) for text in FILLER_TEXTS]
-            self._tools = ToolSession(self._toolbox, self._tool_context, fillers,
-                                      self._tts.sample_rate)
+            self._tools = ToolSession(
+                self._toolbox, self._tool_context, fillers, self._tts.sample_rate
+            )
         self._stream = self._stt.stream()
         self._listener.start(self._stream)
         self._stream.set_paused(self._partials == "off")
-        self._partials_task = asyncio.create_task(self._listener.read_partials(self._on_partial),
-                                                  name="stt-partials")
+        self._partials_task = asyncio.create_task(
+            self._listener.read_partials(self._on_partial), name="stt-partials"
+        )
         self._playout.start()
         self._ticker = asyncio.create_task(
-            tick_forever(self.options.frame_s, self._clock,
-                         lambda now: self._apply(self.machine.tick(now))),
-            name="turn-timer")
+            tick_forever(
+                self.options.frame_s, self._clock, lambda now: self._apply(self.machine.tick(now))
+            ),
+            name="turn-timer",
+        )
         self._emit(StateChanged(self._clock(), self.machine.state))
 
     async def aclose(self) -> None:
@@ -373,5 +384,9 @@ class TurnEngine:
     @property
     def idle(self) -> bool:
         """Nobody is talking and nothing is on its way: no utterance, reply or audio."""
-        return (self.machine.state is AgentState.LISTENING and not self._listener.hearing
-                and not self._replies and self._playout.idle)
+        return (
+            self.machine.state is AgentState.LISTENING
+            and not self._listener.hearing
+            and not self._replies
+            and self._playout.idle
+        )

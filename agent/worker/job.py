@@ -34,8 +34,11 @@ async def entrypoint(ctx: JobContext) -> None:
     # Named (or a phone caller): nobody else who happens to join first is served in the
     # user's place.
     kinds = served_kinds(ctx.job.metadata, ctx.room.metadata)
-    participant = await (ctx.wait_for_participant(identity=named, kind=kinds) if kinds
-                         else ctx.wait_for_participant(identity=named))
+    participant = await (
+        ctx.wait_for_participant(identity=named, kind=kinds)
+        if kinds
+        else ctx.wait_for_participant(identity=named)
+    )
     from agent.transports.room_io import requested_mode
 
     try:
@@ -45,10 +48,15 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.shutdown(f"refused: {e}")
         return
     # One client (and connection pool) per process and profile LLM.
-    llm = profile_llm(userdata, settings, profile,
-                      lambda llm_settings: process_llm(replace(settings, llm=llm_settings)))
-    tts = profile_tts(userdata, settings, profile,
-                      lambda tts_settings: load_tts(OUTPUT_RATE, tts_settings))
+    llm = profile_llm(
+        userdata,
+        settings,
+        profile,
+        lambda llm_settings: process_llm(replace(settings, llm=llm_settings)),
+    )
+    tts = profile_tts(
+        userdata, settings, profile, lambda tts_settings: load_tts(OUTPUT_RATE, tts_settings)
+    )
     if requested_mode(ctx.job.metadata, ctx.room) == "copilot":
         await _copilot_job(ctx, userdata, llm, tts)
     else:
@@ -61,25 +69,43 @@ async def _copilot_job(ctx: JobContext, userdata: dict[str, Any], llm: Any, tts:
 
     log.info("job %s: interview copilot in %s", ctx.job.id, ctx.room.name)
     await run_copilot_session(
-        ctx.room, job_metadata=ctx.job.metadata, stt=userdata["stt"], llm=llm,
-        tts=tts, turn_detector=userdata.get("turn_detector"),
+        ctx.room,
+        job_metadata=ctx.job.metadata,
+        stt=userdata["stt"],
+        llm=llm,
+        tts=tts,
+        turn_detector=userdata.get("turn_detector"),
     )
     ctx.shutdown("candidate left")
 
 
-async def _voice_job(ctx: JobContext, settings: Settings, profile: ProfileSettings,
-                     participant: rtc.RemoteParticipant,
-                     userdata: dict[str, Any], llm: Any, tts: Any) -> None:
+async def _voice_job(
+    ctx: JobContext,
+    settings: Settings,
+    profile: ProfileSettings,
+    participant: rtc.RemoteParticipant,
+    userdata: dict[str, Any],
+    llm: Any,
+    tts: Any,
+) -> None:
     """The voice agent of `profile` with `participant` (a phone caller's call included),
     until they leave."""
     from agent.transports.phone_call import PhoneCall, is_sip
     from agent.transports.room_session import run_room_session
     from agent.worker.profiles import caller_instructions, profile_toolbox
 
-    log.info("job %s: %s talking with %s in %s", ctx.job.id, profile.name,
-             participant.identity, ctx.room.name)
-    phone = (PhoneCall(ctx.room, participant, settings.livekit, profile.transfer_to)
-             if is_sip(participant) else None)
+    log.info(
+        "job %s: %s talking with %s in %s",
+        ctx.job.id,
+        profile.name,
+        participant.identity,
+        ctx.room.name,
+    )
+    phone = (
+        PhoneCall(ctx.room, participant, settings.livekit, profile.transfer_to)
+        if is_sip(participant)
+        else None
+    )
     await run_room_session(
         ctx.room,
         participant,

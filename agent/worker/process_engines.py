@@ -57,8 +57,14 @@ def process_engines() -> ProcessEngines:
             store = open_turn_store(settings.store)  # first: a store it cannot open fails fast
             stt, tts = load_speech_engines(OUTPUT_RATE, settings.stt, settings.tts)
             detector = load_detector(settings.turn.detector)
-            _engines = ProcessEngines(stt, tts, store, detector,
-                                      _room_memory(settings, store), start_tool_registry(settings))
+            _engines = ProcessEngines(
+                stt,
+                tts,
+                store,
+                detector,
+                _room_memory(settings, store),
+                start_tool_registry(settings),
+            )
         return _engines
 
 

@@ -26,8 +26,13 @@ CALLER_FIELD = "{caller_number}"
 NO_CALLER = "an unknown number"
 
 
-def dispatch_value(job_metadata: str, room_metadata: str, key: str, *,
-                   accept: Callable[[Any], bool] = lambda v: v is not None) -> Any:
+def dispatch_value(
+    job_metadata: str,
+    room_metadata: str,
+    key: str,
+    *,
+    accept: Callable[[Any], bool] = lambda v: v is not None,
+) -> Any:
     """`key`'s value in the dispatch's metadata if `accept`ed, else in the room's; None."""
     from agent.transports.room_io import read_metadata
 
@@ -55,8 +60,12 @@ def caller_instructions(instructions: str, number: str) -> str:
     return instructions.replace(CALLER_FIELD, number or NO_CALLER)
 
 
-def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
-                make: Callable[[LLMSettings], LanguageModel]) -> LanguageModel:
+def profile_llm(
+    userdata: dict[str, Any],
+    settings: Settings,
+    profile: ProfileSettings,
+    make: Callable[[LLMSettings], LanguageModel],
+) -> LanguageModel:
     """The LLM client for `profile`: the worker's own when the profile keeps [llm], else one
     per profile and process (`make(LLMSettings)` builds it), kept for its next rooms."""
     if profile.llm == settings.llm:
@@ -68,8 +77,12 @@ def profile_llm(userdata: dict[str, Any], settings: Settings, profile: ProfileSe
     return userdata[key]
 
 
-def profile_tts(userdata: dict[str, Any], settings: Settings, profile: ProfileSettings,
-                make: Callable[[TTSSettings], TextToSpeech]) -> TextToSpeech:
+def profile_tts(
+    userdata: dict[str, Any],
+    settings: Settings,
+    profile: ProfileSettings,
+    make: Callable[[TTSSettings], TextToSpeech],
+) -> TextToSpeech:
     """The TTS for `profile`: the worker's own, or (a profile's `voice`, which config allows
     only with a TTS server of named voices) one per voice and process, `make(TTSSettings)`."""
     if not profile.voice or profile.voice == settings.tts.voice:

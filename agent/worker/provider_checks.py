@@ -125,19 +125,24 @@ async def check_openai_stt(settings: STTSettings, *, timeout_s: float = DEFAULT_
     """Half a second of silence is transcribed (the request checks the key and the model)."""
     from agent.adapters.stt.openai_stt import OpenAISTT, STTRequestError
 
-    stt = OpenAISTT(base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
-                    connect_timeout_s=min(timeout_s, _CONNECT_TIMEOUT_S), max_duration_s=timeout_s)
+    stt = OpenAISTT(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        model=settings.model,
+        connect_timeout_s=min(timeout_s, _CONNECT_TIMEOUT_S),
+        max_duration_s=timeout_s,
+    )
     try:
         await stt.transcribe(np.zeros(INPUT_RATE // 2, np.int16))
     except STTRequestError as e:
-        raise ProviderError(f"stt: {e}; check stt.base_url (VOXROOM_STT_BASE_URL), "
-                            f"stt.model (VOXROOM_STT_MODEL) and the key") from e
+        raise ProviderError(
+            f"stt: {e}; check stt.base_url (VOXROOM_STT_BASE_URL), "
+            f"stt.model (VOXROOM_STT_MODEL) and the key"
+        ) from e
     return f"{stt.url} transcribed a test clip with {stt.model}"
 
 
-async def check_livekit(
-    settings: LiveKitSettings, *, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> str:
+async def check_livekit(settings: LiveKitSettings, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """The server answers RoomService.ListRooms with the key and secret."""
     import aiohttp
     from livekit import api

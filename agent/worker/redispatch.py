@@ -71,8 +71,15 @@ class Redispatcher:
         now = self._clock()
         worker = self._worker_id()
         leases = [
-            Lease(j.job.room.name, j.job.id, j.accept_arguments.identity, j.job.agent_name,
-                  j.job.metadata, worker, now)
+            Lease(
+                j.job.room.name,
+                j.job.id,
+                j.accept_arguments.identity,
+                j.job.agent_name,
+                j.job.metadata,
+                worker,
+                now,
+            )
             for j in self._running_jobs()
             if not j.fake_job
         ]
@@ -94,7 +101,8 @@ class Redispatcher:
         agent_kind = api.ParticipantInfo.Kind.AGENT
         users = [p for p in listed.participants if p.kind != agent_kind]
         others = [
-            p for p in listed.participants
+            p
+            for p in listed.participants
             if p.kind == agent_kind and p.identity != lease.agent_identity
         ]
         if not users or others:
@@ -116,10 +124,16 @@ class Redispatcher:
         self.recovered.append((lease.room, silent_s))
         log.warning(
             "re-dispatched room %s: job %s of worker %s stopped renewing %.1f s ago",
-            lease.room, lease.job_id, lease.worker_id, silent_s,
+            lease.room,
+            lease.job_id,
+            lease.worker_id,
+            silent_s,
         )
-        print(f"voxroom: re-dispatched room {lease.room} (job {lease.job_id} of worker "
-              f"{lease.worker_id} gone)", flush=True)
+        print(
+            f"voxroom: re-dispatched room {lease.room} (job {lease.job_id} of worker "
+            f"{lease.worker_id} gone)",
+            flush=True,
+        )
 
 
 class RedispatchTask:
@@ -138,8 +152,9 @@ class RedispatchTask:
     def start(self, server: AgentServer, worker_id: Callable[[], str]) -> None:
         """Start the loop; again (a re-registration) is a no-op."""
         if self._task is None:
-            redispatcher = Redispatcher(self._table, self._api, lambda: server.active_jobs,
-                                        worker_id)
+            redispatcher = Redispatcher(
+                self._table, self._api, lambda: server.active_jobs, worker_id
+            )
             self._task = asyncio.create_task(redispatcher.run(), name="leases")
 
     async def aclose(self) -> None:
@@ -161,6 +176,9 @@ def open_leases(settings: Settings) -> Leases:
     from agent.store.transcripts import default_store_path, open_store_file
 
     return open_store_file(
-        LeaseTable, default_store_path(settings.store.path), "keep the room leases in",
+        LeaseTable,
+        default_store_path(settings.store.path),
+        "keep the room leases in",
         "store.redis_url (VOXROOM_REDIS_URL), or store.path (VOXROOM_STORE_PATH) to a writable "
-        "file")
+        "file",
+    )

@@ -18,12 +18,14 @@ def served_identity(job_metadata: str, room_metadata: str) -> str | None:
     from agent.protocol import KEY_USER
     from agent.worker.profiles import dispatch_value
 
-    return dispatch_value(job_metadata, room_metadata, KEY_USER,
-                          accept=lambda v: isinstance(v, str) and bool(v))
+    return dispatch_value(
+        job_metadata, room_metadata, KEY_USER, accept=lambda v: isinstance(v, str) and bool(v)
+    )
 
 
-def served_kinds(job_metadata: str,
-                 room_metadata: str) -> list[rtc.ParticipantKind.ValueType] | None:
+def served_kinds(
+    job_metadata: str, room_metadata: str
+) -> list[rtc.ParticipantKind.ValueType] | None:
     """The kinds of participant the agent may serve: a phone caller only ([SIP]) when the
     metadata's `voxroom.user_kind` is "sip" (a SIP dispatch rule's room: a person who joins
     from a browser is not the caller); None: livekit-agents' default (standard, SIP,

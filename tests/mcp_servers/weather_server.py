@@ -98,6 +98,7 @@ def chart() -> Image:
 @mcp.tool()
 async def add_tool(name: str, ctx: Context) -> str:
     """Adds a tool and tells the client its list changed."""
+
     def added() -> str:
         return f"{name} ran"
 

@@ -45,8 +45,9 @@ class FallbackLLM:
             return llm.stream(messages, tools) if tools else llm.stream(messages)
 
         queues: dict[str, asyncio.Queue[object]] = {"primary": asyncio.Queue()}
-        tasks = {"primary": asyncio.create_task(_pump(self.primary, open_stream,
-                                                      queues["primary"]))}
+        tasks = {
+            "primary": asyncio.create_task(_pump(self.primary, open_stream, queues["primary"]))
+        }
         try:
             winner, first = await self._first_token(open_stream, queues, tasks)
             for name, task in tasks.items():
@@ -115,8 +116,9 @@ class FallbackLLM:
     ) -> None:
         self._on_fallback(reason)
         queues["fallback"] = asyncio.Queue()
-        tasks["fallback"] = asyncio.create_task(_pump(self.fallback, open_stream,
-                                                      queues["fallback"]))
+        tasks["fallback"] = asyncio.create_task(
+            _pump(self.fallback, open_stream, queues["fallback"])
+        )
         getters["fallback"] = asyncio.create_task(queues["fallback"].get())
 
 

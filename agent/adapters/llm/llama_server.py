@@ -170,8 +170,9 @@ class LocalLLMProcess(_Serving):
         return None if proc is None else stop_process(proc, timeout_s)
 
 
-def warm_prompt_cache(base_url: str, system_prompt: str, n_slots: int,
-                      tools: Sequence[ToolSpec] = ()) -> None:
+def warm_prompt_cache(
+    base_url: str, system_prompt: str, n_slots: int, tools: Sequence[ToolSpec] = ()
+) -> None:
     """Prefill every slot with the system prompt and the tools offered with it (the chat
     template writes them after the system prompt), one-token replies, so the first question
     of each session only pays for its own tokens."""
@@ -204,20 +205,26 @@ def main(argv: list[str] | None = None) -> int:
         '{"base_url": ...} on stdout once listening.',
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
-                        help="concurrent requests (slots)")
+    parser.add_argument(
+        "--parallel", type=int, default=DEFAULT_PARALLEL, help="concurrent requests (slots)"
+    )
     parser.add_argument("--ctx", type=int, default=DEFAULT_CTX, help="context per slot, tokens")
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
-                        help="threads that generate")
-    parser.add_argument("--batch-threads", type=int, default=DEFAULT_BATCH_THREADS,
-                        help="threads that read prompts")
+    parser.add_argument(
+        "--threads", type=int, default=DEFAULT_THREADS, help="threads that generate"
+    )
+    parser.add_argument(
+        "--batch-threads", type=int, default=DEFAULT_BATCH_THREADS, help="threads that read prompts"
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server = LocalLLMServer(
-        port=args.port, n_parallel=args.parallel, n_ctx=args.ctx, threads=args.threads,
+        port=args.port,
+        n_parallel=args.parallel,
+        n_ctx=args.ctx,
+        threads=args.threads,
         batch_threads=args.batch_threads,
     )
     print(json.dumps({"base_url": server.start()}), flush=True)

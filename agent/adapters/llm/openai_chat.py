@@ -79,8 +79,11 @@ class OpenAIChatLLM:
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
                 stop=self.stop or openai.omit,  # omit: not sent at all
-                tools=(cast("list[ChatCompletionToolUnionParam]", [t.openai() for t in tools])
-                       if tools else openai.omit),
+                tools=(
+                    cast("list[ChatCompletionToolUnionParam]", [t.openai() for t in tools])
+                    if tools
+                    else openai.omit
+                ),
             )
         except openai.APIError as e:
             raise LLMError(f"{self._where()}: {e}") from e

@@ -60,8 +60,10 @@ class Prefiller(Protocol):
 
 QUESTION_LABEL = "Interviewer: "
 """What comes before the question in an answer prompt (agent.copilot.prompts.copilot_messages)."""
-ROLES_LINE = ("I am the candidate. Next: the interviewer's question, then what I could say to "
-              "it, in the first person.")
+ROLES_LINE = (
+    "I am the candidate. Next: the interviewer's question, then what I could say to "
+    "it, in the first person."
+)
 """Ends the user's turn of a `CopilotLlamaClient.prompt()`: the assistant's turn after it holds the
 question and the answer."""
 ANSWER_CUE = "\nMe:"
@@ -129,29 +131,40 @@ class CopilotLlamaClient:
         if not until_question.endswith(question):
             raise ValueError("the question does not end the prompt's question part")
         reply = await self._post(
-            "/completion", {"prompt": until_question, "n_predict": 0, "cache_prompt": True})
+            "/completion", {"prompt": until_question, "n_predict": 0, "cache_prompt": True}
+        )
         return _read(reply.get("timings", {}))
 
-    async def stream(self, messages: list[ChatMessage],
-                     tools: Sequence[ToolSpec] = ()) -> AsyncIterator[str | ToolCall]:
+    async def stream(
+        self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ToolCall]:
         """Text deltas of the answer (never a tool call: `tools` are not offered through
         /completion); `aclose()` on the iterator (or cancelling the task that iterates it)
         closes the response, which makes the server stop generating."""
         import aiohttp
 
         until_question, rest = await self.prompt(messages)
-        body = {"prompt": until_question + rest, "stream": True, "cache_prompt": True,
-                "n_predict": self.max_tokens, "temperature": self.temperature,
-                "stop": self.stop}
+        body = {
+            "prompt": until_question + rest,
+            "stream": True,
+            "cache_prompt": True,
+            "n_predict": self.max_tokens,
+            "temperature": self.temperature,
+            "stop": self.stop,
+        }
         deadline = time.monotonic() + self.max_duration_s
-        timeout = aiohttp.ClientTimeout(total=self.max_duration_s, sock_connect=2.0,
-                                        sock_read=self.stall_timeout_s)
-        async with self._client().post(self.root + "/completion", json=body,
-                                       timeout=timeout) as response:
+        timeout = aiohttp.ClientTimeout(
+            total=self.max_duration_s, sock_connect=2.0, sock_read=self.stall_timeout_s
+        )
+        async with self._client().post(
+            self.root + "/completion", json=body, timeout=timeout
+        ) as response:
             try:
                 if response.status >= 400:
-                    raise LLMError(f"llama.cpp /completion: HTTP {response.status}: "
-                                   f"{(await response.text())[:200]}")
+                    raise LLMError(
+                        f"llama.cpp /completion: HTTP {response.status}: "
+                        f"{(await response.text())[:200]}"
+                    )
                 started = False
                 async for line in response.content:
                     if not line.startswith(b"data: "):  # blank lines, SSE pings
@@ -170,8 +183,9 @@ class CopilotLlamaClient:
                             self.on_answer_read(_read(chunk["timings"]))
                         return
                     if time.monotonic() > deadline:
-                        raise LLMError(f"llama.cpp /completion: reply took over "
-                                       f"{self.max_duration_s} s")
+                        raise LLMError(
+                            f"llama.cpp /completion: reply took over {self.max_duration_s} s"
+                        )
             finally:
                 response.close()  # a reply not read to its end stops the server's generation
 
@@ -186,8 +200,9 @@ class CopilotLlamaClient:
         import aiohttp
 
         if self._session is None:  # one keep-alive connection pool for the session
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-                total=self.timeout_s, sock_connect=2.0))
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=2.0)
+            )
         return self._session
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -206,15 +221,19 @@ def _after_opening(text: str) -> str:
     if not text.strip():
         return ""
     stripped = text.lstrip()
-    if stripped == ANSWER_OPENING or stripped.startswith((ANSWER_OPENING + " ",
-                                                          ANSWER_OPENING + "'")):
+    if stripped == ANSWER_OPENING or stripped.startswith(
+        (ANSWER_OPENING + " ", ANSWER_OPENING + "'")
+    ):
         return stripped
     return ANSWER_OPENING + text
 
 
 def _read(timings: dict[str, Any]) -> PrefillResult:
-    return PrefillResult(int(timings.get("cache_n", 0)), int(timings.get("prompt_n", 0)),
-                         float(timings.get("prompt_ms", 0.0)))
+    return PrefillResult(
+        int(timings.get("cache_n", 0)),
+        int(timings.get("prompt_n", 0)),
+        float(timings.get("prompt_ms", 0.0)),
+    )
 
 
 def llama_client_for(llm: Any) -> CopilotLlamaClient | None:
@@ -230,9 +249,12 @@ def llama_client_for(llm: Any) -> CopilotLlamaClient | None:
     ):
         return None
     return CopilotLlamaClient(
-        base_url, max_tokens=getattr(llm, "max_tokens", 120),
-        temperature=getattr(llm, "temperature", 0.3), stop=getattr(llm, "stop", ()),
-        max_duration_s=getattr(llm, "max_duration_s", 30.0))
+        base_url,
+        max_tokens=getattr(llm, "max_tokens", 120),
+        temperature=getattr(llm, "temperature", 0.3),
+        stop=getattr(llm, "stop", ()),
+        max_duration_s=getattr(llm, "max_duration_s", 30.0),
+    )
 
 
 class QuestionPrefill:
@@ -311,7 +333,8 @@ class QuestionPrefill:
             return
         question, self._waiting = self._waiting, None
         self._task = asyncio.get_running_loop().create_task(
-            self._run(question), name="copilot-prefill")
+            self._run(question), name="copilot-prefill"
+        )
         self._on_flight()
 
     async def _run(self, question: str) -> None:
@@ -324,8 +347,7 @@ class QuestionPrefill:
                 self._on_done(question, result)
         except Exception as e:  # answers still work, reading the whole question at the end
             self._failures += 1
-            log.warning("prefill failed (%d in a row): %s: %s", self._failures,
-                        type(e).__name__, e)
+            log.warning("prefill failed (%d in a row): %s: %s", self._failures, type(e).__name__, e)
         finally:
             self._task = None
         self.send_waiting()

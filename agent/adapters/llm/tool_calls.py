@@ -46,8 +46,11 @@ class StreamedToolCalls:
                 part["arguments"] += d.function.arguments or ""
 
     def calls(self) -> list[ToolCall]:
-        return [ToolCall(p["id"] or new_call_id(), p["name"], p["arguments"] or "{}")
-                for _, p in sorted(self._parts.items()) if p["name"]]
+        return [
+            ToolCall(p["id"] or new_call_id(), p["name"], p["arguments"] or "{}")
+            for _, p in sorted(self._parts.items())
+            if p["name"]
+        ]
 
 
 class ToolCallsInText:
@@ -95,7 +98,12 @@ class ToolCallsInText:
                 break  # not JSON, or cut off by the token limit
             if isinstance(obj, dict) and obj.get("name") in self._names:
                 args = obj.get("arguments", obj.get("parameters", {}))
-                calls.append(ToolCall(new_call_id(), obj["name"],
-                                      args if isinstance(args, str) else json.dumps(args)))
+                calls.append(
+                    ToolCall(
+                        new_call_id(),
+                        obj["name"],
+                        args if isinstance(args, str) else json.dumps(args),
+                    )
+                )
             text = text[end:].strip()
         return calls

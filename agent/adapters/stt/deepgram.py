@@ -220,8 +220,10 @@ class DeepgramSTTStream:
         excess = len(self._buf) - int(self._opts.replay_buffer_s * _BYTES_PER_S) // 2 * 2
         if excess > 0:
             if not self._overflowing:
-                log.warning("Deepgram has not confirmed %.0f s of audio; dropping the oldest",
-                            self._opts.replay_buffer_s)
+                log.warning(
+                    "Deepgram has not confirmed %.0f s of audio; dropping the oldest",
+                    self._opts.replay_buffer_s,
+                )
                 self._overflowing = True
             del self._buf[:excess]
             self._buf_start += excess
@@ -268,8 +270,10 @@ class DeepgramSTTStream:
                     f"no transcript within {self._opts.finalize_timeout_s} s: not connected to "
                     f"Deepgram at {self._host} ({self._last_failure or 'connecting'})"
                 ) from None
-            log.warning("Deepgram did not finalize within %.1f s; using the interim text",
-                        self._opts.finalize_timeout_s)
+            log.warning(
+                "Deepgram did not finalize within %.1f s; using the interim text",
+                self._opts.finalize_timeout_s,
+            )
             return text
         finally:
             with contextlib.suppress(ValueError):
@@ -349,10 +353,17 @@ class DeepgramSTTStream:
         failures += 1
         if failures > self._opts.max_reconnect_attempts:
             raise DeepgramConnectionError(f"{what} at {self._host}: {self._last_failure}")
-        delay = min(self._opts.reconnect_backoff_s * 2 ** (failures - 1),
-                    self._opts.reconnect_backoff_max_s)
-        log.warning("%s at %s (%s); retrying in %.2f s with %.1f s of unconfirmed audio", what,
-                    self._host, self._last_failure, delay, len(self._buf) / _BYTES_PER_S)
+        delay = min(
+            self._opts.reconnect_backoff_s * 2 ** (failures - 1), self._opts.reconnect_backoff_max_s
+        )
+        log.warning(
+            "%s at %s (%s); retrying in %.2f s with %.1f s of unconfirmed audio",
+            what,
+            self._host,
+            self._last_failure,
+            delay,
+            len(self._buf) / _BYTES_PER_S,
+        )
         await asyncio.sleep(delay)
         return failures
 

@@ -148,11 +148,15 @@ class OpenAISTTStream:
     async def _text(self) -> str:
         """The answer of a request holding all the speech so far, sent now if none does (or
         the one that does failed). "" when the utterance is discarded meanwhile."""
-        if self._request is None or self._request[0] < self._speech_end or _failed(
-                self._request[1]):
+        if (
+            self._request is None
+            or self._request[0] < self._speech_end
+            or _failed(self._request[1])
+        ):
             pcm = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
             task = asyncio.get_running_loop().create_task(
-                self._stt.request(self._session, pcm), name="openai-transcription")
+                self._stt.request(self._session, pcm), name="openai-transcription"
+            )
             task.add_done_callback(_retrieve)
             self._request = (self._length, task)
         task = self._request[1]

@@ -306,10 +306,12 @@ class WhisperSTTStream:
         # Two jobs, so that a caller that gives up between them (a flush overtaken by more
         # speech) skips the generation.
         encoded = await WHISPER_POOL.run(
-            lambda: self._decoder.encode(utt.audio(start, stop)), priority=PRIORITY_FINAL)
+            lambda: self._decoder.encode(utt.audio(start, stop)), priority=PRIORITY_FINAL
+        )
         ids = await WHISPER_POOL.run(
-            lambda: self._generate(encoded, (stop - start) / INPUT_RATE, prefix, context,
-                                   final=True),
+            lambda: self._generate(
+                encoded, (stop - start) / INPUT_RATE, prefix, context, final=True
+            ),
             priority=PRIORITY_FINAL,
         )
         # Quiet since the decode began: it holds all the speech, so no endpoint decode is due.
@@ -318,8 +320,15 @@ class WhisperSTTStream:
             utt.last = _Hypothesis(ids, covered)
         return utt.closed + ids
 
-    def _generate(self, encoded: Any, seconds: float, prefix: tuple[int, ...],
-                  context: tuple[int, ...], *, final: bool) -> tuple[int, ...]:
+    def _generate(
+        self,
+        encoded: Any,
+        seconds: float,
+        prefix: tuple[int, ...],
+        context: tuple[int, ...],
+        *,
+        final: bool,
+    ) -> tuple[int, ...]:
         """A partial's generation, or a final's (`WhisperDecoder.generate_final`)."""
         generate = self._decoder.generate_final if final else self._decoder.generate
         return generate(encoded, seconds, prefix, context)
@@ -338,7 +347,10 @@ class WhisperSTT:
     English). Call `load()` once per process (in the worker's prewarm), then `warmup()`."""
 
     def __init__(
-        self, model_dir: Path | None = None, *, cpu_threads: int = 2,
+        self,
+        model_dir: Path | None = None,
+        *,
+        cpu_threads: int = 2,
         options: WhisperOptions | None = None,
     ) -> None:
         self._model_dir = model_dir
@@ -362,7 +374,10 @@ class WhisperSTT:
 
         path = self._model_dir or whisper_model_dir()
         model = WhisperModel(
-            str(path), device="cpu", compute_type="int8", cpu_threads=self._cpu_threads,
+            str(path),
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=self._cpu_threads,
             num_workers=WHISPER_POOL.threads,  # one model replica per pool thread
         )
         self._decoder = WhisperDecoder(model, self.options)
@@ -378,8 +393,9 @@ class WhisperSTT:
     def phone_band(self) -> WhisperSTT:
         """This loaded model, tuned for a phone caller's narrowband speech
         (`phone_band_options`); the model is shared, not loaded again."""
-        twin = WhisperSTT(self._model_dir, cpu_threads=self._cpu_threads,
-                          options=phone_band_options(self.options))
+        twin = WhisperSTT(
+            self._model_dir, cpu_threads=self._cpu_threads, options=phone_band_options(self.options)
+        )
         twin._decoder = self._loaded().with_options(twin.options)
         return twin
 
@@ -387,8 +403,7 @@ class WhisperSTT:
         """The n-best transcripts of a whole 16 kHz int16 utterance
         (`WhisperDecoder.hypotheses`)."""
         decoder = self._loaded()
-        return await WHISPER_POOL.run(lambda: decoder.hypotheses(pcm, n),
-                                      priority=PRIORITY_FINAL)
+        return await WHISPER_POOL.run(lambda: decoder.hypotheses(pcm, n), priority=PRIORITY_FINAL)
 
     async def transcribe(self, pcm: np.ndarray) -> str:
         """One-shot transcription of a whole 16 kHz int16 utterance (no partials)."""

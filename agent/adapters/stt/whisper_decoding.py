@@ -61,9 +61,7 @@ class WhisperDecoder:
         self.timestamp_begin = tok("<|notimestamps|>") + 1
         # A multilingual model is told the language and the task, or it may guess another
         # language (or translate) from a few seconds of accented English.
-        self._task = (
-            (tok("<|en|>"), tok("<|transcribe|>")) if self._whisper.is_multilingual else ()
-        )
+        self._task = (tok("<|en|>"), tok("<|transcribe|>")) if self._whisper.is_multilingual else ()
         self._pieces: dict[int, str] = {}
         # The encoder output of 30 s of silence: frames from here continue the silence after
         # a clip (the encoder is bidirectional, but its frames deep in silence hardly depend
@@ -118,8 +116,12 @@ class WhisperDecoder:
         return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
 
     def generate_scored(
-        self, encoded: Any, seconds: float, prefix: Sequence[int] = (),
-        previous: Sequence[int] = (), beam_size: int = 1,
+        self,
+        encoded: Any,
+        seconds: float,
+        prefix: Sequence[int] = (),
+        previous: Sequence[int] = (),
+        beam_size: int = 1,
     ) -> tuple[tuple[int, ...], float]:
         """`generate` with `beam_size`, and the decoder's mean log probability per token of
         its result (before the clean-up below). No text when nothing is forced and the audio
@@ -133,15 +135,22 @@ class WhisperDecoder:
         # min(max_length / 2, max_length - len(context)).
         max_length = min(448, max(2 * budget, budget + len(context)))
         result = self._whisper.generate(
-            encoded, [prompt], beam_size=beam_size, max_length=max_length,
-            repetition_penalty=o.repetition_penalty, return_scores=True,
+            encoded,
+            [prompt],
+            beam_size=beam_size,
+            max_length=max_length,
+            repetition_penalty=o.repetition_penalty,
+            return_scores=True,
             return_no_speech_prob=True,
         )[0]
         score = float(result.scores[0])
         if not prefix and result.no_speech_prob > o.no_speech_prob and score < o.no_speech_logprob:
             return (), score
         ids = drop_late_segments(
-            result.sequences_ids[0], self.timestamp_begin, self.eot, seconds + o.end_pad_s,
+            result.sequences_ids[0],
+            self.timestamp_begin,
+            self.eot,
+            seconds + o.end_pad_s,
             self.normalized,
         )
         starts = self.word_starts(ids)
@@ -162,14 +171,27 @@ class WhisperDecoder:
         seconds = len(audio) / INPUT_RATE
         budget = 8 + math.ceil(seconds * self._options.max_tokens_per_s)
         result = self._whisper.generate(
-            self.encode(audio), [[self._sot, *self._task, self.timestamp_begin]], beam_size=n,
-            num_hypotheses=n, max_length=2 * budget,
-            repetition_penalty=self._options.repetition_penalty, return_scores=True,
+            self.encode(audio),
+            [[self._sot, *self._task, self.timestamp_begin]],
+            beam_size=n,
+            num_hypotheses=n,
+            max_length=2 * budget,
+            repetition_penalty=self._options.repetition_penalty,
+            return_scores=True,
         )[0]
         return [
-            (self.text(drop_late_segments(ids, self.timestamp_begin, self.eot,
-                                          seconds + self._options.end_pad_s, self.normalized)),
-             float(score))
+            (
+                self.text(
+                    drop_late_segments(
+                        ids,
+                        self.timestamp_begin,
+                        self.eot,
+                        seconds + self._options.end_pad_s,
+                        self.normalized,
+                    )
+                ),
+                float(score),
+            )
             for ids, score in zip(result.sequences_ids, result.scores, strict=True)
         ]
 
@@ -203,7 +225,10 @@ class WhisperDecoder:
 
 
 def drop_late_segments(
-    ids: Sequence[int], timestamp_begin: int, eot: int, total_s: float,
+    ids: Sequence[int],
+    timestamp_begin: int,
+    eot: int,
+    total_s: float,
     normalized: Callable[[Sequence[int]], str],
 ) -> tuple[int, ...]:
     """The text tokens of a timestamp-mode decode, without its hallucinated tail segments.

@@ -78,5 +78,6 @@ PHONE_NO_SPEECH_PROB = 0.85
 
 def phone_band_options(options: WhisperOptions) -> WhisperOptions:
     """`options` for a phone caller's narrowband speech (see PHONE_NO_SPEECH_PROB)."""
-    return dataclasses.replace(options, no_speech_prob=max(options.no_speech_prob,
-                                                           PHONE_NO_SPEECH_PROB))
+    return dataclasses.replace(
+        options, no_speech_prob=max(options.no_speech_prob, PHONE_NO_SPEECH_PROB)
+    )

@@ -29,8 +29,9 @@ def current_time(timezone: str = "") -> str:
     try:
         zone = ZoneInfo(timezone) if timezone else None
     except (ZoneInfoNotFoundError, ValueError) as e:
-        raise ValueError(f"unknown time zone {timezone!r}; use an IANA name like "
-                         "Europe/Oslo") from e
+        raise ValueError(
+            f"unknown time zone {timezone!r}; use an IANA name like Europe/Oslo"
+        ) from e
     now = datetime.now(zone).astimezone(zone)
     where = timezone or now.tzname() or "local time"
     return f"{now:%A %d %B %Y, %H:%M} ({where})"

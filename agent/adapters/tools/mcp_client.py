@@ -58,8 +58,13 @@ class _WatchedSession(ClientSession):
 
 
 class MCPServerConnection:
-    def __init__(self, settings: MCPServerSettings, loop: LoopThread,
-                 on_change: Callable[[], None], backoff_s: tuple[float, float] = (0.5, 30.0)):
+    def __init__(
+        self,
+        settings: MCPServerSettings,
+        loop: LoopThread,
+        on_change: Callable[[], None],
+        backoff_s: tuple[float, float] = (0.5, 30.0),
+    ):
         self.settings = settings
         self.tools: dict[str, Tool] = {}  # replaced whole on each listing (read from any thread)
         self.error = "not started"  # "" while connected
@@ -102,8 +107,9 @@ class MCPServerConnection:
             raise
         except (McpError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
             if not isinstance(e, McpError) or _closed(e):  # anyio's errors: closed, too
-                raise MCPToolError(f"MCP server {self.name!r} closed the connection during "
-                                   "the call") from e
+                raise MCPToolError(
+                    f"MCP server {self.name!r} closed the connection during the call"
+                ) from e
             raise MCPToolError(f"MCP server {self.name!r}: {e.error.message}") from e
         text = result_text(result)
         if result.isError:
@@ -111,8 +117,11 @@ class MCPServerConnection:
         return text
 
     async def _send_cancelled(self, session: ClientSession, request_id: int) -> None:
-        notice = types.CancelledNotification(params=types.CancelledNotificationParams(
-            requestId=request_id, reason="the caller cancelled the call"))
+        notice = types.CancelledNotification(
+            params=types.CancelledNotificationParams(
+                requestId=request_id, reason="the caller cancelled the call"
+            )
+        )
         try:
             with anyio.fail_after(self.settings.timeout_s):
                 await session.send_notification(types.ClientNotification(notice))
@@ -131,8 +140,12 @@ class MCPServerConnection:
                     self._session, self.error, connected_once = session, "", True
                     delay = self._backoff_s[0]
                     self._changed(first)
-                    log.info("MCP server %r: %d tool(s): %s", self.name, len(self.tools),
-                             ", ".join(self.tools))
+                    log.info(
+                        "MCP server %r: %d tool(s): %s",
+                        self.name,
+                        len(self.tools),
+                        ", ".join(self.tools),
+                    )
                     await self._watch(session)
                 reason = "the connection closed"
             except Exception as e:
@@ -143,11 +156,13 @@ class MCPServerConnection:
             self.error = reason
             self._changed(first)
             if connected_once:
-                log.warning("MCP server %r lost: %s; reconnecting in %.1f s", self.name, reason,
-                            delay)
+                log.warning(
+                    "MCP server %r lost: %s; reconnecting in %.1f s", self.name, reason, delay
+                )
             else:
-                log.error("MCP server %r cannot start: %s; retrying in %.1f s", self.name,
-                          reason, delay)
+                log.error(
+                    "MCP server %r cannot start: %s; retrying in %.1f s", self.name, reason, delay
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff_s[1])
 
@@ -158,17 +173,21 @@ class MCPServerConnection:
     async def _connect(self, stack: AsyncExitStack, errlog: TextIO) -> _WatchedSession:
         s = self.settings
         if s.command:
-            params = StdioServerParameters(command=s.command[0], args=list(s.command[1:]),
-                                           env=s.env or None, cwd=s.cwd or None)
+            params = StdioServerParameters(
+                command=s.command[0], args=list(s.command[1:]), env=s.env or None, cwd=s.cwd or None
+            )
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
-            client = httpx.AsyncClient(headers=s.headers, timeout=httpx.Timeout(
-                s.timeout_s, read=HTTP_READ_TIMEOUT_S))
+            client = httpx.AsyncClient(
+                headers=s.headers, timeout=httpx.Timeout(s.timeout_s, read=HTTP_READ_TIMEOUT_S)
+            )
             await stack.enter_async_context(client)
             read, write, _ = await stack.enter_async_context(
-                streamable_http_client(s.url, http_client=client))
-        session = await stack.enter_async_context(_WatchedSession(
-            read, write, message_handler=self._on_message, on_closed=self._wake_up))
+                streamable_http_client(s.url, http_client=client)
+            )
+        session = await stack.enter_async_context(
+            _WatchedSession(read, write, message_handler=self._on_message, on_closed=self._wake_up)
+        )
         with anyio.fail_after(s.timeout_s):
             await session.initialize()
             await self._list(session)
@@ -194,7 +213,8 @@ class MCPServerConnection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ToolListChangedNotification):
+            message.root, types.ToolListChangedNotification
+        ):
             self._relist = True
             self._wake_up()
         elif isinstance(message, Exception):  # e.g. the answer to a call cancelled here
@@ -215,15 +235,21 @@ class MCPServerConnection:
                 break
         allow = self.settings.allow
         if allow is not None and (missing := set(allow) - {t.name for t in listed}):
-            log.warning("MCP server %r has no tool(s) %s named in its allow list", self.name,
-                        sorted(missing))
+            log.warning(
+                "MCP server %r has no tool(s) %s named in its allow list",
+                self.name,
+                sorted(missing),
+            )
         tools = {}
         for t in listed:
             if allow is not None and t.name not in allow:
                 continue
             if not NAME_PATTERN.match(t.name):
-                log.warning("MCP server %r: tool %r skipped: a tool's name is letters, digits, "
-                            "'_' or '-'", self.name, t.name)
+                log.warning(
+                    "MCP server %r: tool %r skipped: a tool's name is letters, digits, '_' or '-'",
+                    self.name,
+                    t.name,
+                )
                 continue
             tools[t.name] = self._tool(t)
         self.tools = tools
@@ -236,8 +262,9 @@ class MCPServerConnection:
 
         hints = listed.annotations
         return Tool(
-            spec=ToolSpec(name, listed.description or listed.title or name,
-                          dict(listed.inputSchema)),
+            spec=ToolSpec(
+                name, listed.description or listed.title or name, dict(listed.inputSchema)
+            ),
             read_only=bool(hints and hints.readOnlyHint),  # absent: it may act
             timeout_s=self.settings.timeout_s,
             source=self.settings.source,
@@ -252,7 +279,8 @@ def result_text(result: types.CallToolResult) -> str:
         if isinstance(item, types.TextContent):
             parts.append(item.text)
         elif isinstance(item, types.EmbeddedResource) and isinstance(
-                item.resource, types.TextResourceContents):
+            item.resource, types.TextResourceContents
+        ):
             parts.append(item.resource.text)
         else:
             parts.append(f"[{item.type} content]")
@@ -264,8 +292,9 @@ def result_text(result: types.CallToolResult) -> str:
 def _closed(error: BaseException) -> bool:
     if isinstance(error, McpError):
         return error.error.code == types.CONNECTION_CLOSED
-    return isinstance(error, anyio.BrokenResourceError | anyio.ClosedResourceError
-                      | anyio.EndOfStream)
+    return isinstance(
+        error, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream
+    )
 
 
 def describe_failure(error: BaseException, errlog: IO[str], settings: MCPServerSettings) -> str:

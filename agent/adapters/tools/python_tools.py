@@ -51,11 +51,16 @@ def tool(
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
-    read_only: bool = False, timeout_s: float | None = None,
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    read_only: bool = False,
+    timeout_s: float | None = None,
 ) -> Any:
     """Mark `fn` as a tool (it stays a plain function). `read_only=True` lets it run on a
     speculative start; leave it False for anything that changes the world."""
+
     def mark(f: F) -> F:
         setattr(f, _MARK, ToolOptions(name, read_only, timeout_s))
         return f
@@ -94,17 +99,19 @@ def module_tools(module_name: str, *, default_timeout_s: float) -> list[Tool]:
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # the user's module: any error in it is an error of importing it
-        raise ImportError(f"cannot import tools module {module_name!r}: "
-                          f"{type(e).__name__}: {e}") from e
-    return marked_tools(module, source=f"python:{module_name}",
-                           default_timeout_s=default_timeout_s)
+        raise ImportError(
+            f"cannot import tools module {module_name!r}: {type(e).__name__}: {e}"
+        ) from e
+    return marked_tools(module, source=f"python:{module_name}", default_timeout_s=default_timeout_s)
 
 
-def marked_tools(module: types.ModuleType, *, source: str,
-                    default_timeout_s: float) -> list[Tool]:
+def marked_tools(module: types.ModuleType, *, source: str, default_timeout_s: float) -> list[Tool]:
     # Those defined there: a tool imported from another module is that module's.
-    found = [obj for obj in vars(module).values()
-             if is_tool(obj) and getattr(obj, "__module__", None) == module.__name__]
+    found = [
+        obj
+        for obj in vars(module).values()
+        if is_tool(obj) and getattr(obj, "__module__", None) == module.__name__
+    ]
     return [python_tool(fn, source=source, default_timeout_s=default_timeout_s) for fn in found]
 
 

@@ -35,8 +35,9 @@ class SourceStatus:
 
 
 class ToolRegistry:
-    def __init__(self, settings: ToolsSettings, *,
-                 reconnect_backoff_s: tuple[float, float] = (0.5, 30.0)) -> None:
+    def __init__(
+        self, settings: ToolsSettings, *, reconnect_backoff_s: tuple[float, float] = (0.5, 30.0)
+    ) -> None:
         self.settings = settings
         self._backoff_s = reconnect_backoff_s
         self._fixed: dict[str, list[Tool]] = {}  # builtin and python sources, in order
@@ -54,20 +55,25 @@ class ToolRegistry:
         for module in self.settings.python:
             source = f"python:{module}"
             try:
-                self._fixed[source] = module_tools(module,
-                                                   default_timeout_s=self.settings.timeout_s)
+                self._fixed[source] = module_tools(
+                    module, default_timeout_s=self.settings.timeout_s
+                )
             except (ImportError, TypeError) as e:
                 self._errors[source] = str(e)
                 log.error("tools: %s", e)
         if self.settings.mcp:
             self._loop = LoopThread("voxroom-tools")
-            self._mcp = [MCPServerConnection(s, self._loop, self._notify, self._backoff_s)
-                         for s in self.settings.mcp]
+            self._mcp = [
+                MCPServerConnection(s, self._loop, self._notify, self._backoff_s)
+                for s in self.settings.mcp
+            ]
             self._loop.run(self._start_servers())
         if clashes := self._merged()[1]:
             self.close()
-            raise ConfigError("tools: " + "; ".join(clashes) + " (rename one, or leave it out "
-                              "of its MCP server's allow list)")
+            raise ConfigError(
+                "tools: " + "; ".join(clashes) + " (rename one, or leave it out "
+                "of its MCP server's allow list)"
+            )
         return self.status()
 
     async def _start_servers(self) -> None:
@@ -85,12 +91,17 @@ class ToolRegistry:
     # ---- what there is --------------------------------------------------------------------
 
     def status(self) -> dict[str, SourceStatus]:
-        status = {source: SourceStatus(source, True, "", tuple(t.name for t in tools))
-                  for source, tools in self._fixed.items()}
-        status |= {source: SourceStatus(source, False, error, ())
-                   for source, error in self._errors.items()}
-        status |= {s.settings.source: SourceStatus(s.settings.source, not s.error, s.error,
-                                                    tuple(s.tools)) for s in self._mcp}
+        status = {
+            source: SourceStatus(source, True, "", tuple(t.name for t in tools))
+            for source, tools in self._fixed.items()
+        }
+        status |= {
+            source: SourceStatus(source, False, error, ()) for source, error in self._errors.items()
+        }
+        status |= {
+            s.settings.source: SourceStatus(s.settings.source, not s.error, s.error, tuple(s.tools))
+            for s in self._mcp
+        }
         return status
 
     def available(self) -> set[str]:
@@ -107,8 +118,7 @@ class ToolRegistry:
                 raise
             log.warning("%s (an MCP server is down: its tools may be among them)", e)
 
-    def toolbox(self, names: Sequence[str], *,
-                max_result_chars: int = MAX_RESULT_CHARS) -> Toolbox:
+    def toolbox(self, names: Sequence[str], *, max_result_chars: int = MAX_RESULT_CHARS) -> Toolbox:
         """The tools `names` selects ("mcp:SERVER": all of a server's tools). A name no source
         has now (its server is down) is left out with a warning."""
         tools, clashes = self._merged()
@@ -138,8 +148,10 @@ class ToolRegistry:
         """Every tool by name, the first source keeping a name; and each clash."""
         tools: dict[str, Tool] = {}
         clashes: list[str] = []
-        sources: list[Collection[Tool]] = [*self._fixed.values(),
-                                           *(s.tools.values() for s in self._mcp)]
+        sources: list[Collection[Tool]] = [
+            *self._fixed.values(),
+            *(s.tools.values() for s in self._mcp),
+        ]
         for source_tools in sources:
             for tool in source_tools:
                 if (first := tools.get(tool.name)) is None:

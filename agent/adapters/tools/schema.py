@@ -73,8 +73,10 @@ def json_schema(hint: Any, where: str) -> tuple[dict[str, Any], bool]:
         if args:
             schema["additionalProperties"] = json_schema(args[1], where)[0]
         return schema, False
-    raise TypeError(f"{where}: {hint!r} has no JSON schema (use str, int, float, bool, "
-                    "list[...], dict[str, ...], Literal[...] or Optional[...])")
+    raise TypeError(
+        f"{where}: {hint!r} has no JSON schema (use str, int, float, bool, "
+        "list[...], dict[str, ...], Literal[...] or Optional[...])"
+    )
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -88,7 +90,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     if header is None:
         return description, args
     indent, current = None, None
-    for line in lines[header + 1:]:
+    for line in lines[header + 1 :]:
         if not line.strip():
             if current is not None:
                 break

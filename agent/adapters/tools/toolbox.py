@@ -59,31 +59,50 @@ class Toolbox:
 
         tool = self._tools.get(call.name)
         if tool is None:
-            return outcome(f"Error: there is no tool named {call.name!r}.", False,
-                           f"the LLM called an unknown tool {call.name!r}")
+            return outcome(
+                f"Error: there is no tool named {call.name!r}.",
+                False,
+                f"the LLM called an unknown tool {call.name!r}",
+            )
         try:
             args = call.parsed_arguments()
         except ValueError as e:
-            return outcome(f"Error: the arguments were not valid JSON: {e}", False,
-                           f"invalid arguments {call.arguments[:200]!r}")
+            return outcome(
+                f"Error: the arguments were not valid JSON: {e}",
+                False,
+                f"invalid arguments {call.arguments[:200]!r}",
+            )
         args = _known_arguments(tool, args)
         try:
             async with asyncio.timeout(tool.timeout_s):
                 result = await tool.invoke(args, ctx)
         except TimeoutError:
-            return outcome(f"Error: {call.name} did not answer within {tool.timeout_s:g} s.",
-                           False, f"timed out after {tool.timeout_s:g} s")
+            return outcome(
+                f"Error: {call.name} did not answer within {tool.timeout_s:g} s.",
+                False,
+                f"timed out after {tool.timeout_s:g} s",
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a tool's failure is the turn's to report, not the session's
-            return outcome(f"Error: {call.name} failed: {_short(str(e) or type(e).__name__)}",
-                           False, f"{type(e).__name__}: {e}")
+            return outcome(
+                f"Error: {call.name} failed: {_short(str(e) or type(e).__name__)}",
+                False,
+                f"{type(e).__name__}: {e}",
+            )
         if not isinstance(result, str):
-            return outcome(f"Error: {call.name} returned no text.", False,
-                           f"returned {type(result).__name__}, not text")
+            return outcome(
+                f"Error: {call.name} returned no text.",
+                False,
+                f"returned {type(result).__name__}, not text",
+            )
         if len(result) > self.max_result_chars:
-            log.info("tool %s returned %d characters; the LLM gets the first %d",
-                     call.name, len(result), self.max_result_chars)
+            log.info(
+                "tool %s returned %d characters; the LLM gets the first %d",
+                call.name,
+                len(result),
+                self.max_result_chars,
+            )
             result = result[: self.max_result_chars] + " [truncated]"
         return outcome(result, True)
 

@@ -162,8 +162,9 @@ def _sqlite() -> ModuleType:
     try:
         import sqlean
     except ImportError as e:
-        raise ContextError("this Python's sqlite3 cannot load sqlite-vec; pip install "
-                           "sqlean-py") from e
+        raise ContextError(
+            "this Python's sqlite3 cannot load sqlite-vec; pip install sqlean-py"
+        ) from e
     return sqlean
 
 
@@ -189,8 +190,9 @@ class ContextIndex:
         db.enable_load_extension(True)
         sqlite_vec.load(db)
         db.enable_load_extension(False)
-        db.execute("create table chunks (id integer primary key, source text not null, "
-                   "text text not null)")
+        db.execute(
+            "create table chunks (id integer primary key, source text not null, text text not null)"
+        )
         db.execute(f"create virtual table chunk_vectors using vec0(embedding float[{dims}])")
         self._db = db
 
@@ -202,16 +204,21 @@ class ContextIndex:
         chunks = chunk_document(text)
         vectors = self._embedder.embed(chunks) if chunks else np.zeros((0, self._dims))
         with self._db:
-            old = [row[0] for row in
-                   self._db.execute("select id from chunks where source = ?", (source,))]
+            old = [
+                row[0]
+                for row in self._db.execute("select id from chunks where source = ?", (source,))
+            ]
             for chunk_id in old:
                 self._db.execute("delete from chunk_vectors where rowid = ?", (chunk_id,))
             self._db.execute("delete from chunks where source = ?", (source,))
             for chunk, vector in zip(chunks, vectors, strict=True):
-                cur = self._db.execute("insert into chunks (source, text) values (?, ?)",
-                                       (source, chunk))
-                self._db.execute("insert into chunk_vectors (rowid, embedding) values (?, ?)",
-                                 (cur.lastrowid, np.asarray(vector, np.float32).tobytes()))
+                cur = self._db.execute(
+                    "insert into chunks (source, text) values (?, ?)", (source, chunk)
+                )
+                self._db.execute(
+                    "insert into chunk_vectors (rowid, embedding) values (?, ?)",
+                    (cur.lastrowid, np.asarray(vector, np.float32).tobytes()),
+                )
         return len(chunks)
 
     def search(self, question: str, k: int = 3) -> list[Piece]:

@@ -17,35 +17,46 @@ from typing import Any
 from agent.copilot.answer_guard import GROUNDING_PIECES
 from agent.copilot.context.index import Piece
 
-OVERVIEW = (r"\b(?:(?:about|describe|introduce|present) yourself|walk me through|"
-            r"your background|introduce)\b")
+OVERVIEW = (
+    r"\b(?:(?:about|describe|introduce|present) yourself|walk me through|"
+    r"your background|introduce)\b"
+)
 """A question about the candidate as a whole: the resume's opening piece (name, title, where,
 years) answers it first."""
 INTENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), words) for pattern, words in (
+    (re.compile(pattern, re.IGNORECASE), words)
+    for pattern, words in (
         (OVERVIEW, "summary: my current role, employer and years of experience"),
-        (r"\bweakness|\bimprove on\b|\bstruggle",
-         "professional development: working on, learning, improving"),
-        (r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn",
-         "salary range, band, pay and bonus"),
-        (r"\buniversit|\bcollege|\bdegree|\bstud(?:y|ied)\b|\bschool|\btraining\b|\btrain\b|"
-         r"\beducation|\bqualifications?\b",
-         "education: degree, university"),
-        (r"\bspeak\b|\bfluent|\bnative\b|\bhow good is your\b",
-         "languages: native, fluent, intermediate"),
-        (r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|"
-         r"\bknow about\b",
-         "about us: the company, what it does, its customers"),
-        (r"\bquestions? for (?:us|me)\b",
-         "the role: responsibilities, the team"),
-        (r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal",
-         "the role: lead, own, responsibilities"),
-        (r"\bproud|\bachievement|\baccomplish",
-         "led, built, introduced, launched: the result"),
-        (r"\bdisagree|\bconflict",
-         "disagreed with my manager; we agreed"),
-    ))
+        (
+            r"\bweakness|\bimprove on\b|\bstruggle",
+            "professional development: working on, learning, improving",
+        ),
+        (r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn", "salary range, band, pay and bonus"),
+        (
+            r"\buniversit|\bcollege|\bdegree|\bstud(?:y|ied)\b|\bschool|\btraining\b|\btrain\b|"
+            r"\beducation|\bqualifications?\b",
+            "education: degree, university",
+        ),
+        (
+            r"\bspeak\b|\bfluent|\bnative\b|\bhow good is your\b",
+            "languages: native, fluent, intermediate",
+        ),
+        (
+            r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|"
+            r"\bknow about\b",
+            "about us: the company, what it does, its customers",
+        ),
+        (r"\bquestions? for (?:us|me)\b", "the role: responsibilities, the team"),
+        (
+            r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal",
+            "the role: lead, own, responsibilities",
+        ),
+        (r"\bproud|\bachievement|\baccomplish", "led, built, introduced, launched: the result"),
+        (r"\bdisagree|\bconflict", "disagreed with my manager; we agreed"),
+    )
+)
 """Common kinds of interview question and words of the sections that answer them."""
+
 
 def grounding_pieces(question: str) -> int:
     """How many of the nearest pieces an answer to `question` must name something of
@@ -102,11 +113,15 @@ def search_text(question: str, previous: str = "", previous_answer: str = "") ->
 JOB_QUESTION = re.compile(
     r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn|\bour (?:company|hospital|school|firm|"
     r"business)\b|\babout us\b|\bknow about\b|\bquestions? for (?:us|me)\b|\bfive years|"
-    r"\bwhy (?:do you want|this role|are you interested)", re.IGNORECASE)
+    r"\bwhy (?:do you want|this role|are you interested)",
+    re.IGNORECASE,
+)
 """Questions the job description answers better than the resume."""
 MOTIVATION = re.compile(
     r"\bwhy (?:do you want|would you like|are you (?:interested|applying)|this role|us\b)|"
-    r"\bwhat (?:attracts|draws|interests) you\b", re.IGNORECASE)
+    r"\bwhat (?:attracts|draws|interests) you\b",
+    re.IGNORECASE,
+)
 """Why the candidate wants the job: answered by what they did that leads to it (the resume)
 and what the job is (the job description), so the nearest piece of each comes first."""
 OTHER_SOURCE_PENALTY = 0.3
@@ -122,12 +137,14 @@ searched with brings it this much nearer, up to `MAX_SHARED_WORDS`: MiniLM misse
 matches ("How do you support newly qualified nurses?" and "Precepted eleven newly qualified
 nurses"). 0.12 found the most expected facts on the three document sets' questions (the
 values tried: docs/benchmarks.md)."""
-_FUNCTION_WORDS = frozenset("""
+_FUNCTION_WORDS = frozenset(
+    """
     about after also been before being could does doing from have here into just like more
     most much over same should some such than that their them then there these they this those
     through under very were what when where which while will with would your yours yourself
     tell time ever
-""".split())
+""".split()
+)
 
 
 def _words(text: str) -> set[str]:
@@ -157,8 +174,9 @@ def is_job_piece(piece: Any) -> bool:
     return piece.source in ("job_description", "job")
 
 
-async def relevant_pieces(index: Any, question: str, previous: str = "", k: int = 3, *,
-                          previous_answer: str = "") -> list[Any]:
+async def relevant_pieces(
+    index: Any, question: str, previous: str = "", k: int = 3, *, previous_answer: str = ""
+) -> list[Any]:
     """The `k` pieces of `index` (a ContextIndex or what has its async search) that answer
     `question` best, nearest first: resume pieces first unless the question is about the job
     or the company, the nearest of both first for why the candidate wants the job;
@@ -173,8 +191,11 @@ async def relevant_pieces(index: Any, question: str, previous: str = "", k: int 
 
     def distance(piece: Any) -> float:
         shared = len(asked & _words(piece.text))
-        return (piece.distance - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
-                + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY))
+        return (
+            piece.distance
+            - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
+            + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY)
+        )
 
     ordered = sorted(ranked, key=distance)
     if re.search(OVERVIEW, question, re.IGNORECASE):
