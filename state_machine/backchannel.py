@@ -70,14 +70,17 @@ MAX_BACKCHANNEL_WORDS = 4
 """Longer than this, it is something said to the agent, even in backchannel words."""
 
 
+def _phrase_at(words: list[str], i: int) -> tuple[str, ...] | None:
+    """The longest backchannel phrase that `words` hold from index `i`, if any."""
+    return next((p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i : i + len(p)]) == p), None)
+
+
 def other_words(transcript: str) -> int:
     """How many of the transcript's words are not part of a backchannel phrase."""
     words = normalize_words(spoken_words(transcript))
     other = i = 0
     while i < len(words):
-        match = next(
-            (p for p in _BY_FIRST.get(words[i], ()) if tuple(words[i : i + len(p)]) == p), None
-        )
+        match = _phrase_at(words, i)
         if match is None:
             other += 1
             i += 1
@@ -94,11 +97,9 @@ def is_backchannel(transcript: str) -> bool:
     return 0 < len(words) <= MAX_BACKCHANNEL_WORDS and other_words(transcript) == 0
 
 
-# Words that make even a one- or two-word sound an interruption ("Stop.", "Hold on.", "No.",
-# "Why?"). A short sound without one is more often the STT's reading of a hum: through
-# LiveKit, Whisper tiny.en heard a synthesized "mm hmm" as "and remember", "and Emma" and
-# "and then the", and other hums as "term", "Amen", "That."; none of them asks to stop.
-INTERRUPTION_CUES = frozenset(
+# Words that ask the agent to stop: a reaction to its answer may open with one ("Wait, ...",
+# "No, I meant ...", "Sorry, ..."), and each is an interruption cue.
+STOP_CUES = frozenset(
     {
         "stop",
         "wait",
@@ -112,6 +113,16 @@ INTERRUPTION_CUES = frozenset(
         "actually",
         "enough",
         "pause",
+        "cancel",
+    }
+)
+# Words that make even a one- or two-word sound an interruption ("Stop.", "Hold on.", "No.",
+# "Why?"): the stop cues, and words that ask for something else or question what was said.
+# A short sound without one is more often the STT's reading of a hum: through LiveKit,
+# Whisper tiny.en heard a synthesized "mm hmm" as "and remember", "and Emma" and "and then
+# the", and other hums as "term", "Amen", "That."; none of them asks to stop.
+INTERRUPTION_CUES = STOP_CUES | frozenset(
+    {
         "repeat",
         "again",
         "back",
@@ -129,7 +140,6 @@ INTERRUPTION_CUES = frozenset(
         "but",
         "not",
         "don't",
-        "cancel",
     }
 )
 # Words that carry nothing on their own: a sound transcribed as only these ("and then the",
@@ -217,26 +227,9 @@ def interrupts(transcript: str) -> bool:
     return len(words) > SHORT_WORDS and content >= CONTENT_WORDS
 
 
-# A reaction to the agent's answer opens with one of these ("Wait, ...", "No, I meant ...",
-# "Sorry, ..."), or with an acknowledgement ("Okay, and what about tomorrow?"). Hesitations
-# ("uh", "um") are no reaction: the speaker is going on with their own sentence.
-STOP_CUES = frozenset(
-    {
-        "stop",
-        "wait",
-        "no",
-        "nope",
-        "hold",
-        "hang",
-        "sorry",
-        "excuse",
-        "pardon",
-        "actually",
-        "enough",
-        "pause",
-        "cancel",
-    }
-)
+# A reaction to the agent's answer opens with a stop cue or with an acknowledgement ("Okay,
+# and what about tomorrow?"). Hesitations ("uh", "um") are no reaction: the speaker is going
+# on with their own sentence.
 HESITATIONS = frozenset({"uh", "um", "er", "erm", "hmm", "hm", "mm", "mmm"})
 
 
@@ -247,5 +240,5 @@ def reacts(transcript: str) -> bool:
     words = normalize_words(spoken_words(transcript))
     if not words or words[0] in STOP_CUES:
         return bool(words)
-    opening = next((p for p in _BY_FIRST.get(words[0], ()) if tuple(words[: len(p)]) == p), None)
+    opening = _phrase_at(words, 0)
     return opening is not None and not set(opening) <= HESITATIONS
