@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agent.adapters.llm.prefill import Prefiller, PrefillResult, QuestionPrefill
-from agent.adapters.turn_detector import TurnDetector, TurnScorer
+from agent.adapters.turn_detector import TurnDetector
 from agent.copilot.answers import (
     AnswerRecord,
     AnswerSink,
@@ -65,7 +65,7 @@ from agent.engines import (
     SpeechToText,
     STTStream,
 )
-from agent.pipeline.listener import Listener, VoiceDetector, tick_forever
+from agent.pipeline.listener import VoiceDetector, engine_listener, tick_forever
 from state_machine import actions as A
 from state_machine import events as E
 from state_machine.endpointing import EPS
@@ -107,11 +107,6 @@ class CopilotEngine:
         self.options = options
         self.endpointer = QuestionEndpointer(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
-        scorer = (
-            None
-            if turn_detector is None
-            else TurnScorer(turn_detector, self._on_turn_score, self._emit, clock=clock)
-        )
         self.answers: list[AnswerRecord] = []
         self.context = context
         self._stt, self._llm, self._sink = stt, llm, sink
@@ -120,8 +115,8 @@ class CopilotEngine:
             from agent.audio.vad import VoiceActivityDetector
 
             vad = VoiceActivityDetector()
-        self._listener = Listener(
-            vad=vad, keep_frames=self.options.kept_frames(), clock=clock, scorer=scorer
+        self._listener = engine_listener(
+            self.options, vad, turn_detector, self._on_turn_score, self._emit, clock=clock
         )
         self._clock = clock
         self._stream: STTStream | None = None

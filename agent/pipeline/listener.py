@@ -18,8 +18,10 @@ from typing import Protocol
 import numpy as np
 
 from agent.adapters.stt.guard import GuardedSTTStream
-from agent.adapters.turn_detector import TurnScorer
+from agent.adapters.turn_detector import ScoreCallback, TurnDetector, TurnScorer
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, STTStream
+from agent.events import TurnScore
+from state_machine.options import ListenOptions
 
 log = logging.getLogger(__name__)
 
@@ -175,3 +177,24 @@ class Listener:
             self.scorer.push(pcm)
         if self._guard is not None:  # frames before start() have nowhere to go
             self._guard.push(pcm)
+
+
+def engine_listener(
+    options: ListenOptions,
+    vad: VoiceDetector,
+    turn_detector: TurnDetector | None,
+    on_score: ScoreCallback,
+    on_event: Callable[[TurnScore], None],
+    *,
+    clock: Callable[[], float],
+    on_read_ahead: Callable[[str, float], None] | None = None,
+) -> Listener:
+    """An engine's listener: it keeps the frames that `options`' pre-roll and vote need, and
+    scores its utterances with `turn_detector` when there is one (a `TurnScorer`, whose
+    arguments follow)."""
+    scorer = (
+        None
+        if turn_detector is None
+        else TurnScorer(turn_detector, on_score, on_event, clock=clock, on_read_ahead=on_read_ahead)
+    )
+    return Listener(vad=vad, keep_frames=options.kept_frames(), clock=clock, scorer=scorer)

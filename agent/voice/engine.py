@@ -25,7 +25,7 @@ from agent.adapters.llm.history import ChatHistory
 from agent.adapters.stt.phone_band import for_phone_line, phone_line_vad
 from agent.adapters.tools.base import ToolContext
 from agent.adapters.tools.toolbox import Toolbox
-from agent.adapters.turn_detector import TurnDetector, TurnScorer
+from agent.adapters.turn_detector import TurnDetector
 from agent.audio.sinks import AudioSink
 from agent.audio.vad import VoiceActivityDetector
 from agent.engines import (
@@ -46,7 +46,7 @@ from agent.events import (
     VoiceEvent,
 )
 from agent.ops.memory_trim import PROCESS_TRIMMER
-from agent.pipeline.listener import Listener, tick_forever
+from agent.pipeline.listener import engine_listener, tick_forever
 from agent.pipeline.playout import Playout
 from agent.pipeline.reply import ReplyPipeline
 from agent.pipeline.tool_round import FILLER_TEXTS, ToolSession
@@ -94,23 +94,18 @@ class TurnEngine:
         self.options = options
         self.machine = ConversationStateMachine(self.options)
         self._emit: EventSink = on_event or (lambda _e: None)
-        scorer = (
-            None
-            if turn_detector is None
-            else TurnScorer(
-                turn_detector,
-                self._on_turn_score,
-                self._emit,
-                clock=clock,
-                on_read_ahead=self._on_partial_read,
-            )
-        )
         self.history = history
         self.turns: list[TurnRecord] = []
         self._stt, self._llm, self._tts = stt, llm, tts
         self._clock = clock
-        self._listener = Listener(
-            vad=vad, keep_frames=self.options.kept_frames(), clock=clock, scorer=scorer
+        self._listener = engine_listener(
+            self.options,
+            vad,
+            turn_detector,
+            self._on_turn_score,
+            self._emit,
+            clock=clock,
+            on_read_ahead=self._on_partial_read,
         )
         self._chunker_kind = chunker_kind
         self._playout = Playout(
