@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.copilot.answer_guard import (
+    Grounding,
     answer_problems,
     fallback_answer,
     first_person,
@@ -144,7 +145,7 @@ def test_an_answer_the_guard_refuses_is_replaced_by_the_retrieved_pieces(index, 
     assert (record.text, record.llm_text, record.replacement_id) == (shown, bad, replacement)
     assert record.problems
     vocab = vocabulary([p.text for p in index.pieces()] + [question])
-    assert answer_problems(shown, vocab, record.relevant) == []
+    assert answer_problems(shown, vocab, Grounding(record.relevant)) == []
 
 
 def test_an_answer_the_guard_accepts_stays(index) -> None:
@@ -316,7 +317,7 @@ def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
     answer = "I have eight years of backend development in Go and Python."
     vocab = vocabulary([p.text for p in every] + [asked])
     pieces = [p for p in every if p.chunk_id in general]
-    assert answer_problems(answer, vocab, pieces, asked) == []
-    assert answer_problems(answer, vocab, pieces, asked, general=general) == [
+    assert answer_problems(answer, vocab, Grounding(pieces, asked)) == []
+    assert answer_problems(answer, vocab, Grounding(pieces, asked, general=general)) == [
         "not grounded in the retrieved pieces"
     ]

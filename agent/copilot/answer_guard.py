@@ -295,24 +295,29 @@ def grounded_in(answer: str, pieces: Sequence[Any], asked: str = "") -> bool:
     return any(weight(_piece_body(p)) >= SPECIFICS_NEEDED for p in pieces)
 
 
-def answer_problems(
-    answer: str,
-    vocab: Vocabulary,
-    pieces: Sequence[Any],
-    asked: str = "",
-    grounding: int = GROUNDING_PIECES,
-    general: frozenset[int] = frozenset(),
-) -> list[str]:
+@dataclass(frozen=True)
+class Grounding:
+    """What an answer to the question `asked` must name something particular to
+    (`grounded_in`): the nearest `nearest` of the `pieces` retrieved for it (nearest first),
+    leaving out the `general` ones (chunk ids: the resume's opening and summary, which hold the
+    candidate's title and years, and which a generic answer echoes to any question)."""
+
+    pieces: Sequence[Any]
+    asked: str = ""
+    nearest: int = GROUNDING_PIECES
+    general: frozenset[int] = frozenset()
+
+    def particular(self) -> list[Any]:
+        return [p for p in self.pieces if p.chunk_id not in self.general][: self.nearest]
+
+
+def answer_problems(answer: str, vocab: Vocabulary, grounding: Grounding) -> list[str]:
     """Why `answer` should not stay on the candidate's screen (empty: it may): not the
     candidate's voice, a name or figure the documents do not hold, or nothing particular to
-    the nearest `grounding` of the `pieces` retrieved for the question `asked` (when there are
-    some: `grounded_in`), leaving out the `general` ones (chunk ids: the resume's opening and
-    summary, which hold the candidate's title and years, and which a generic answer echoes to
-    any question)."""
+    the `grounding` pieces (when some were retrieved)."""
     problems = voice_problems(answer)
     problems += [f"invented {term!r}" for term in invented_terms(answer, vocab)]
-    particular = [p for p in pieces if p.chunk_id not in general][:grounding]
-    if pieces and not grounded_in(answer, particular, asked):
+    if grounding.pieces and not grounded_in(answer, grounding.particular(), grounding.asked):
         problems.append("not grounded in the retrieved pieces")
     return problems
 
@@ -339,29 +344,18 @@ def passing_sentences(text: str, vocab: Vocabulary) -> str:
 
 
 def guarded_answer(
-    answer: str,
-    vocab: Vocabulary,
-    pieces: Sequence[Any],
-    *,
-    asked: str = "",
-    grounding: int = GROUNDING_PIECES,
-    general: frozenset[int] = frozenset(),
-    first_resume_id: int | None = None,
+    answer: str, vocab: Vocabulary, grounding: Grounding, *, first_resume_id: int | None = None
 ) -> tuple[str, list[str]]:
-    """What replaces `answer` to the question `asked` on the screen, and why (("", []) when
-    it may stay): its sentences up to the first that fails, when they pass; else an answer
-    made of the retrieved `pieces` (`fallback_answer`)."""
-    problems = answer_problems(answer, vocab, pieces, asked, grounding, general)
+    """What replaces `answer` on the screen, and why (("", []) when it may stay): its
+    sentences up to the first that fails, when they pass; else an answer made of the retrieved
+    pieces (`fallback_answer`)."""
+    problems = answer_problems(answer, vocab, grounding)
     if not problems:
         return "", []
     kept = passing_sentences(answer, vocab)
-    if (
-        kept
-        and kept != answer.strip()
-        and not answer_problems(kept, vocab, pieces, asked, grounding, general)
-    ):
+    if kept and kept != answer.strip() and not answer_problems(kept, vocab, grounding):
         return kept, problems
-    return fallback_answer(pieces, vocab, first_resume_id=first_resume_id), problems
+    return fallback_answer(grounding.pieces, vocab, first_resume_id=first_resume_id), problems
 
 
 _ROLE_HEADING = re.compile(r"^(?P<employer>[^—:]+?)\s+[—–-]\s+[^:]*\(\s*\d{4}")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.copilot.answer_guard import guarded_answer, vocabulary
+from agent.copilot.answer_guard import Grounding, guarded_answer, vocabulary
 from agent.copilot.context.retrieval import (
     general_pieces,
     grounding_pieces,
@@ -247,14 +247,12 @@ async def check_answer(context: ContextSearch, answer: LiveAnswer) -> None:
     asked = answer.text_in
     if answer.exchange is not None and is_follow_up(asked):
         asked = " ".join([*answer.exchange, asked])
-    replacement, problems = guarded_answer(
-        answer.text,
-        vocab,
+    grounding = Grounding(
         answer.relevant,
-        asked=asked,
-        first_resume_id=first,
+        asked,
+        nearest=grounding_pieces(answer.text_in),
         general=general_pieces(every, answer.text_in),
-        grounding=grounding_pieces(answer.text_in),
     )
+    replacement, problems = guarded_answer(answer.text, vocab, grounding, first_resume_id=first)
     if replacement:
         answer.replacement, answer.problems = replacement, problems
