@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,6 +271,21 @@ class Run:
     events: list[dict]  # as JSON (agent.events.event_json)
 
 
+def copilot_engine(
+    stt: ScriptedSTT, llm: object, *, sink: RecordingSink | None = None, **kw: Any
+) -> CopilotEngine:
+    """An engine on the doubles (a new `RecordingSink` unless given), in the running loop's
+    time; `kw`: the rest of `CopilotEngine`'s arguments."""
+    return CopilotEngine(
+        stt=stt,
+        llm=llm,
+        sink=sink if sink is not None else RecordingSink(),
+        vad=AnyNonZeroVAD(),
+        clock=asyncio.get_running_loop().time,
+        **kw,
+    )
+
+
 def run_copilot(
     timeline: list[tuple[str, float]],
     stt: ScriptedSTT,
@@ -290,14 +306,12 @@ def run_copilot(
         loop = asyncio.get_running_loop()
         sink = RecordingSink()
         events: list[dict] = []
-        engine = CopilotEngine(
-            stt=stt,
-            llm=llm,
+        engine = copilot_engine(
+            stt,
+            llm,
             sink=sink,
             context=context,
             options=options,
-            vad=AnyNonZeroVAD(),
-            clock=loop.time,
             on_event=lambda e: events.append(event_json(e)),
             prefill=prefill,
         )
@@ -505,17 +519,7 @@ def _warmed_run(
             told.append({"pieces": event.pieces, "documents_fit": event.documents_fit})
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        engine = CopilotEngine(
-            stt=stt,
-            llm=llm,
-            sink=RecordingSink(),
-            context=context,
-            options=options,
-            vad=AnyNonZeroVAD(),
-            clock=loop.time,
-            on_event=on_event,
-        )
+        engine = copilot_engine(stt, llm, context=context, options=options, on_event=on_event)
         await engine.start()
         await engine.warm()
         await engine.warm()  # nothing new: no second request
@@ -596,15 +600,7 @@ def test_a_warm_up_waits_while_an_answer_is_on_its_way():
     llm = RecordingLLM([ANSWER], ttft_ms=1000, words_per_s=10)
 
     async def main() -> CopilotEngine:
-        loop = asyncio.get_running_loop()
-        engine = CopilotEngine(
-            stt=stt,
-            llm=llm,
-            sink=RecordingSink(),
-            context=context,
-            vad=AnyNonZeroVAD(),
-            clock=loop.time,
-        )
+        engine = copilot_engine(stt, llm, context=context)
         await engine.start()
         warm = asyncio.create_task(engine.warm())  # 4 steps of ~1 s each
         for frame in [VOICED] * 50 + [SILENT] * 400:  # a question at 1 s of the warm-up
