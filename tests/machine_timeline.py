@@ -13,6 +13,9 @@ from state_machine import actions as A
 from state_machine.machine import ConversationStateMachine
 from state_machine.options import TurnOptions
 
+ANSWERED = ["THINKING", "SPEAKING", "LISTENING"]
+"""`Timeline.states()` of one turn answered in full: thought about, spoken, listening again."""
+
 
 @dataclass
 class FakeEngines:
