@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from agent.adapters.llm.openai_chat import ReplySettings
 from agent.adapters.llm.prefill import (
     ANSWER_CUE,
     ANSWER_OPENING,
@@ -128,7 +129,9 @@ async def test_an_answer_continues_the_question_after_a_short_cue(
     fake_server: tuple[FakeLlamaServer, str],
 ) -> None:
     fake, base_url = fake_server
-    client = CopilotLlamaClient(base_url, max_tokens=50, temperature=0.2, stop=["END"])
+    client = CopilotLlamaClient(
+        base_url, reply=ReplySettings(max_tokens=50, temperature=0.2, stop=("END",))
+    )
     reads: list[PrefillResult] = []
     client.on_answer_read = reads.append
     question = QUESTION + " in production?"
@@ -189,11 +192,11 @@ def test_only_the_bundled_local_server_gets_a_client_with_the_chat_clients_setti
     class Client:
         def __init__(self, base_url: str | None, model: str = DEFAULT_MODEL_NAME) -> None:
             self.base_url, self.model = base_url, model
-            self.max_tokens, self.temperature, self.stop = 77, 0.5, ["X"]
+            self.reply = ReplySettings(max_tokens=77, temperature=0.5, stop=("X",))
 
     local = llama_client_for(Client("http://127.0.0.1:8080/v1"))
     assert local is not None and local.root == "http://127.0.0.1:8080"
-    assert (local.max_tokens, local.temperature, local.stop) == (
+    assert (local.reply.max_tokens, local.reply.temperature, local.stop) == (
         77,
         0.5,
         ["X", "\nInterviewer:", "\nMe:"],
@@ -211,7 +214,9 @@ async def test_the_bundled_servers_answer_reuses_what_was_read_ahead() -> None:
 
     server = LocalLLMServer(n_parallel=1)
     base_url = await asyncio.to_thread(server.start)
-    client = CopilotLlamaClient(base_url, max_tokens=1, timeout_s=120)  # a cold system prompt
+    client = CopilotLlamaClient(
+        base_url, reply=ReplySettings(max_tokens=1), timeout_s=120
+    )  # a cold system prompt
     reads: list[PrefillResult] = []
     client.on_answer_read = reads.append
     start, final = "Tell me about a time", QUESTION + " in production?"

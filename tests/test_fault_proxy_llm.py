@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 
 from agent.adapters.llm.fallback import FallbackLLM
-from agent.adapters.llm.openai_chat import LLMError, OpenAIChatLLM
+from agent.adapters.llm.openai_chat import DEFAULT_REPLY, LLMError, OpenAIChatLLM, ReplySettings
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from state_machine.machine import CANNED_APOLOGY
@@ -40,8 +40,8 @@ async def proxy() -> AsyncIterator[FaultProxy]:
         yield p
 
 
-def client(proxy: FaultProxy, **kw: float) -> OpenAIChatLLM:
-    return OpenAIChatLLM(model="scripted", base_url=proxy.url(path="/v1"), **kw)
+def client(proxy: FaultProxy, reply: ReplySettings = DEFAULT_REPLY) -> OpenAIChatLLM:
+    return OpenAIChatLLM(model="scripted", base_url=proxy.url(path="/v1"), reply=reply)
 
 
 def local_double() -> ScriptedLLM:
@@ -83,7 +83,7 @@ async def test_stall_before_the_first_token_times_out_without_a_fallback(
     proxy: FaultProxy,
 ) -> None:
     proxy.blackhole = True
-    llm = client(proxy, stall_timeout_s=1.0)
+    llm = client(proxy, ReplySettings(stall_timeout_s=1.0))
     text, _, took, err = await read(llm)
     assert text == "" and isinstance(err, LLMError) and "timed out" in str(err)
     assert 0.9 <= took < 2.0  # the read timeout, not a hang

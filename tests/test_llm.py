@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.adapters.llm.openai_chat import LLMError, OpenAIChatLLM
+from agent.adapters.llm.openai_chat import LLMError, OpenAIChatLLM, ReplySettings
 from agent.adapters.providers import make_llm, make_llm_from_spec, parse_llm_spec
 from agent.config import ConfigError, LLMSettings
 from agent.testing.scripted_llm import ScriptedLLM
@@ -186,8 +186,8 @@ async def test_openai_client_unreachable_server_raises_llm_error_fast() -> None:
 
 async def test_openai_client_stalled_or_endless_stream_raises_llm_error() -> None:
     async with fake_openai_server(ScriptedLLM(["a b c"], ttft_ms=0, words_per_s=1)) as url:
-        stalled = OpenAIChatLLM(model="m", base_url=url, stall_timeout_s=0.3)
-        endless = OpenAIChatLLM(model="m", base_url=url, max_duration_s=0.5)
+        stalled = OpenAIChatLLM(model="m", base_url=url, reply=ReplySettings(stall_timeout_s=0.3))
+        endless = OpenAIChatLLM(model="m", base_url=url, reply=ReplySettings(max_duration_s=0.5))
         try:
             with pytest.raises(LLMError, match="timed out"):
                 await collect(stalled.stream([user("hi")]))
@@ -219,7 +219,7 @@ def test_make_llm_from_settings() -> None:
         LLMSettings(provider="openai", model="m1", base_url="http://h:1/v1", max_tokens=7)
     )
     assert isinstance(remote, OpenAIChatLLM)
-    assert (remote.base_url, remote.model, remote.max_tokens) == ("http://h:1/v1", "m1", 7)
+    assert (remote.base_url, remote.model, remote.reply.max_tokens) == ("http://h:1/v1", "m1", 7)
 
 
 def test_make_llm_from_spec(tmp_path: Path) -> None:
@@ -258,7 +258,9 @@ def _slots(base_url: str) -> list[dict]:
 @pytest.mark.slow
 async def test_local_server_streams_a_reply(local_server) -> None:
     assert local_server.base_url.startswith("http://127.0.0.1:")
-    llm = OpenAIChatLLM(model="local", base_url=local_server.base_url, max_tokens=30)
+    llm = OpenAIChatLLM(
+        model="local", base_url=local_server.base_url, reply=ReplySettings(max_tokens=30)
+    )
     try:
         deltas = await collect(
             llm.stream(
@@ -277,7 +279,9 @@ async def test_local_server_streams_a_reply(local_server) -> None:
 @pytest.mark.slow
 async def test_closing_the_stream_stops_generation_on_the_local_server(local_server) -> None:
     max_tokens = 300
-    llm = OpenAIChatLLM(model="local", base_url=local_server.base_url, max_tokens=max_tokens)
+    llm = OpenAIChatLLM(
+        model="local", base_url=local_server.base_url, reply=ReplySettings(max_tokens=max_tokens)
+    )
     stream = llm.stream([user("Count from one to two hundred in words, one per line.")])
     for _ in range(3):
         await anext(stream)

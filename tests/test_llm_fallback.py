@@ -115,7 +115,7 @@ def bundled_llm_url() -> Iterator[str]:
 @pytest.mark.slow
 async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_url) -> None:
     from agent.adapters.llm.llama_server import DEFAULT_MODEL_NAME
-    from agent.adapters.llm.openai_chat import OpenAIChatLLM
+    from agent.adapters.llm.openai_chat import OpenAIChatLLM, ReplySettings
     from agent.testing.scripted_llm_server import scripted_llm_server
 
     reasons: list[str] = []
@@ -123,7 +123,9 @@ async def test_slow_compatible_server_hands_over_to_the_bundled_llm(bundled_llm_
     # its first word would come after 10 s (the server's shutdown waits for that).
     async with scripted_llm_server(ScriptedLLM(["primary reply"], ttft_ms=10_000)) as slow_url:
         primary = OpenAIChatLLM(model="slow", base_url=slow_url)
-        fallback = OpenAIChatLLM(model=DEFAULT_MODEL_NAME, base_url=bundled_llm_url, max_tokens=12)
+        fallback = OpenAIChatLLM(
+            model=DEFAULT_MODEL_NAME, base_url=bundled_llm_url, reply=ReplySettings(max_tokens=12)
+        )
         llm = FallbackLLM(primary, fallback, first_token_budget_s=0.3, on_fallback=reasons.append)
         try:
             reply = await collect(llm)

@@ -90,14 +90,13 @@ TTS_PROVIDERS: dict[str, Callable[[TTSSettings, int], TextToSpeech]] = {
 
 
 def _chat_client(settings: LLMSettings, base_url: str | None, model: str) -> LanguageModel:
-    from agent.adapters.llm.openai_chat import OpenAIChatLLM
+    from agent.adapters.llm.openai_chat import OpenAIChatLLM, ReplySettings
 
     return OpenAIChatLLM(
         model=model,
         base_url=base_url,
         api_key=settings.api_key,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
+        reply=ReplySettings(max_tokens=settings.max_tokens, temperature=settings.temperature),
     )
 
 

@@ -16,14 +16,13 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 from aiohttp import WSMsgType, web
 
 from agent.engines import FRAME_SAMPLES, INPUT_RATE
-from agent.testing.loopback_server import LoopbackServer
+from agent.testing.loopback_server import LoopbackDouble
 
 FRAME_S = FRAME_SAMPLES / INPUT_RATE
 FRAME_BYTES = FRAME_SAMPLES * 2
@@ -200,7 +199,7 @@ class DeepgramConnection:
         return sum(1 for k, _ in self.controls if k == kind)
 
 
-class DeepgramServerDouble:
+class DeepgramServerDouble(LoopbackDouble):
     """/v1/listen (websocket) with `Authorization: Token <api_key>`, hearing what `recognise`
     hears; Results leave after a uniform random `delay_ms` (seeded), in order, as a remote
     service's do. `async with DeepgramServerDouble(recognise) as dg:` then connect to `dg.url`.
@@ -225,6 +224,7 @@ class DeepgramServerDouble:
         low, high = delay_ms
         if not 0 <= low <= high:
             raise ValueError("delay_ms must be (low, high) with 0 <= low <= high")
+        super().__init__("GET", "/v1/listen", self._listen, url_format="ws://{}")
         self.recognise = recognise
         self.api_key = api_key
         self.delay_ms = delay_ms
@@ -238,20 +238,6 @@ class DeepgramServerDouble:
         self.rejected = 0
         self.recognised: list[str] = []
         self._activity = asyncio.Event()  # set on every handshake and message received
-        self.url = ""
-        self._server = LoopbackServer()
-
-    async def __aenter__(self) -> DeepgramServerDouble:
-        self.url = f"ws://{await self._server.start('GET', '/v1/listen', self._listen)}"
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.stop()
 
     def connection(self, index: int = -1) -> DeepgramConnection:
         return self.connections[index]

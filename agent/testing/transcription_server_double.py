@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
-from agent.testing.loopback_server import LoopbackServer
+from agent.testing.loopback_server import LoopbackDouble
 
 Transcriber = Callable[[np.ndarray], Awaitable[str]]
 
 
-class TranscriptionServerDouble:
+class TranscriptionServerDouble(LoopbackDouble):
     """POST /v1/audio/transcriptions (multipart: a 16 kHz mono WAV `file`, `model`,
     `language`, `response_format` "json"), answered {"text": ...} by `transcriber` (16 kHz
     int16 in; the tests give it the bundled Whisper, or a stand-in of their own).
@@ -25,25 +24,11 @@ class TranscriptionServerDouble:
     for before each answer. `requests` holds each request's fields and its audio's length."""
 
     def __init__(self, transcriber: Transcriber) -> None:
+        super().__init__("POST", "/v1/audio/transcriptions", self._transcribe)
         self._transcriber = transcriber
         self.fail_status: int | None = None
         self.hold: asyncio.Event | None = None
         self.requests: list[dict[str, Any]] = []
-        self.url = ""
-        self._server = LoopbackServer()
-
-    async def __aenter__(self) -> TranscriptionServerDouble:
-        path = "/v1/audio/transcriptions"
-        self.url = f"http://{await self._server.start('POST', path, self._transcribe)}/v1"
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.stop()
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         import io

@@ -13,13 +13,12 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
-from agent.testing.loopback_server import LoopbackServer, client_gone
+from agent.testing.loopback_server import LoopbackDouble, client_gone
 
 PCM_RATE = 24_000  # OpenAI's rate for response_format "pcm"
 
@@ -32,7 +31,7 @@ async def _piper_speaker() -> Callable[[str], Awaitable[np.ndarray]]:
     return tts.synthesize
 
 
-class TTSServerDouble:
+class TTSServerDouble(LoopbackDouble):
     """POST /v1/audio/speech with response_format "pcm": 24 kHz int16 mono, streamed in
     `chunk_ms` blocks once a uniform random `ttfb_ms` (seeded) has passed since the request
     and the audio is ready. `speak` makes the audio of a text at 24 kHz (default: Piper);
@@ -53,31 +52,22 @@ class TTSServerDouble:
         low, high = ttfb_ms
         if not 0 <= low <= high:
             raise ValueError("ttfb_ms must be (low, high) with 0 <= low <= high")
+        super().__init__("POST", "/v1/audio/speech", self._speech)
         self.ttfb_ms = ttfb_ms
         self.chunk_bytes = max(2, int(PCM_RATE * chunk_ms / 1000) * 2)
         self.chunk_interval_s = chunk_interval_ms / 1000
         self.fail_status: int | None = None
         self.requests: list[dict[str, Any]] = []
         self.aborted = 0
-        self.url = ""
         self._speak = speak
         self._jitter = random.Random(seed)
         self._cache: dict[str, asyncio.Task[bytes]] = {}
-        self._server = LoopbackServer()
 
-    async def __aenter__(self) -> TTSServerDouble:
+    async def _open(self) -> None:
         if self._speak is None:
             self._speak = await _piper_speaker()
-        self.url = f"http://{await self._server.start('POST', '/v1/audio/speech', self._speech)}/v1"
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._server.stop()
+    async def _close(self) -> None:
         for task in self._cache.values():
             task.cancel()
         await asyncio.gather(*self._cache.values(), return_exceptions=True)

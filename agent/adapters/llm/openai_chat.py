@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from agent.adapters.llm.tool_calls import StreamedToolCalls, ToolCallsInText
@@ -23,6 +24,24 @@ class LLMError(RuntimeError):
     """The LLM request failed (unreachable, refused, timed out); the turn cannot use it."""
 
 
+@dataclass(frozen=True)
+class ReplySettings:
+    """How a reply is sampled and how long it may take: the chat client's, and those of the
+    copilot's llama.cpp client (agent.adapters.llm.prefill), which takes them over from the chat
+    client it stands in for."""
+
+    max_tokens: int = 120
+    temperature: float = 0.3
+    stop: tuple[str, ...] = ()
+    stall_timeout_s: float = 10.0
+    """The longest gap between streamed chunks."""
+    max_duration_s: float = 30.0
+    """The longest the whole reply may take."""
+
+
+DEFAULT_REPLY = ReplySettings()
+
+
 class OpenAIChatLLM:
     """Streams chat completions. Create one per process (before the first turn: importing
     the openai package takes about a second) and share it between sessions."""
@@ -33,21 +52,14 @@ class OpenAIChatLLM:
         model: str,
         base_url: str | None = None,
         api_key: str = "",
-        max_tokens: int = 120,
-        temperature: float = 0.3,
-        stop: Sequence[str] = (),
+        reply: ReplySettings = DEFAULT_REPLY,
         connect_timeout_s: float = 2.0,
-        stall_timeout_s: float = 10.0,
-        max_duration_s: float = 30.0,
     ) -> None:
         import openai
 
         self.model = model
         self.base_url = base_url
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.stop = list(stop)
-        self.max_duration_s = max_duration_s
+        self.reply = reply
         # The connection pool binds to an event loop on its first request, not here.
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -55,7 +67,7 @@ class OpenAIChatLLM:
             api_key=api_key or "no-key",
             max_retries=0,
             # read = the longest gap between streamed chunks; the whole reply is capped below.
-            timeout=openai.Timeout(stall_timeout_s, connect=connect_timeout_s),
+            timeout=openai.Timeout(reply.stall_timeout_s, connect=connect_timeout_s),
         )
 
     async def stream(
@@ -67,7 +79,7 @@ class OpenAIChatLLM:
         generating."""
         import openai
 
-        deadline = time.monotonic() + self.max_duration_s
+        deadline = time.monotonic() + self.reply.max_duration_s
         streamed = StreamedToolCalls()
         in_text = ToolCallsInText([t.name for t in tools]) if tools else None
         try:
@@ -76,9 +88,9 @@ class OpenAIChatLLM:
                 # The SDK types messages and tools as TypedDicts; ours are dicts of that shape.
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 stream=True,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                stop=self.stop or openai.omit,  # omit: not sent at all
+                max_tokens=self.reply.max_tokens,
+                temperature=self.reply.temperature,
+                stop=list(self.reply.stop) or openai.omit,  # omit: not sent at all
                 tools=(
                     cast("list[ChatCompletionToolUnionParam]", [t.openai() for t in tools])
                     if tools
@@ -101,7 +113,9 @@ class OpenAIChatLLM:
                     if in_text is not None and in_text.complete:
                         break  # closing the response stops the server generating
                 if time.monotonic() > deadline:
-                    raise LLMError(f"{self._where()}: reply took over {self.max_duration_s} s")
+                    raise LLMError(
+                        f"{self._where()}: reply took over {self.reply.max_duration_s} s"
+                    )
             calls = streamed.calls()
             if in_text is not None:
                 held, written = in_text.finish()

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.adapters.llm.openai_chat import LLMError
+from agent.adapters.llm.openai_chat import DEFAULT_REPLY, LLMError, ReplySettings
 from agent.engines import ChatMessage, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -80,28 +80,22 @@ class CopilotLlamaClient:
     """The copilot's requests to a llama.cpp server (the bundled one:
     agent.adapters.llm.llama_server): a `Prefiller`, and an `agent.engines.LanguageModel`
     whose `stream()` answers through `/completion` in the layout of `prompt()`.
-    Sampling settings are those of the chat client it stands in for."""
+    Its `reply` settings are those of the chat client it stands in for (`llama_client_for`)."""
 
     def __init__(
         self,
         base_url: str,
         *,
-        max_tokens: int = 120,
-        temperature: float = 0.3,
-        stop: Sequence[str] = (),
+        reply: ReplySettings = DEFAULT_REPLY,
         timeout_s: float = 10.0,
-        stall_timeout_s: float = 10.0,
-        max_duration_s: float = 30.0,
     ) -> None:
-        """`base_url`: the server's OpenAI base URL (http://127.0.0.1:PORT/v1) or its root."""
+        """`base_url`: the server's OpenAI base URL (http://127.0.0.1:PORT/v1) or its root.
+        `timeout_s` bounds the requests other than the answer's (which `reply` bounds)."""
         self.root = base_url.rstrip("/").removesuffix("/v1")
-        self.max_tokens = max_tokens
-        self.temperature = temperature
+        self.reply = reply
         # The model would go on with the next exchange it imagines, or a second answer.
-        self.stop = [*stop, "\n" + QUESTION_LABEL.strip(), ANSWER_CUE]
+        self.stop = [*reply.stop, "\n" + QUESTION_LABEL.strip(), ANSWER_CUE]
         self.timeout_s = timeout_s
-        self.stall_timeout_s = stall_timeout_s
-        self.max_duration_s = max_duration_s
         self.on_answer_read: Callable[[PrefillResult], None] | None = None
         """Told what each answer's prompt found cached and read (the bench records it)."""
         self._session: Any = None  # an aiohttp.ClientSession, made in the loop that uses it
@@ -148,13 +142,13 @@ class CopilotLlamaClient:
             "prompt": until_question + rest,
             "stream": True,
             "cache_prompt": True,
-            "n_predict": self.max_tokens,
-            "temperature": self.temperature,
+            "n_predict": self.reply.max_tokens,
+            "temperature": self.reply.temperature,
             "stop": self.stop,
         }
-        deadline = time.monotonic() + self.max_duration_s
+        deadline = time.monotonic() + self.reply.max_duration_s
         timeout = aiohttp.ClientTimeout(
-            total=self.max_duration_s, sock_connect=2.0, sock_read=self.stall_timeout_s
+            total=self.reply.max_duration_s, sock_connect=2.0, sock_read=self.reply.stall_timeout_s
         )
         async with self._client().post(
             self.root + "/completion", json=body, timeout=timeout
@@ -184,7 +178,7 @@ class CopilotLlamaClient:
                         return
                     if time.monotonic() > deadline:
                         raise LLMError(
-                            f"llama.cpp /completion: reply took over {self.max_duration_s} s"
+                            f"llama.cpp /completion: reply took over {self.reply.max_duration_s} s"
                         )
             finally:
                 response.close()  # a reply not read to its end stops the server's generation
@@ -248,12 +242,9 @@ def llama_client_for(llm: Any) -> CopilotLlamaClient | None:
         DEFAULT_MODEL_NAME
     ):
         return None
+    reply = getattr(llm, "reply", None)
     return CopilotLlamaClient(
-        base_url,
-        max_tokens=getattr(llm, "max_tokens", 120),
-        temperature=getattr(llm, "temperature", 0.3),
-        stop=getattr(llm, "stop", ()),
-        max_duration_s=getattr(llm, "max_duration_s", 30.0),
+        base_url, reply=reply if isinstance(reply, ReplySettings) else DEFAULT_REPLY
     )
 
 
