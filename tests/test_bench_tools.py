@@ -166,39 +166,35 @@ def _result(needs: str | None, v: str, **kw: object) -> RequestResult:
     return RequestResult("id", "voice", "said", "said", needs, v, **fields)  # type: ignore[arg-type]
 
 
+def _called(
+    tool: str,
+    v: str,
+    to_call_ms: float,
+    *,
+    speakable: bool,
+    rounds: int,
+    source: str = "llm",
+    **kw: object,
+) -> RequestResult:
+    """A request that called `tool` (no arguments) and was answered with its result."""
+    return _result(
+        tool,
+        v,
+        calls=[(tool, "{}")],
+        to_call_ms=to_call_ms,
+        answer_speakable=speakable,
+        answer_uses_result=True,
+        rounds=rounds,
+        answer_source=source,
+        **kw,
+    )
+
+
 def test_the_summary_counts_verdicts_per_half_and_per_tool() -> None:
     results = [
-        _result(
-            "set_timer",
-            RIGHT,
-            calls=[("set_timer", "{}")],
-            to_call_ms=1000.0,
-            answer_speakable=True,
-            answer_uses_result=True,
-            answer_first_word_ms=500.0,
-            answer_source="llm",
-            rounds=1,
-        ),
-        _result(
-            "get_weather",
-            WRONG_ARGUMENTS,
-            calls=[("get_weather", "{}")],
-            to_call_ms=3000.0,
-            answer_speakable=False,
-            answer_uses_result=True,
-            rounds=2,
-            answer_source="llm",
-        ),
-        _result(
-            "current_time",
-            RIGHT,
-            calls=[("current_time", "{}")],
-            to_call_ms=1500.0,
-            answer_speakable=True,
-            answer_uses_result=True,
-            rounds=1,
-            answer_source="tool result",
-        ),
+        _called("set_timer", RIGHT, 1000.0, speakable=True, rounds=1, answer_first_word_ms=500.0),
+        _called("get_weather", WRONG_ARGUMENTS, 3000.0, speakable=False, rounds=2),
+        _called("current_time", RIGHT, 1500.0, speakable=True, rounds=1, source="tool result"),
         _result("current_time", NO_CALL, to_first_word_ms=200.0),
         _result(None, ANSWERED, to_first_word_ms=300.0),
         _result(
