@@ -55,24 +55,28 @@ async def test_listed_model_passes() -> None:
         assert await check_openai_llm(openai_settings(url)) == f"{url} serves llama-3-8b"
 
 
-async def test_unknown_model_names_what_the_server_has() -> None:
-    async with models_listing_double(["qwen", "llama-3-8b"]) as url:
-        with pytest.raises(
-            ProviderError,
-            match=r"does not serve llm.model 'gpt-5'.*"
-            r"it lists llama-3-8b, qwen$",
-        ):
-            await check_openai_llm(openai_settings(url, model="gpt-5"))
-
-
-async def test_rejected_key() -> None:
-    async with models_listing_double(["llama-3-8b"]) as url:
-        with pytest.raises(
-            ProviderError,
-            match=r"rejected the API key \(HTTP 401\); check "
-            r"OPENAI_API_KEY",
-        ):
-            await check_openai_llm(openai_settings(url, key="sk-bad"))
+@pytest.mark.parametrize(
+    ("listed", "asked", "error"),
+    [
+        (
+            ["qwen", "llama-3-8b"],
+            {"model": "gpt-5"},
+            r"does not serve llm.model 'gpt-5'.*it lists llama-3-8b, qwen$",
+        ),
+        (
+            ["llama-3-8b"],
+            {"key": "sk-bad"},
+            r"rejected the API key \(HTTP 401\); check OPENAI_API_KEY",
+        ),
+    ],
+    ids=["unknown-model-names-what-the-server-has", "rejected-key"],
+)
+async def test_a_model_the_server_lacks_or_a_rejected_key_is_one_clear_error(
+    listed: list[str], asked: dict[str, str], error: str
+) -> None:
+    async with models_listing_double(listed) as url:
+        with pytest.raises(ProviderError, match=error):
+            await check_openai_llm(openai_settings(url, **asked))
 
 
 async def test_unreachable_llm_base_url() -> None:
