@@ -44,6 +44,16 @@ def item(kind: str, turns: int = 1) -> ItemResult:
     return ItemResult("x", "v", kind, {}, turns=turns)
 
 
+def overlaid(
+    kind: str, turns: int, answer: list[tuple[str, float]], start_s: float, end_s: float
+) -> ItemResult:
+    """An item of `kind` whose user spoke from `start_s` to `end_s` over the agent's `answer`
+    (as `heard` takes it), begun at 2.0 s; measured as the bench measures overlays."""
+    result = item(kind, turns)
+    measure_overlay(result, heard(("quiet", 2.0), *answer), start_s, end_s)
+    return result
+
+
 def test_a_cut_off_is_agent_audio_inside_the_users_speech_pause_included() -> None:
     # the user speaks 0.5-2.0 s with a pause at 1.0-1.6 s; the agent talks 1.2-1.5 s
     early = heard(("quiet", 1.2), ("talk", 0.3), ("quiet", 2.0))
@@ -70,8 +80,7 @@ def test_a_cut_off_is_agent_audio_inside_the_users_speech_pause_included() -> No
 def test_a_backchannel_is_a_false_barge_in_unless_the_answer_goes_on(
     answer: list[tuple[str, float]], turns: int, false: bool
 ) -> None:
-    result = item("backchannel", turns)
-    measure_overlay(result, heard(("quiet", 2.0), *answer), 3.5, 3.9)
+    result = overlaid("backchannel", turns, answer, 3.5, 3.9)
     assert false_barge_in(result) is false
     assert result.barge_in_stop_ms is None  # not a barge-in figure
     assert false_barge_in(item("question")) is None
@@ -95,8 +104,7 @@ def test_a_backchannel_is_a_false_barge_in_unless_the_answer_goes_on(
 def test_a_missed_interruption_is_one_talked_through_or_not_answered(
     answer: list[tuple[str, float]], turns: int, missed: bool
 ) -> None:
-    result = item("interruption", turns)
-    measure_overlay(result, heard(("quiet", 2.0), *answer), 3.0, 4.0)
+    result = overlaid("interruption", turns, answer, 3.0, 4.0)
     assert missed_interruption(result) is missed
     if not missed:
         assert result.barge_in_stop_ms == pytest.approx(150, abs=11)
