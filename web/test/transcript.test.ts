@@ -14,6 +14,11 @@ function begin(t: Transcript, streamId: string, attributes: Record<string, strin
   t.append(streamId, text);
 }
 
+/** `attributes` of a segment's stream, marked as its final text. */
+function final(attributes: Record<string, string>): Record<string, string> {
+  return { ...attributes, 'lk.transcription_final': 'true' };
+}
+
 /** A whole stream from the agent: `begin`, then closed. */
 function send(t: Transcript, streamId: string, attributes: Record<string, string>, text: string): void {
   begin(t, streamId, attributes, text);
@@ -30,8 +35,7 @@ describe('Transcript', () => {
     expect(t.lines()).toEqual([{ segmentId: 'SG_1', speaker: 'user', text: 'what is', final: false, cut: false }]);
     t.append('s2', 'what is the time');
     t.close('s2', partial);
-    const final = { ...partial, 'lk.transcription_final': 'true' };
-    send(t, 's3', final, 'What is the time?');
+    send(t, 's3', final(partial), 'What is the time?');
     expect(t.lines()).toEqual([
       { segmentId: 'SG_1', speaker: 'user', text: 'What is the time?', final: true, cut: false },
     ]);
@@ -44,7 +48,7 @@ describe('Transcript', () => {
     expect(t.append('s1', 'It is ')).toBe(true);
     t.append('s1', 'noon.');
     expect(t.lines()).toEqual([{ segmentId: 'SG_a', speaker: 'agent', text: 'It is noon.', final: false, cut: false }]);
-    expect(t.close('s1', { ...header, 'lk.transcription_final': 'true' })).toBe(true);
+    expect(t.close('s1', final(header))).toBe(true);
     expect(t.lines()[0]?.final).toBe(true);
   });
 
@@ -105,8 +109,7 @@ describe('Transcript', () => {
     const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
     begin(t, 'p1', partial, 'Paris is the capital');
     begin(t, 'p2', partial, 'Paris is the capital of France. It is old.');
-    const final = { ...partial, 'lk.transcription_final': 'true' };
-    send(t, 'f', final, 'Paris is the capital of');
+    send(t, 'f', final(partial), 'Paris is the capital of');
     expect(t.lines()).toEqual([
       { segmentId: 'agent-1', speaker: 'agent', text: 'Paris is the capital of', final: true, cut: true },
     ]);
@@ -116,8 +119,7 @@ describe('Transcript', () => {
     const t = new Transcript();
     const partial = { 'lk.segment_id': 'agent-1', 'lk.transcription_final': 'false' };
     begin(t, 'p', partial, 'It is  noon. ');
-    const final = { ...partial, 'lk.transcription_final': 'true' };
-    send(t, 'f', final, 'It is noon.');
+    send(t, 'f', final(partial), 'It is noon.');
     const user = { 'lk.segment_id': 'user-0', 'lk.transcribed_track_id': 'TR_mic' };
     t.open(stream('u1', { ...user, 'lk.transcription_final': 'false' }), me);
     t.append('u1', 'what is the time now');
@@ -153,7 +155,7 @@ describe('Transcript', () => {
     send(t, 'p1', spoken, 'and tomorrow');
     t.typed('In Oslo?');
     expect(t.lines().map((l) => l.text)).toEqual(['and tomorrow', 'In Oslo?']);
-    send(t, 'f1', { ...spoken, 'lk.transcription_final': 'true' }, 'In Oslo? and tomorrow?');
+    send(t, 'f1', final(spoken), 'In Oslo? and tomorrow?');
     expect(t.lines().map((l) => l.text)).toEqual(['In Oslo? and tomorrow?']);
   });
 
