@@ -98,7 +98,6 @@ def test_comparison_is_voxroom_over_the_other() -> None:
 def test_saved_results_are_summarized_again(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """--from-json re-renders a saved run; an item the agent answered before the user had
     finished has no voice-to-voice of its own and is left out of it."""
-    from bench.cli import add_arguments, run
 
     def item(v2v: float, premature: bool = False) -> ItemResult:
         return ItemResult(
@@ -107,70 +106,79 @@ def test_saved_results_are_summarized_again(tmp_path: Path, capsys: pytest.Captu
 
     ours = RunResult("voxroom", "livekit", "script", [item(500), item(700), item(5, True)])
     theirs = RunResult("AgentSession tuned", "livekit", "script", [item(1000), item(1400)])
-    saved = tmp_path / "saved.json"
-    saved.write_text(
-        json.dumps(
-            {
-                "date": "2026-12-01T00:00:00+00:00",
-                "machine": {"cpus": 2},
-                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
-                "runs": [ours.as_json(), theirs.as_json()],
-            }
-        )
-    )
-    p = argparse.ArgumentParser()
-    add_arguments(p)
+    saved = saved_report(tmp_path / "saved.json", [ours, theirs])
     out = tmp_path / "again.json"
-    assert (
-        run(
-            p.parse_args(
-                [
-                    "--from-json",
-                    str(saved),
-                    "--json",
-                    str(out),
-                    "--plot",
-                    str(tmp_path / "again.png"),
-                ]
-            )
-        )
-        == 0
-    )
+    plot = tmp_path / "again.png"
+    assert bench_cli("--from-json", str(saved), "--json", str(out), "--plot", str(plot)) == 0
     report = json.loads(out.read_text())
     v2v = report["runs"][0]["summary"]["stages"]["voice_to_voice"]
     assert (v2v["n"], v2v["p50"]) == (2, 600.0)
     assert report["runs"][0]["summary"]["premature"] == 1
     assert report["comparison"]["AgentSession tuned"]["voice_to_voice"]["p50"] == 0.5
-    assert (tmp_path / "again.png").stat().st_size > 10_000
+    assert plot.stat().st_size > 10_000
     assert "vs AgentSession tuned" in capsys.readouterr().out
 
 
-def bench_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
-    from bench.cli import add_arguments
+def bench_cli(*args: str) -> int:
+    """`voxroom bench ARGS`, run in this process."""
+    from bench.cli import add_arguments, run
 
     p = argparse.ArgumentParser()
     add_arguments(p)
-    return p.parse_args(
-        [
-            "--questions",
-            "1",
-            "--barge-ins",
-            "1",
-            "--no-recordings",
-            "--cache-dir",
-            str(tmp_path / "speech"),
-            "--json",
-            str(tmp_path / "bench.json"),
-            *extra,
-        ]
+    return run(p.parse_args(args))
+
+
+def saved_report(path: Path, runs: list[RunResult]) -> Path:
+    """`runs` saved at `path` as `voxroom bench --json` saves a report, for --from-json."""
+    path.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-01T00:00:00+00:00",
+                "machine": {"cpus": 2},
+                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
+                "runs": [r.as_json() for r in runs],
+            }
+        )
     )
+    return path
+
+
+def bench_args(tmp_path: Path, *extra: str) -> list[str]:
+    """One question and one barge-in, the report saved as tmp_path/bench.json."""
+    return [
+        "--questions",
+        "1",
+        "--barge-ins",
+        "1",
+        "--no-recordings",
+        "--cache-dir",
+        str(tmp_path / "speech"),
+        "--json",
+        str(tmp_path / "bench.json"),
+        *extra,
+    ]
+
+
+def corpus_run(tmp_path: Path, corpus: str, kinds: str, *extra: str) -> dict:
+    """One item of each of `kinds` (comma-separated) of `corpus` through the simulate path:
+    voxroom's run, as the saved report has it."""
+    out = tmp_path / f"{corpus}.json"
+    args = ["--corpus", corpus, "--kinds", kinds, "--per-kind", "1", *extra]
+    assert bench_cli(*args, "--cache-dir", str(tmp_path / "speech"), "--json", str(out)) == 0
+    [voxroom] = json.loads(out.read_text())["runs"]
+    return voxroom
+
+
+def by_kind(run: dict) -> dict[str, dict]:
+    """A saved run's items by their kind (one each)."""
+    return {i["kind"]: i for i in run["items"]}
 
 
 def check_run(run: dict, *, anchor: bool = False) -> None:
     """One question and one barge-in, answered, with every figure where it belongs. An anchor
     (AgentSession) reports 0 for an end-of-utterance delay it did not time
     (bench.livekit_path.agentsession_ms): one of its two items may lack the endpoint."""
-    items = {i["kind"]: i for i in run["items"]}
+    items = by_kind(run)
     assert set(items) == {"question", "barge_in"}
     for item in items.values():
         assert 100 < item["voice_to_voice_ms"] < 10_000, item
@@ -187,14 +195,12 @@ def check_run(run: dict, *, anchor: bool = False) -> None:
 
 @pytest.mark.slow
 def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from bench.cli import run
-
-    assert run(bench_args(tmp_path, "--plot", str(tmp_path / "bench.png"))) == 0
+    assert bench_cli(*bench_args(tmp_path, "--plot", str(tmp_path / "bench.png"))) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
     [voxroom] = report["runs"]
     assert voxroom["path"] == "simulate"
     check_run(voxroom)
-    items = {i["kind"]: i for i in voxroom["items"]}
+    items = by_kind(voxroom)
     # the scripted LLM's time to first token, as the engine saw it
     assert items["question"]["stages"]["llm_first_token"] == pytest.approx(150, abs=100)
     # What the user said was heard: Whisper tiny.en may get a word wrong ("What is the capital
@@ -210,9 +216,7 @@ def test_simulate_path_measures_two_items(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.slow
 def test_simulate_path_hears_a_phone_caller(tmp_path: Path) -> None:
-    from bench.cli import run
-
-    assert run(bench_args(tmp_path, "--caller", "sip", "--barge-ins", "0")) == 0
+    assert bench_cli(*bench_args(tmp_path, "--caller", "sip", "--barge-ins", "0")) == 0
     [caller] = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert caller["name"] == "voxroom, SIP caller" and caller["path"] == "simulate"
     [item] = caller["items"]
@@ -225,9 +229,7 @@ def test_simulate_path_hears_a_phone_caller(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_livekit_path_with_the_agentsession_anchor(tmp_path: Path) -> None:
-    from bench.cli import run
-
-    assert run(bench_args(tmp_path, "--compare-agentsession")) == 0
+    assert bench_cli(*bench_args(tmp_path, "--compare-agentsession")) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
     assert [r["name"] for r in report["runs"]] == [
         "voxroom",
@@ -249,32 +251,8 @@ def test_simulate_path_reports_the_turn_corpus_by_kind(
     """--corpus turns: a paused question and a backchannel through the engine, each reported
     under its kind with the listener's facts its verdict needs (what voxroom does with them
     is the turn engine's business, not this test's)."""
-    from bench.cli import add_arguments, run
-
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    out = tmp_path / "turns.json"
-    assert (
-        run(
-            p.parse_args(
-                [
-                    "--corpus",
-                    "turns",
-                    "--kinds",
-                    "paused,backchannel",
-                    "--per-kind",
-                    "1",
-                    "--cache-dir",
-                    str(tmp_path / "speech"),
-                    "--json",
-                    str(out),
-                ]
-            )
-        )
-        == 0
-    )
-    [voxroom] = json.loads(out.read_text())["runs"]
-    items = {i["kind"]: i for i in voxroom["items"]}
+    voxroom = corpus_run(tmp_path, "turns", "paused,backchannel")
+    items = by_kind(voxroom)
     assert set(items) == {"paused", "backchannel"}
     assert items["backchannel"]["heard_after_backchannel"] is not None
     assert items["backchannel"]["turns"] >= 1

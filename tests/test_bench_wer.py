@@ -4,8 +4,6 @@ report's per-kind figures; (slow) two listening-corpus items through the simulat
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from bench.wer import (
     wer_summary,
     word_errors,
 )
+from tests.test_bench import bench_cli, by_kind, corpus_run, saved_report
 
 
 def test_numbers_are_spelled_out_without_and() -> None:
@@ -107,8 +106,6 @@ def test_the_summary_reports_wer_per_kind_and_overall() -> None:
 def test_saved_listening_results_print_the_wer_table(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from bench.cli import add_arguments, run
-
     ours = RunResult(
         "voxroom",
         "livekit",
@@ -118,20 +115,8 @@ def test_saved_listening_results_print_the_wer_table(
             item("quiet_start", "Who painted the Mona Lisa?", "painted the Mona Lisa", 590.0),
         ],
     )
-    saved = tmp_path / "saved.json"
-    saved.write_text(
-        json.dumps(
-            {
-                "date": "2026-12-02T00:00:00+00:00",
-                "machine": {"cpus": 2},
-                "load_average": {"start": [1.0, 1.0, 1.0], "end": [1.0, 1.0, 1.0]},
-                "runs": [ours.as_json()],
-            }
-        )
-    )
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    assert run(p.parse_args(["--from-json", str(saved)])) == 0
+    saved = saved_report(tmp_path / "saved.json", [ours])
+    assert bench_cli("--from-json", str(saved)) == 0
     out = capsys.readouterr().out
     assert "word error rate by kind" in out
     assert "0.250 (1/4, 0) 610 ms" in out  # phone: one substitution in four words
@@ -144,34 +129,8 @@ def test_simulate_path_scores_what_the_agent_heard(tmp_path: Path) -> None:
     """--corpus listen: a phone-line and a quiet-start item of the held-out half through the
     engine; each item's transcript is the final the engine published, scored under its
     condition (how well Whisper hears them is the bench's figure, not this test's)."""
-    from bench.cli import add_arguments, run
-
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    out = tmp_path / "listen.json"
-    assert (
-        run(
-            p.parse_args(
-                [
-                    "--corpus",
-                    "listen",
-                    "--split",
-                    "held-out",
-                    "--kinds",
-                    "phone,quiet_start",
-                    "--per-kind",
-                    "1",
-                    "--cache-dir",
-                    str(tmp_path / "speech"),
-                    "--json",
-                    str(out),
-                ]
-            )
-        )
-        == 0
-    )
-    [voxroom] = json.loads(out.read_text())["runs"]
-    items = {i["kind"]: i for i in voxroom["items"]}
+    voxroom = corpus_run(tmp_path, "listen", "phone,quiet_start", "--split", "held-out")
+    items = by_kind(voxroom)
     assert set(items) == {"phone", "quiet_start"}
     for i in items.values():
         assert i["said"] == "What is the tallest mountain in the world?"
