@@ -25,18 +25,24 @@ def scripted_llm_env(base_url: str) -> dict[str, str]:
     }
 
 
-@contextmanager
-def agent_worker(server: LiveKitServer, log_path: Path, *args: str, **env: str) -> Iterator[None]:
-    """`voxroom agent ARGS` as a subprocess registered with `server`."""
-    env = {
+def agent_env(server: LiveKitServer, store_path: Path, **env: str) -> dict[str, str]:
+    """The environment of a `voxroom agent` worker registering with `server`, its turns (and
+    room leases) in the SQLite store at `store_path`."""
+    return {
         "LIVEKIT_URL": server.url,
         "LIVEKIT_API_KEY": server.api_key,
         "LIVEKIT_API_SECRET": server.api_secret,
         "PYTHONUNBUFFERED": "1",
-        # Each test's worker keeps its turns apart, so no room reloads another run's history.
-        "VOXROOM_STORE_PATH": str(log_path.parent / "transcripts.sqlite3"),
+        "VOXROOM_STORE_PATH": str(store_path),
         **env,
     }
+
+
+@contextmanager
+def agent_worker(server: LiveKitServer, log_path: Path, *args: str, **env: str) -> Iterator[None]:
+    """`voxroom agent ARGS` as a subprocess registered with `server`."""
+    # Each test's worker keeps its turns apart, so no room reloads another run's history.
+    env = agent_env(server, log_path.parent / "transcripts.sqlite3", **env)
     with ExitStack() as stack:
         try:
             stack.enter_context(

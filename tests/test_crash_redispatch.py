@@ -27,7 +27,7 @@ from agent.transports.tokens import create_join_token
 from bench.livekit_path import worker_process
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
-from tests.agent_process import scripted_llm_env
+from tests.agent_process import agent_env, scripted_llm_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,14 +63,9 @@ async def test_killed_worker_room_gets_a_new_agent_with_the_history(
     requests: list[dict] = []
     llm = ScriptedLLM([FIRST_REPLY, SECOND_REPLY], ttft_ms=100)
     async with scripted_llm_server(llm, requests=requests) as base_url:
-        env = {
-            "LIVEKIT_URL": livekit_server.url,
-            "LIVEKIT_API_KEY": livekit_server.api_key,
-            "LIVEKIT_API_SECRET": livekit_server.api_secret,
-            "PYTHONUNBUFFERED": "1",
-            "VOXROOM_STORE_PATH": str(tmp_path / "shared-store.sqlite3"),
-            **scripted_llm_env(base_url),
-        }
+        env = agent_env(
+            livekit_server, tmp_path / "shared-store.sqlite3", **scripted_llm_env(base_url)
+        )
         argv = ["-m", "agent.cli", "agent", "--agent-name", "voxroom-crash"]
         with (
             worker_process(argv, env, tmp_path / "worker-a.log") as a,

@@ -16,7 +16,7 @@ from agent.transports.tokens import create_join_token
 from bench.livekit_path import worker_process
 from bench.room_client import RoomUser
 from bench.speech import espeak, with_silence
-from tests.agent_process import scripted_llm_env
+from tests.agent_process import agent_env, scripted_llm_env
 from tests.marks import LIVEKIT_INTEGRATION
 from tests.test_livekit_server import _media_remote_candidates
 
@@ -48,14 +48,7 @@ async def test_one_worker_pool_serves_rooms_on_both_nodes(redis_url: str, tmp_pa
         LiveKitServer(redis_url=redis_url, log_path=tmp_path / "b.log") as node_b,
     ):
         async with scripted_llm_server(ScriptedLLM([REPLY], ttft_ms=100)) as base_url:
-            env = {
-                "LIVEKIT_URL": node_a.url,
-                "LIVEKIT_API_KEY": node_a.api_key,
-                "LIVEKIT_API_SECRET": node_a.api_secret,
-                "PYTHONUNBUFFERED": "1",
-                "VOXROOM_STORE_PATH": str(tmp_path / "store.sqlite3"),
-                **scripted_llm_env(base_url),
-            }
+            env = agent_env(node_a, tmp_path / "store.sqlite3", **scripted_llm_env(base_url))
             argv = [
                 "-m",
                 "agent.cli",
