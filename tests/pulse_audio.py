@@ -13,8 +13,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,3 +149,16 @@ def bridge_process(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@asynccontextmanager
+async def sink_bridge(
+    server: LiveKitServer, env: dict[str, str], room: str, identity: str, *args: str
+) -> AsyncIterator[BridgeProcess]:
+    """`voxroom bridge ARGS` capturing the null sink's monitor into `room` as `identity`,
+    once it has published its first frame of meeting audio."""
+    with bridge_process(
+        server, env, "--room", room, "--identity", identity, "--device", f"{SINK}.monitor", *args
+    ) as bridge:
+        await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
+        yield bridge

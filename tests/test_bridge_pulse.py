@@ -25,7 +25,7 @@ from agent.ops.livekit_server import LiveKitServer
 from agent.protocol import ATTR_BRIDGE_CANDIDATE
 from bench.speech import RATE, espeak
 from tests.marks import LIVEKIT_INTEGRATION
-from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
+from tests.pulse_audio import SINK, paplay, pulse_daemon, sink_bridge
 from tests.room_listener import MeetingListener
 
 pytestmark = LIVEKIT_INTEGRATION
@@ -130,15 +130,11 @@ async def test_what_the_sink_plays_reaches_the_room(
     room = f"bridge-pulse-{backend}"
     listener = Listener()
     await listener.join(livekit_server, room)
-    with bridge_process(
+    async with sink_bridge(
         livekit_server,
         pulse,
-        "--room",
         room,
-        "--identity",
         "bridge",
-        "--device",
-        f"{SINK}.monitor",
         "--backend",
         backend,
         "--candidate",
@@ -146,7 +142,6 @@ async def test_what_the_sink_plays_reaches_the_room(
         "--agent-mode",
         "copilot",
     ) as bridge:
-        await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.wait_for(listener.subscribed.wait(), 10)
         metadata = listener.room.remote_participants["bridge"].metadata
         attributes = dict(listener.room.remote_participants["bridge"].attributes)
@@ -204,20 +199,9 @@ async def test_the_agents_voice_played_here_is_kept_out_of_the_meeting_audio(
         env=pulse,
         stdout=asyncio.subprocess.PIPE,
     )
-    with bridge_process(
-        livekit_server,
-        pulse,
-        "--room",
-        room,
-        "--identity",
-        "bridge",
-        "--device",
-        f"{SINK}.monitor",
-        "--candidate",
-        "candidate-1",
-        "--play-agent",
+    async with sink_bridge(
+        livekit_server, pulse, room, "bridge", "--candidate", "candidate-1", "--play-agent"
     ) as bridge:
-        await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
         await asyncio.to_thread(bridge.wait_for, "playing agent-double's track", 10)
         await asyncio.sleep(1.0)
         started = time.monotonic()

@@ -38,7 +38,7 @@ from bench.speech import RATE, espeak, last_voiced_sample, with_silence
 from tests.agent_process import agent_worker, scripted_llm_env, worker_beside_loop
 from tests.fake_openai_server import fake_openai_server
 from tests.marks import LIVEKIT_INTEGRATION
-from tests.pulse_audio import SINK, bridge_process, paplay, pulse_daemon
+from tests.pulse_audio import paplay, pulse_daemon, sink_bridge
 
 pytestmark = LIVEKIT_INTEGRATION
 
@@ -94,21 +94,16 @@ async def interview(
 ) -> tuple[CopilotClient, CopilotClient, CopilotAnswer, float]:
     """Bridge, candidate (with the resume) and an intruder in `room`; the question played.
     Returns both participants, the answer and its first-words latency (ms)."""
-    with bridge_process(
+    async with sink_bridge(
         server,
         pulse,
-        "--room",
         room,
-        "--identity",
         "meeting-bridge-test",
-        "--device",
-        f"{SINK}.monitor",
         "--candidate",
         "candidate",
         "--agent-mode",
         "copilot",
-    ) as bridge:
-        await asyncio.to_thread(bridge.wait_for, "meeting-audio: first frame published", 30)
+    ):
         candidate, intruder = CopilotClient("candidate"), CopilotClient("intruder")
         await join(candidate, server, room)
         # The bridge created the room, so a token's dispatch would not apply: dispatch the
