@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.corpus import add_cache_dir_argument
 from bench.measure import (
     INTERRUPTION_KINDS,
     STAGE_LABELS,
@@ -166,12 +167,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the distributions")
-    p.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="synthesized speech cache (default .cache/bench)",
-    )
+    add_cache_dir_argument(p)
     p.add_argument(
         "--log-dir",
         type=Path,

@@ -13,6 +13,7 @@ repeatable and the first chunk's length varies as it does in real replies.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import importlib.util
@@ -206,15 +207,10 @@ def trim(pcm: np.ndarray, keep_s: float = EDGE_S) -> np.ndarray:
 
 async def load_corpus(cache_dir: Path = CACHE_DIR, *, recordings: bool = True) -> Corpus:
     """All questions (voice i % 3 for question i), the recordings' cuts and the barge-ins."""
+    said = await spoken_in_turn([text for text, _ in QUESTIONS], cache_dir)
     questions = [
-        Utterance(
-            f"q{i:02d}-{VOICES[i % 3]}",
-            VOICES[i % 3],
-            text,
-            answer,
-            await spoken(text, VOICES[i % 3], cache_dir),
-        )
-        for i, (text, answer) in enumerate(QUESTIONS)
+        Utterance(f"q{i:02d}-{voice}", voice, text, answer, pcm)
+        for i, ((text, answer), (voice, pcm)) in enumerate(zip(QUESTIONS, said, strict=True))
     ]
     if recordings:
         questions += recording_cuts()
@@ -261,6 +257,27 @@ async def over_long_answer(
         ),
         after_s,
         kind=kind,
+    )
+
+
+async def spoken_in_turn(
+    texts: Sequence[str], cache_dir: Path = CACHE_DIR
+) -> list[tuple[str, np.ndarray]]:
+    """(voice, speech) of each text, text i said by voice i % 3 (VOICES), one after the
+    other; cached."""
+    said = []
+    for i, text in enumerate(texts):
+        voice = VOICES[i % len(VOICES)]
+        said.append((voice, await spoken(text, voice, cache_dir)))
+    return said
+
+
+def add_cache_dir_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help=f"synthesized speech cache (default {CACHE_DIR})",
     )
 
 

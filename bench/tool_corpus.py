@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.testing.scripted_llm import ScriptedToolTurn
-from bench.corpus import CACHE_DIR, VOICES, Utterance, first_of_kinds, spoken
+from bench.corpus import CACHE_DIR, Utterance, first_of_kinds, spoken_in_turn
 
 __all__ = ["CACHE_DIR", "KINDS", "TOOL_KINDS", "check_kinds", "load_tool_corpus", "select"]
 
@@ -31,63 +31,44 @@ OFFERED = ("get_weather", "get_forecast")
 _WEATHER = "Here is what the weather service says about that: {result}"
 _FORECAST = "Here is what the forecast service says about tomorrow: {result}"
 
+_Item = tuple[str, str, str | ScriptedToolTurn]
+
+
+def _weather(said: str, city: str) -> _Item:
+    """A `tool` item: the scripted reply calls get_weather for `city`."""
+    return "tool", said, ScriptedToolTurn("get_weather", {"city": city}, _WEATHER)
+
+
+def _forecast(said: str, city: str) -> _Item:
+    """A `slow_tool` item: the scripted reply calls get_forecast for `city`."""
+    return "slow_tool", said, ScriptedToolTurn("get_forecast", {"city": city}, _FORECAST)
+
+
 # (kind, what the user says, the scripted reply)
-ITEMS: tuple[tuple[str, str, str | ScriptedToolTurn], ...] = (
-    (
-        "tool",
-        "What is the weather like in Oslo?",
-        ScriptedToolTurn("get_weather", {"city": "Oslo"}, _WEATHER),
-    ),
-    (
-        "slow_tool",
-        "What will the weather be like in Paris tomorrow?",
-        ScriptedToolTurn("get_forecast", {"city": "Paris"}, _FORECAST),
-    ),
+ITEMS: tuple[_Item, ...] = (
+    _weather("What is the weather like in Oslo?", "Oslo"),
+    _forecast("What will the weather be like in Paris tomorrow?", "Paris"),
     (
         "no_tool",
         "Who wrote Pride and Prejudice?",
         "Jane Austen wrote it, and it came out in eighteen thirteen.",
     ),
-    (
-        "tool",
-        "Is it raining in London right now?",
-        ScriptedToolTurn("get_weather", {"city": "London"}, _WEATHER),
-    ),
-    (
-        "slow_tool",
-        "What is the forecast for Madrid tomorrow?",
-        ScriptedToolTurn("get_forecast", {"city": "Madrid"}, _FORECAST),
-    ),
+    _weather("Is it raining in London right now?", "London"),
+    _forecast("What is the forecast for Madrid tomorrow?", "Madrid"),
     (
         "no_tool",
         "What is the capital of Australia?",
         "The capital of Australia is Canberra, not Sydney.",
     ),
-    (
-        "tool",
-        "How warm is it in Rome today?",
-        ScriptedToolTurn("get_weather", {"city": "Rome"}, _WEATHER),
-    ),
-    (
-        "slow_tool",
-        "Will it snow in Berlin tomorrow?",
-        ScriptedToolTurn("get_forecast", {"city": "Berlin"}, _FORECAST),
-    ),
+    _weather("How warm is it in Rome today?", "Rome"),
+    _forecast("Will it snow in Berlin tomorrow?", "Berlin"),
     (
         "no_tool",
         "Why is the sky blue?",
         "Sunlight scatters off the air, and blue light scatters the most.",
     ),
-    (
-        "tool",
-        "What is the temperature in Vienna at the moment?",
-        ScriptedToolTurn("get_weather", {"city": "Vienna"}, _WEATHER),
-    ),
-    (
-        "slow_tool",
-        "Do I need a coat in Dublin tomorrow?",
-        ScriptedToolTurn("get_forecast", {"city": "Dublin"}, _FORECAST),
-    ),
+    _weather("What is the temperature in Vienna at the moment?", "Vienna"),
+    _forecast("Do I need a coat in Dublin tomorrow?", "Dublin"),
     (
         "no_tool",
         "How many days are there in a leap year?",
@@ -103,20 +84,11 @@ def check_kinds(kinds: Sequence[str] | None) -> None:
 
 async def load_tool_corpus(cache_dir: Path = CACHE_DIR) -> list[Utterance]:
     """Every item, said by voice i % 3 (bench.corpus.VOICES); speech cached."""
-    out = []
-    for i, (kind, text, reply) in enumerate(ITEMS):
-        voice = VOICES[i % len(VOICES)]
-        out.append(
-            Utterance(
-                f"{kind}{i:02d}-{voice}",
-                voice,
-                text,
-                reply,
-                await spoken(text, voice, cache_dir),
-                kind=kind,
-            )
-        )
-    return out
+    said = await spoken_in_turn([text for _, text, _ in ITEMS], cache_dir)
+    return [
+        Utterance(f"{kind}{i:02d}-{voice}", voice, text, reply, pcm, kind=kind)
+        for i, ((kind, text, reply), (voice, pcm)) in enumerate(zip(ITEMS, said, strict=True))
+    ]
 
 
 def select(

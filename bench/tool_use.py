@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.corpus import CACHE_DIR, VOICES
+from bench.corpus import CACHE_DIR, add_cache_dir_argument, spoken_in_turn
 
 TOOLS = ("current_time", "get_weather", "set_timer")
 
@@ -94,23 +94,14 @@ class ToolRequest:
 
 
 async def load_requests(cache_dir: Path = CACHE_DIR) -> list[ToolRequest]:
-    """Every request, said by voice i % 3 (VOICES) for request i; speech cached."""
-    from bench.corpus import spoken
-
-    out = []
-    for i, (text, tool_name, arguments) in enumerate(REQUESTS):
-        voice = VOICES[i % len(VOICES)]
-        out.append(
-            ToolRequest(
-                f"t{i:02d}-{voice}",
-                voice,
-                text,
-                tool_name,
-                arguments,
-                await spoken(text, voice, cache_dir),
-            )
+    """Every request, said by voice i % 3 (bench.corpus.VOICES) for request i; speech cached."""
+    said = await spoken_in_turn([text for text, _, _ in REQUESTS], cache_dir)
+    return [
+        ToolRequest(f"t{i:02d}-{voice}", voice, text, tool_name, arguments, pcm)
+        for i, ((text, tool_name, arguments), (voice, pcm)) in enumerate(
+            zip(REQUESTS, said, strict=True)
         )
-    return out
+    ]
 
 
 # ---- scoring ------------------------------------------------------------------------------
@@ -525,12 +516,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-base-url", default=None)
     p.add_argument("--requests", type=int, default=None, help="only the first N of each half")
     p.add_argument("--json", type=Path, default=None, help="write every result here")
-    p.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="synthesized speech cache (default .cache/bench)",
-    )
+    add_cache_dir_argument(p)
 
 
 def select(requests: Sequence[ToolRequest], per_half: int | None) -> list[ToolRequest]:
