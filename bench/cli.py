@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent.apps.simulate import add_llm_arguments
 from bench.corpus import add_cache_dir_argument
 from bench.measure import (
     INTERRUPTION_KINDS,
@@ -103,16 +104,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="simulate",
         help="simulate: in process, no network; livekit: a real server and client",
     )
-    p.add_argument(
-        "--llm",
+    add_llm_arguments(
+        p,
         default=None,
-        help="local | openai:MODEL | script:PATH (default: the corpus's scripted answers)",
+        llm_help="local | openai:MODEL | script:PATH (default: the corpus's scripted answers)",
     )
-    p.add_argument("--llm-base-url", default=None, help="base URL for openai:MODEL")
-    p.add_argument(
-        "--script-ttft-ms", type=float, default=150.0, help="scripted LLM: time to first token"
-    )
-    p.add_argument("--script-words-per-s", type=float, default=15.0)
     p.add_argument(
         "--corpus",
         choices=tuple(CORPORA),
@@ -363,7 +359,7 @@ async def _run_all(items: list[Any], args: argparse.Namespace) -> list[RunResult
 async def _simulate(
     items: list[Any], args: argparse.Namespace, settings: Any, on_item: Any, caller: str
 ) -> list[ItemResult]:
-    from agent.adapters.providers import open_llm
+    from agent.apps.simulate import open_llm_of
     from agent.testing.scripted_llm import ScriptedLLM
     from bench.corpus import scripted_answers, scripted_replies
     from bench.simulate_path import run_simulate
@@ -379,13 +375,7 @@ async def _simulate(
             on_item=on_item,
             caller=caller,
         )
-    async with open_llm(
-        settings.llm,
-        args.llm,
-        base_url=args.llm_base_url,
-        script_ttft_ms=args.script_ttft_ms,
-        script_words_per_s=args.script_words_per_s,
-    ) as llm:
+    async with open_llm_of(settings.llm, args) as llm:
         return await run_simulate(
             items,
             llm_for=lambda _item: llm,

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.apps.simulate import OUTPUT_RATE
-from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+from agent.apps.simulate import OUTPUT_RATE, timeline_engine
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel
 from bench.measure import (
     HeardAudio,
     ItemClock,
@@ -28,6 +28,17 @@ from bench.measure import (
 )
 from bench.wer import final_transcript
 
+if TYPE_CHECKING:
+    from agent.audio.sinks import TimelineSink
+    from agent.events import VoiceEvent
+    from agent.voice.engine import TurnEngine
+
+    # How an item's conversation is made: (its LLM, its timeline's t0 on time.monotonic, its
+    # events' sink) -> a fresh turn engine and the timeline it plays onto.
+    NewConversation = Callable[
+        [LanguageModel, float, Callable[[VoiceEvent], None]], tuple[TurnEngine, TimelineSink]
+    ]
+
 LEAD_S = 0.5  # silence before the user speaks
 IDLE_S = 0.3  # the agent is done once it has been idle this long
 TAIL_S = 20.0  # longest wait for the agent after the user's last word
@@ -36,21 +47,13 @@ TAIL_S = 20.0  # longest wait for the agent after the user's last word
 async def run_item(
     item: Any,
     *,
-    stt: SpeechToText,
-    tts: TextToSpeech,
     llm: LanguageModel,
-    system_prompt: str,
+    new_conversation: NewConversation,
     usage: ProcessUsage,
-    partials: str = "listening",
-    turn_detector: Any = None,
-    phone_line: bool = False,
 ) -> ItemResult:
     """Say one corpus item (bench.corpus.Utterance or BargeIn, of any kind) to a fresh turn
-    engine (`phone_line`: one that hears it as it hears a phone caller)."""
-    from agent.adapters.llm.history import ChatHistory
-    from agent.audio.sinks import TimelineSink
-    from agent.events import AudioStart, Transcript, VoiceEvent
-    from agent.voice.engine import TurnEngine
+    engine, one that `new_conversation` makes with `llm`."""
+    from agent.events import AudioStart, Transcript
 
     barge_in = hasattr(item, "interruption")
     question = item.question if barge_in else item
@@ -66,19 +69,7 @@ async def run_item(
             case Transcript(final=True, text=text):
                 finals.append(text)
 
-    sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
-    engine = TurnEngine(
-        stt=stt,
-        llm=llm,
-        tts=tts,
-        sink=sink,
-        clock=clock,
-        on_event=on_event,
-        history=ChatHistory(system_prompt),
-        partials=partials,
-        turn_detector=turn_detector,
-        phone_line=phone_line,
-    )
+    engine, sink = new_conversation(llm, t0, on_event)
     spent = ItemClock(usage)
     await engine.start()
     speech = np.concatenate([np.zeros(round(LEAD_S * INPUT_RATE), np.int16), question.pcm])
@@ -188,19 +179,28 @@ async def run_simulate(
     if caller == "sip":
         items = [over_phone_line(item) for item in items]
     detector = await asyncio.to_thread(load_detector, settings.turn.detector)
+
+    def new_conversation(
+        llm: LanguageModel, t0: float, on_event: Callable[[VoiceEvent], None]
+    ) -> tuple[TurnEngine, TimelineSink]:
+        return timeline_engine(
+            stt,
+            llm,
+            tts,
+            system_prompt=system_prompt,
+            t0=t0,
+            clock=time.monotonic,
+            on_event=on_event,
+            partials=settings.stt.partials,
+            turn_detector=detector,
+            phone_line=caller == "sip",
+        )
+
     usage = ProcessUsage()
     results = []
     for item in items:
         result = await run_item(
-            item,
-            stt=stt,
-            tts=tts,
-            llm=llm_for(item),
-            system_prompt=system_prompt,
-            usage=usage,
-            partials=settings.stt.partials,
-            turn_detector=detector,
-            phone_line=caller == "sip",
+            item, llm=llm_for(item), new_conversation=new_conversation, usage=usage
         )
         on_item(result)
         results.append(result)

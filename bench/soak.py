@@ -114,12 +114,9 @@ async def run_soak(
 ) -> SoakResult:
     """Say `items` (bench.corpus questions and barge-ins) over and over to one conversation
     for `minutes`."""
-    from agent.adapters.llm.history import ChatHistory
     from agent.adapters.providers import load_speech_engines
-    from agent.apps.simulate import OUTPUT_RATE
-    from agent.audio.sinks import TimelineSink
+    from agent.apps.simulate import OUTPUT_RATE, timeline_engine
     from agent.events import AudioStart, VoiceEvent
-    from agent.voice.engine import TurnEngine
 
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE)
     clock = time.monotonic
@@ -130,15 +127,8 @@ async def run_soak(
             audio_starts.append(event.t)
 
     result = SoakResult(minutes)
-    sink = TimelineSink(OUTPUT_RATE, clock(), clock=clock)
-    engine = TurnEngine(
-        stt=stt,
-        llm=llm,
-        tts=tts,
-        sink=sink,
-        clock=clock,
-        on_event=on_event,
-        history=ChatHistory(system_prompt),
+    engine, sink = timeline_engine(
+        stt, llm, tts, system_prompt=system_prompt, t0=clock(), clock=clock, on_event=on_event
     )
     await engine.start()
     began = clock()

@@ -12,12 +12,22 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.engines import FRAME_SAMPLES, INPUT_RATE
+from agent.engines import FRAME_SAMPLES, INPUT_RATE, LanguageModel, SpeechToText, TextToSpeech
+
+if TYPE_CHECKING:
+    from agent.adapters.turn_detector import TurnDetector
+    from agent.audio.sinks import TimelineSink
+    from agent.config import LLMSettings
+    from agent.events import VoiceEvent
+    from agent.voice.engine import TurnEngine
+    from state_machine.options import TurnOptions
 
 OUTPUT_RATE = 16_000  # AGENT.wav shares the input's timeline and rate
 
@@ -30,11 +40,71 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", type=Path, help="the user's audio (any rate and channel count)")
     p.add_argument("--events", type=Path, required=True, help="JSON-lines event log to write")
     p.add_argument("--audio-out", type=Path, required=True, help="WAV of the agent's voice")
-    p.add_argument("--llm", default="local", help="local | openai:MODEL | script:PATH")
-    p.add_argument("--llm-base-url", default=None, help="base URL for openai:MODEL")
-    p.add_argument("--script-ttft-ms", type=float, default=150.0)
-    p.add_argument("--script-words-per-s", type=float, default=15.0)
+    add_llm_arguments(p, default="local", llm_help="local | openai:MODEL | script:PATH")
     p.add_argument("--tail-s", type=float, default=5.0, help="longest wait after the input ends")
+
+
+def add_llm_arguments(p: argparse.ArgumentParser, *, default: str | None, llm_help: str) -> None:
+    """The options that name the LLM (`open_llm_of` opens it); `voxroom bench` has them too."""
+    p.add_argument("--llm", default=default, help=llm_help)
+    p.add_argument("--llm-base-url", default=None, help="base URL for openai:MODEL")
+    p.add_argument(
+        "--script-ttft-ms", type=float, default=150.0, help="scripted LLM: time to first token"
+    )
+    p.add_argument("--script-words-per-s", type=float, default=15.0)
+
+
+def open_llm_of(
+    settings: LLMSettings, args: argparse.Namespace
+) -> AbstractAsyncContextManager[LanguageModel]:
+    """The LLM that the options of `add_llm_arguments` name, open for the duration."""
+    from agent.adapters.providers import open_llm
+
+    return open_llm(
+        settings,
+        args.llm,
+        base_url=args.llm_base_url,
+        script_ttft_ms=args.script_ttft_ms,
+        script_words_per_s=args.script_words_per_s,
+    )
+
+
+def timeline_engine(
+    stt: SpeechToText,
+    llm: LanguageModel,
+    tts: TextToSpeech,
+    *,
+    system_prompt: str,
+    t0: float,
+    clock: Callable[[], float],
+    on_event: Callable[[VoiceEvent], None],
+    partials: str = "listening",
+    options: TurnOptions | None = None,
+    turn_detector: TurnDetector | None = None,
+    phone_line: bool = False,
+) -> tuple[TurnEngine, TimelineSink]:
+    """A new conversation's turn engine whose voice plays onto a timeline (OUTPUT_RATE) that
+    starts at `t0` on `clock`: the input's timeline, as this command and the bench's simulate
+    path and soak run it. The caller starts and closes the engine."""
+    from agent.adapters.llm.history import ChatHistory
+    from agent.audio.sinks import TimelineSink
+    from agent.voice.engine import TurnEngine
+
+    sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
+    engine = TurnEngine(
+        stt=stt,
+        llm=llm,
+        tts=tts,
+        sink=sink,
+        clock=clock,
+        on_event=on_event,
+        history=ChatHistory(system_prompt),
+        partials=partials,
+        options=options,
+        turn_detector=turn_detector,
+        phone_line=phone_line,
+    )
+    return engine, sink
 
 
 def read_input(path: Path) -> np.ndarray:
@@ -75,25 +145,17 @@ def run(args: argparse.Namespace) -> int:
 async def simulate(
     pcm: np.ndarray, args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], np.ndarray, list[dict[str, Any]]]:
-    from agent.adapters.llm.history import ChatHistory
-    from agent.adapters.providers import load_speech_engines, open_llm
+    from agent.adapters.providers import load_speech_engines
+    from agent.adapters.turn_detector import load_detector
     from agent.config import load_settings
-    from agent.events import StateChanged, VoiceEvent, event_json
-    from agent.voice.engine import TurnEngine
+    from agent.events import StateChanged, event_json
+    from state_machine.options import TurnOptions
 
     settings = load_settings(getattr(args, "config", None))
-    from agent.adapters.turn_detector import load_detector
-
     stt, tts = await asyncio.to_thread(load_speech_engines, OUTPUT_RATE, settings.stt, settings.tts)
     detector = await asyncio.to_thread(load_detector, settings.turn.detector)
     events: list[dict[str, Any]] = []
-    async with open_llm(
-        settings.llm,
-        args.llm,
-        base_url=args.llm_base_url,
-        script_ttft_ms=args.script_ttft_ms,
-        script_words_per_s=args.script_words_per_s,
-    ) as llm:
+    async with open_llm_of(settings.llm, args) as llm:
         clock = time.monotonic
         t0 = clock() + 0.05  # the input's first sample plays at t0
 
@@ -102,18 +164,14 @@ async def simulate(
             line["t"] = round(event.t - t0, 3)  # on the input's timeline
             events.append(line)
 
-        from agent.audio.sinks import TimelineSink
-        from state_machine.options import TurnOptions
-
-        sink = TimelineSink(OUTPUT_RATE, t0, clock=clock)
-        engine = TurnEngine(
-            stt=stt,
-            llm=llm,
-            tts=tts,
-            sink=sink,
+        engine, sink = timeline_engine(
+            stt,
+            llm,
+            tts,
+            system_prompt=settings.llm.system_prompt,
+            t0=t0,
             clock=clock,
             on_event=on_event,
-            history=ChatHistory(settings.llm.system_prompt),
             partials=settings.stt.partials,
             options=TurnOptions(duck=settings.turn.barge_in == "duck"),
             turn_detector=detector,
