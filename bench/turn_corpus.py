@@ -261,36 +261,25 @@ async def load_turn_corpus(
             items.append(
                 Utterance(f"{kind}-{i:02d}-{v}", v, f"{before} {after}", answer, pcm, kind=kind)
             )
-    for i, (text, over, after_s) in enumerate(BACKCHANNELS):
-        items.append(
-            await over_long_answer(
-                f"backchannel-{i:02d}",
-                voice_of("backchannel", i),
-                text,
-                over,
-                BACKCHANNEL_ANSWER,
-                after_s,
-                cache_dir,
-                kind="backchannel",
-                over_pcm=cough(seed=0 if i < ORIGINAL["backchannel"] else i)
-                if over == COUGH
-                else None,
-            )
-        )
     interruptions = (*BARGE_INS[:N_INTERRUPTIONS], *INTERRUPTIONS)
-    for i, (text, interruption, after_s) in enumerate(interruptions):
-        items.append(
-            await over_long_answer(
-                f"interruption-{i:02d}",
-                voice_of("interruption", i),
-                text,
-                interruption,
-                INTERRUPTION_ANSWER,
-                after_s,
-                cache_dir,
-                kind="interruption",
+    for kind, overs, over_answer in (
+        ("backchannel", BACKCHANNELS, BACKCHANNEL_ANSWER),
+        ("interruption", interruptions, INTERRUPTION_ANSWER),
+    ):
+        for i, (text, over, after_s) in enumerate(overs):
+            items.append(
+                await over_long_answer(
+                    f"{kind}-{i:02d}",
+                    voice_of(kind, i),
+                    text,
+                    over,
+                    over_answer,
+                    after_s,
+                    cache_dir,
+                    kind=kind,
+                    over_pcm=cough(seed=0 if i < ORIGINAL[kind] else i) if over == COUGH else None,
+                )
             )
-        )
     return items
 
 
