@@ -17,7 +17,7 @@ facts and the candidate's documents (no model, no I/O).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from agent.copilot.answer_guard import (
     Vocabulary,
@@ -46,16 +46,8 @@ class AnswerScore:
     words: int
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "grounded": self.grounded,
-            "faithful": self.faithful,
-            "voice": self.voice,
-            "short": self.short,
-            "facts_found": list(self.facts_found),
-            "invented": list(self.invented),
-            "voice_problems": list(self.voice_problems),
-            "words": self.words,
-        }
+        """Every field, its tuples as lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def score_answer(answer: str, facts: Sequence[str], vocab: Vocabulary) -> AnswerScore:
