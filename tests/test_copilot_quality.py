@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.copilot.answer_guard import voice_problems
 from bench.copilot_quality import SHORT_WORDS, rates, score_answer, vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
@@ -78,10 +79,28 @@ def test_document_names_numbers_and_spellings_are_faithful(vocab) -> None:
         "Tidewater Games built the matchmaking service in Go for 2 million daily players.",
         "As an AI, I do not have a university degree.",
         "The candidate studied at the Technical University of Munich.",
+        "I am a 200-bed teaching hospital in Leeds.",
+        "I'm a payments platform for 30,000 online shops.",
+        "I am the leading digital marketing agency, and I am hiring.",
     ],
 )
 def test_answers_not_in_the_candidates_voice_are_caught(vocab, answer: str) -> None:
     assert not score_answer(answer, FACTS, vocab).voice
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I am a bank teller turned backend engineer, and I built payments at Northwind.",
+        "I'm a business analyst at heart: I measure everything.",
+        "I am a team player, and I studied computer science in Munich.",
+        "I am the engineer who led the platform rewrite at Northwind.",
+        "I'm a nurse at the hospital, on the cardiac ward for six years.",
+        "I am a product marketer for a fintech company.",
+    ],
+)
+def test_a_role_named_after_an_employer_is_the_candidates_voice(vocab, answer: str) -> None:
+    assert voice_problems(answer) == []
 
 
 def test_long_answers_are_not_short(vocab) -> None:

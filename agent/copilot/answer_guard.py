@@ -98,6 +98,13 @@ _OFF_VOICE = tuple(
         r"\bthe candidate\b",
         r"\byou(?:['’]ll| will)\b",
         r"\bwe are (?:a|an)\b",
+        # the employer's description said in the first person ("I am a 200-bed hospital in
+        # Leeds"): the noun ends the phrase ("I am a bank teller" is the candidate) and no
+        # preposition comes before it ("I am a nurse at the hospital" is the candidate too)
+        r"\bI(?:['’]m| am) (?:an?|the) (?:(?!(?:at|in|on|of|for|with|from|to)\b)[\w-]+ ){0,3}?"
+        r"(?:hospital|clinic|company|firm|agency|"
+        r"startup|platform|bank|school|university|employer|organi[sz]ation|business|provider|"
+        r"retailer|charity)(?=\s*(?:$|[.,;:!]|(?:that|with|in|based|serving|of|and|for)\b))",
     )
 )
 
