@@ -18,6 +18,10 @@ UNREPORTED = MappingProxyType({"reported": False})
 """The metadata of a field for the engine's own use, left out of the event's JSON: its readers
 (the logs, the turn store, the bench) know the event by its `t` and reported fields alone."""
 
+CLOCK_TIME = MappingProxyType({"clock_time": True})
+"""The metadata of a field that is a time on the caller's clock, as `t` is: `event_json` moves
+it to another origin with `t`."""
+
 
 @dataclass(frozen=True)
 class Event:
@@ -25,16 +29,22 @@ class Event:
     t: float
 
 
-def event_json(event: Event) -> dict[str, Any]:
+def event_json(event: Event, origin: float | None = None) -> dict[str, Any]:
     """`{"t": t, "type": kind, ...}` with the event's reported fields in order (a state by its
-    name)."""
-    out: dict[str, Any] = {"t": event.t, "type": event.kind}
+    name). With `origin`, `t` and the other clock times are seconds since it, to the ms."""
+    out: dict[str, Any] = {"t": _since(event.t, origin), "type": event.kind}
     for f in fields(event):
         if f.name == "t" or not f.metadata.get("reported", True):
             continue
         value = getattr(event, f.name)
+        if f.metadata.get("clock_time"):
+            value = _since(value, origin)
         out[f.name] = value.name if isinstance(value, Enum) else value
     return out
+
+
+def _since(t: float, origin: float | None) -> float:
+    return t if origin is None else round(t - origin, 3)
 
 
 # ---- the state machine's notices: they ask the engine to do nothing ---------------------------
@@ -100,7 +110,7 @@ class PlaybackPaused(Event):
     """A sound of the user's (from `onset`) paused the reply."""
 
     kind: ClassVar[str] = "playback_paused"
-    onset: float
+    onset: float = field(metadata=CLOCK_TIME)
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ class PlaybackDucked(Event):
     sound is judged."""
 
     kind: ClassVar[str] = "playback_ducked"
-    onset: float
+    onset: float = field(metadata=CLOCK_TIME)
 
 
 @dataclass(frozen=True)

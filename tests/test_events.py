@@ -40,3 +40,11 @@ def test_an_event_is_its_time_its_kind_then_its_fields_in_order() -> None:
         "type": "state",
         "state": "THINKING",
     }  # a state by its name
+
+
+def test_on_another_origin_every_clock_time_moves_with_t() -> None:
+    """`voxroom simulate --events` puts the events on the input's timeline: a duck's onset
+    too, so that it subtracts from `t` as it did on the engine's clock."""
+    ducked = event_json(PlaybackDucked(1003.0404, onset=1003.0001), origin=1000.0)
+    assert ducked == {"t": 3.04, "type": "playback_ducked", "onset": 3.0}
+    assert event_json(Transcript(1002.3, "Hi.", final=True), origin=1000.0)["t"] == 2.3

@@ -160,9 +160,7 @@ async def simulate(
         t0 = clock() + 0.05  # the input's first sample plays at t0
 
         def on_event(event: VoiceEvent) -> None:
-            line = event_json(event)
-            line["t"] = round(event.t - t0, 3)  # on the input's timeline
-            events.append(line)
+            events.append(event_json(event, origin=t0))  # on the input's timeline
 
         engine, sink = timeline_engine(
             stt,
