@@ -84,7 +84,11 @@ class BargeInHandling(ABC):
         if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
             self._pause(utt.onset, now, out)  # longer than any backchannel
         recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
-        if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
+        # Once the sound has been voted speech, the window's vote lags a comma's pause in it:
+        # a ducked sound is transcribed again as soon as its voice goes on.
+        going_on = self._ducked_at is not None and self._asked_at > -1e9 and self._vote.run >= 2
+        talking = vote or going_on
+        if talking and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
             # Words while the user still talks: a real interruption is committed before it
             # ends; anything else is heard out and transcribed whole once the sound stops.
             self._asked_at = now
@@ -107,16 +111,27 @@ class BargeInHandling(ABC):
         if utt is None:
             return
         e = self.options.endpoint
-        quiet = utt.silence(now, e.late_input_s) >= e.candidate_silence_s
+        silence = utt.silence(now, e.late_input_s)
+        quiet = silence >= e.candidate_silence_s
         if quiet and not utt.candidate_in_flight and not utt.fresh():
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
+        over = silence >= self._judged_after()
+        if over and self._ducked_at is not None and utt.fresh():
+            self._barge_in_candidate(utt, now, out)  # transcribed while it might go on
+            return
         waited = now - since + EPS
-        if quiet and (
+        if over and (
             (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
             or waited >= self.options.speaking_stall_s  # its transcript never came
         ):
             self._resume_after_false_interruption(now, out, backchannel=False)
+
+    def _judged_after(self) -> float:
+        """The quiet after which the user's sound is over and judged whole."""
+        if self._ducked_at is not None:
+            return self.options.duck_quiet_s
+        return self.options.endpoint.candidate_silence_s
 
     def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
@@ -141,6 +156,11 @@ class BargeInHandling(ABC):
             # Short words that are no backchannel, said just after the user's own turn, go on
             # with it ("..., uh ... something funny"): the answer began inside their pause.
             self._commit_barge_in(utt, now, out)
+        elif (
+            self._ducked_at is not None
+            and utt.silence(now, o.endpoint.late_input_s) < self._judged_after()
+        ):
+            pass  # the sound may go on after a comma's pause: judged once it has not
         elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
             self._resume_after_false_interruption(now, out, backchannel=words)

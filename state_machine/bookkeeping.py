@@ -33,3 +33,4 @@ class TurnCounters:
     timeouts: int = 0
     typed: int = 0
     continued: int = 0  # answers withdrawn because the user went on with their turn
+    rejoined: int = 0  # speech heard as no words, heard again with the next

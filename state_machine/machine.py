@@ -60,6 +60,7 @@ from state_machine.endpointing import (
 )
 from state_machine.options import TurnOptions
 from state_machine.similarity import (
+    answers_the_same,
     looks_complete,
     spoken_words,
     text_similarity,
@@ -91,6 +92,7 @@ class ConversationStateMachine(BargeInHandling):
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
         self._held = False  # the answer's first audio is held: the user made a sound
+        self._unheard: tuple[float, float] | None = None  # speech heard as no words: its span
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -183,7 +185,7 @@ class ConversationStateMachine(BargeInHandling):
         One that reads complete (end punctuation, and with a model a score of at least
         `complete_score`) starts the reply early, unheard like any speculative start, so that
         its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
-        only when the final text is nearly the same (`similarity_keep`). A partial that
+        only when the final text is nearly the same and ends as it does (`answers_the_same`). A partial that
         differs from the words a reply was started on by a partial cancels it: they are no
         longer what the user is saying. A reply started on a candidate is judged by the
         candidates alone, and a partial that comes once a candidate covers all the speech is
@@ -367,7 +369,12 @@ class ConversationStateMachine(BargeInHandling):
         self._next_id += 1
         onset = self._vote.run_start
         self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
-        out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - onset))
+        heard_from = onset
+        unheard, self._unheard = self._unheard, None
+        if unheard is not None and onset - unheard[1] <= self.options.rejoin_s + EPS:
+            heard_from = unheard[0]  # decoded again, with these words (`rejoin_s`)
+            self.counters.rejoined += 1
+        out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - heard_from))
         out.append(E.SpeechStart(onset, self._next_id))
 
     def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
@@ -388,6 +395,17 @@ class ConversationStateMachine(BargeInHandling):
                 out.append(RequestCandidate(utt.id))
         if utt.endpoint_reached and utt.fresh():
             self._end_user_turn(utt, now, out)
+
+    def _keep_unheard(self, utt: Utterance) -> None:
+        """Speech discarded for no words is kept to be decoded again with the next speech, if
+        it was long enough to hold words and the STT wrote none (not a backchannel's words
+        dropped, nor an STT that failed)."""
+        o = self.options
+        assert utt.candidate is not None
+        spoken = utt.last_voiced - utt.onset
+        lost = not spoken_words(utt.candidate.text) and not utt.candidate.failed
+        if lost and o.rejoin_voiced_s - EPS <= spoken <= o.rejoin_max_s:
+            self._unheard = (utt.onset, utt.last_voiced)
 
     def _maybe_speculate(self, utt: Utterance, out: list[Action]) -> None:
         cand = utt.candidate
@@ -415,7 +433,7 @@ class ConversationStateMachine(BargeInHandling):
         r = self._reply
         if r is None or not r.speculative or r.confirmed:
             return None
-        if text_similarity(r.user_text, text) >= self.options.similarity_keep:
+        if answers_the_same(r.user_text, text, self.options.similarity_keep):
             return r
         self.counters.speculative_wasted += 1
         self._cancel_reply("transcript changed", out)
@@ -431,6 +449,7 @@ class ConversationStateMachine(BargeInHandling):
         # was thinking), which is then answered as it was.
         if not text and not self._pending_prefix:
             out.append(DiscardUtterance(utt.id))
+            self._keep_unheard(utt)
             if self._reply is not None and not self._reply.confirmed:
                 self.counters.speculative_wasted += 1
                 self._cancel_reply("no words", out)
@@ -446,7 +465,7 @@ class ConversationStateMachine(BargeInHandling):
         kept = False
         if r is not None and r.speculative and not r.confirmed:
             sim = text_similarity(r.user_text, user_text)
-            kept = sim >= self.options.similarity_keep
+            kept = answers_the_same(r.user_text, user_text, self.options.similarity_keep)
             out.append(E.Speculative(now, kept, round(sim, 3)))
             if kept:
                 self.counters.speculative_kept += 1

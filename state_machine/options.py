@@ -76,6 +76,14 @@ class TurnOptions(ListenOptions):
     to see an interruption and stop.
     Whisper tiny.en decodes a second of audio in a few tens of ms."""
 
+    duck_quiet_s: float = 0.30
+    """While ducked, a sound is judged whole (a backchannel plays on at full volume) once it has
+    been quiet this long, not at the first frames of quiet: "Okay, | but what about the
+    price?" pauses ~0.2 s at its comma, and judged there, "Okay" played the answer on and "but
+    what about ..." began a sound of its own, judged again from nothing (through LiveKit, 1.2
+    to 2 s to stop). Words that interrupt still stop it at once; the answer stays ducked, not
+    silent, while it waits."""
+
     duck_max_s: float = 1.2
     """A sound going on this long after its onset is not a backchannel (they are short: "mm
     hmm", "uh huh", a laugh): the ducked agent pauses, and its words decide as for a pause."""
@@ -127,6 +135,24 @@ class TurnOptions(ListenOptions):
 
     speaking_stall_s: float = 4.0
     """SPEAKING timeout: the reply produced no audio for this long while unfinished; end it."""
+
+    rejoin_s: float = 2.0
+    """Speech heard as no words is heard again with the user's next speech if that starts
+    within this long after it: its audio goes into the STT first, and the two are decoded as
+    one. Whisper can write nothing for a whole half-question said before a thinking pause
+    ("Is there a pharmacy that is | open near the old town tonight?" reached the LLM as its
+    second half); decoded with the rest, it is heard. A cough or a breath decoded with the
+    next words costs nothing: Whisper writes no words for it."""
+
+    rejoin_voiced_s: float = 0.3
+    """Shorter speech heard as no words is a click or a breath, not words that were lost."""
+
+    rejoin_max_s: float = 4.0
+    """Longer speech heard as no words is not kept to be heard again (the listener keeps the
+    audio of `rejoin_max_s + rejoin_s` for it)."""
+
+    def kept_frames(self) -> int:
+        return super().kept_frames() + self.frames(self.rejoin_max_s + self.rejoin_s)
 
 
 @dataclass(frozen=True)

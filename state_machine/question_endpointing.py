@@ -19,7 +19,7 @@ from state_machine import events as E
 from state_machine.endpointing import Candidate, SpeechVote, Utterance
 from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
-from state_machine.similarity import spoken_words, text_similarity
+from state_machine.similarity import answers_the_same, spoken_words, text_similarity
 
 
 @dataclass
@@ -153,7 +153,7 @@ class QuestionEndpointer:
         text = self._with_preamble(utt.candidate.text, now)
         p = self._pending
         if p is not None:
-            if text_similarity(p.text, text) >= self.options.similarity_keep:
+            if answers_the_same(p.text, text, self.options.similarity_keep):
                 return
             self._cancel_pending("the question changed", out)
         self._start(text, speculative=True, out=out)
@@ -178,7 +178,7 @@ class QuestionEndpointer:
         kept = False
         if p is not None:
             similarity = text_similarity(p.text, question)
-            kept = similarity >= self.options.similarity_keep
+            kept = answers_the_same(p.text, question, self.options.similarity_keep)
             out.append(E.Speculative(now, kept, round(similarity, 3)))
             if not kept:
                 self._cancel_pending("the final question differs", out)

@@ -20,6 +20,17 @@ def text_similarity(a: str, b: str) -> float:
     return SequenceMatcher(a=wa, b=wb, autojunk=False).ratio()
 
 
+def answers_the_same(asked: str, final: str, keep: float) -> bool:
+    """A reply started on the words `asked` answers `final`: they are nearly the same (word
+    similarity at least `keep`) and `final` ends where `asked` does. The words said last are
+    the ones an early transcript misses: "Could you remind me to call my mother" is 0.94
+    alike with "... my mother tomorrow?", and answering it loses "tomorrow"."""
+    last = normalize_words(final)[-1:]
+    return text_similarity(asked, final) >= keep and (
+        not last or last[0] in normalize_words(asked)[-2:]
+    )
+
+
 _NON_SPEECH = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
 
 

@@ -26,6 +26,7 @@ class FakeEngines:
     transcript: Callable[[float, float], str] = lambda start, end: "what time is it?"
     score: Callable[[str], float | None] | None = None  # an end-of-turn model, if any
     score_delay_s: float = 0.06
+    hears_pre_roll: bool = False  # a transcript's start is where its pre-roll begins
 
 
 @dataclass
@@ -121,8 +122,8 @@ class Timeline:
     def _execute(self, a: A.Action, t: float) -> None:
         e = self.engines
         match a:
-            case A.OpenUtterance(utterance_id=uid):
-                self._utt_start[uid] = t
+            case A.OpenUtterance(utterance_id=uid, pre_roll_s=pre_roll_s):
+                self._utt_start[uid] = t - pre_roll_s if e.hears_pre_roll else t
             case A.RequestCandidate(utterance_id=uid):
                 start = self._utt_start.get(uid, t)
                 text = e.transcript(start, t)

@@ -12,7 +12,8 @@ from agent.copilot.answer_guard import voice_problems
 from bench.copilot_quality import SHORT_WORDS, rates, score_answer, vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
-SETS = (DATA, DATA / "nurse", DATA / "marketing", DATA / "teacher")  # teacher: held out
+SETS = tuple(DATA / name for name in ("", "nurse", "marketing", "teacher", "accountant"))
+# teacher and accountant: held out (written without sight of retrieval or the guard)
 QUESTION = "Where did you go to university, and what did you study?"
 FACTS = ["Munich", "Computer Science"]
 

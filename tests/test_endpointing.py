@@ -236,13 +236,14 @@ def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> No
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
 
 
-@pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.76)])
+@pytest.mark.parametrize(("duck", "resumed_at"), [(False, 3.76), (True, 3.80)])
 def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
     duck: bool,
     resumed_at: float,
 ) -> None:
     # The early request hears a fragment; ducked, the sound is decoded again while it goes on
-    # (3.36), and that decode is done before the one of the whole sound is asked (3.56).
+    # (3.36), and that decode is done before the one of the whole sound is asked (3.56);
+    # its transcript (3.76) is judged once the sound has been quiet `duck_quiet_s` (3.80).
     heard = answer_then("Thank you.", early="Thank.", heard_whole_at_s=3.4)
     tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)

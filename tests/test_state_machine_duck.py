@@ -33,8 +33,9 @@ def test_a_backchannel_ducks_the_answer_and_never_silences_it() -> None:
     [(t_duck, _)] = tl.of(A.DuckPlayback)
     [(_, ducked)] = tl.of(E.PlaybackDucked)
     assert t_duck == approx(3.54) and ducked.onset == approx(3.50)  # 2 voiced frames
-    # Quiet at 4.06, heard whole at 4.14: "Mm-hmm." is a backchannel, full volume again.
-    assert tl.ducked == [(approx(3.54), approx(4.14))]
+    # Quiet at 4.06, heard whole at 4.14, judged once quiet for `duck_quiet_s` (4.30): it
+    # did not go on, and "Mm-hmm." is a backchannel: full volume again.
+    assert tl.ducked == [(approx(3.54), approx(4.30))]
     assert tl.audible == [(approx(2.54), approx(4.54))]  # the 2 s answer, never interrupted
     assert [type(a) for _, a in tl.log if isinstance(a, (E.Backchannel, A.ResumePlayback))] == [
         A.ResumePlayback,
@@ -84,6 +85,24 @@ def test_an_interruption_that_begins_with_a_backchannel_word_stops_at_its_cue() 
     assert tl.of(E.BargeIn) and tl.of(A.CommitUserTurn)[-1][1].text == (
         "Okay but what about the price?"
     )
+
+
+def test_a_backchannel_word_then_a_comma_pause_then_more_words_is_one_interruption() -> None:
+    """ "Okay, | but what about the price?": the comma's 0.2 s pause is not the end of the
+    sound. Judged there, "Okay" played the answer on at full volume and "but what about ..."
+    began a sound of its own, judged from nothing."""
+    tl = over_answer("Okay, but what about the price?", words_per_s=4.0)
+    tl.run(speech((0.5, 2.0), (3.50, 3.85), (4.05, 5.20)), until_s=8.0)
+    assert tl.of(A.ResumePlayback) == [] and tl.of(E.Backchannel) == []
+    [(t_duck, _)] = tl.of(A.DuckPlayback)  # one sound, ducked once
+    # "Okay," is transcribed in the pause (3.98) and waits; the voice goes on (two frames at
+    # 4.08), is transcribed again at once, not when the window's vote comes back (4.20), and
+    # "Okay, but" (4.16) stops the answer.
+    [(t_pause, _)] = tl.of(A.PausePlayback)
+    assert t_duck == approx(3.54) and t_pause == approx(4.16)
+    [(_, barge)] = tl.of(E.BargeIn)
+    assert barge.onset == approx(3.50)
+    assert tl.of(A.CommitUserTurn)[-1][1].text == "Okay, but what about the price?"
 
 
 def test_a_wordless_sound_longer_than_any_backchannel_pauses_then_resumes() -> None:

@@ -132,3 +132,17 @@ def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> No
     assert not tl.of(A.CancelReply)
     [(t_start, _)] = tl.of(A.StartReply)
     assert t_start == approx(2.26)
+
+
+def test_a_partial_that_misses_the_last_word_is_not_the_answer() -> None:
+    """ "Could you remind me to call my mother." is 0.94 alike with the final "... my mother
+    tomorrow?", above `similarity_keep`: kept, its answer would lose "tomorrow"."""
+    final = "Could you remind me to call my mother tomorrow?"
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3, transcript=lambda s, e: final))
+    tl.partial_at(1.7, "Could you remind me to call my mother.")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(_, first), (_, second)] = tl.of(A.StartReply)
+    assert first.user_text.endswith("mother.") and second.user_text == final
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [final]
+    heard = [a for _, a in tl.of(A.ConfirmReply)]
+    assert [c.reply_id for c in heard] == [second.reply_id]
