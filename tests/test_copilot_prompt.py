@@ -6,7 +6,7 @@ screen by one made of those pieces."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,17 +35,22 @@ DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
 ANSWER = "I led the checkout rewrite at Northwind Bank."
 
 
-@pytest.fixture(scope="module")
-def index():
+def documents_index(folder: Path) -> Iterator[ContextIndex]:
+    """The real MiniLM index of a document set's resume and job description."""
     from agent.adapters.embedder import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.load()
     ix = ContextIndex(embedder)
     for name in ("resume", "job_description"):
-        ix.add_document(name, (DATA / f"{name}.md").read_text(encoding="utf-8"))
+        ix.add_document(name, (folder / f"{name}.md").read_text(encoding="utf-8"))
     yield ix
     ix.close()
+
+
+@pytest.fixture(scope="module")
+def index():
+    yield from documents_index(DATA)
 
 
 class EmptyLLM:
@@ -325,15 +330,7 @@ def test_the_resumes_opening_and_summary_ground_only_an_overview(index) -> None:
 
 @pytest.fixture(scope="module")
 def teacher_index():
-    from agent.adapters.embedder import MiniLMEmbedder
-
-    embedder = MiniLMEmbedder()
-    embedder.load()
-    ix = ContextIndex(embedder)
-    for name in ("resume", "job_description"):
-        ix.add_document(name, (DATA / "teacher" / f"{name}.md").read_text(encoding="utf-8"))
-    yield ix
-    ix.close()
+    yield from documents_index(DATA / "teacher")
 
 
 @pytest.mark.parametrize(
