@@ -92,12 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         help="the workers' session slots (default: the largest step)",
     )
-    p.add_argument(
-        "--ttft-ms",
-        type=_range,
-        default=(300.0, 600.0),
-        help="the scripted LLM's time to first token, LOW-HIGH ms",
-    )
+    _add_range_ms(p, "--ttft-ms", (300.0, 600.0), "the scripted LLM's time to first token")
     p.add_argument(
         "--words-per-s", type=float, default=15.0, help="the scripted LLM's streaming pace"
     )
@@ -108,17 +103,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="STT and TTS: the bundled models in the workers, or remote-like test "
         "doubles of Deepgram and OpenAI speech",
     )
-    p.add_argument(
+    _add_range_ms(
+        p,
         "--stt-delay-ms",
-        type=_range,
-        default=(100.0, 200.0),
-        help="remote engines: the Deepgram double's delay per result, LOW-HIGH ms",
+        (100.0, 200.0),
+        "remote engines: the Deepgram double's delay per result",
     )
-    p.add_argument(
-        "--tts-ttfb-ms",
-        type=_range,
-        default=(150.0, 300.0),
-        help="remote engines: the speech double's time to first byte, LOW-HIGH ms",
+    _add_range_ms(
+        p, "--tts-ttfb-ms", (150.0, 300.0), "remote engines: the speech double's time to first byte"
     )
     p.add_argument(
         "--compare-agentsession",
@@ -139,6 +131,13 @@ def _room_steps(text: str) -> list[int]:
     if not steps or steps[0] < 1 or steps[-1] > MAX_ROOMS:
         raise argparse.ArgumentTypeError(f"rooms must be 1..{MAX_ROOMS}")
     return steps
+
+
+def _add_range_ms(
+    p: argparse.ArgumentParser, flag: str, default: tuple[float, float], what: str
+) -> None:
+    """An option whose value is a range of milliseconds, LOW-HIGH (or one value for both)."""
+    p.add_argument(flag, type=_range, default=default, help=f"{what}, LOW-HIGH ms")
 
 
 def _range(text: str) -> tuple[float, float]:
