@@ -34,6 +34,7 @@ import numpy as np
 from agent.ops.processes import log_output, stop_process
 from bench.agentsession import CONFIGS as AGENTSESSION_CONFIGS
 from bench.measure import (
+    GAP_MIN_S,
     INTERRUPTION_KINDS,
     MISSED_STOP_MS,
     OVERLAY_KINDS,
@@ -297,9 +298,9 @@ class LiveKitBench:
             self._reference = await self._reference_answer(user, mic)
             pauses = [] if self._reference is None else self._reference.pauses()
             run.notes.append(
-                "the long answer's own pauses over 50 ms, nobody speaking over "
-                "it (start s: ms): "
-                + ", ".join(f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses if n > 0.05)
+                f"the long answer's own pauses of {GAP_MIN_S * 1000:.0f} ms or more, nobody "
+                "speaking over it (start s: ms): "
+                + ", ".join(f"{at:.2f}: {n * 1000:.0f}" for at, n in pauses)
             )
         windows = []
         for item in self.items:

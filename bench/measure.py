@@ -49,6 +49,12 @@ YIELD_HOLD_S = 0.2  # ... and stays down this long (a duck held, not a syllable'
 LEVEL_S = 0.04  # the item's level at t: its loudest block in [t, t + LEVEL_S)
 REFERENCE_LEVEL_S = 0.05  # the reference's: its loudest within this either side (jitter)
 GAP_MATCH_S = 0.08  # a silence this close to the reference's is the answer's own pause
+GAP_MIN_S = 0.05
+"""Shorter silences are neither an answer's pause nor one a backchannel caused: the gaps
+between words, and the holes that frames' arrival times leave between them at the listener
+(a few ms to ~30 ms, several a second). Counted, each hole was charged as caused and moved
+the place where the answer's own pauses are looked for, until its real pause no longer
+matched and was charged whole."""
 
 # Items whose user speaks over the agent's answer (bench.corpus.BargeIn), by kind: the
 # questions corpus's barge-ins, the turn corpus's interruptions and backchannels.
@@ -318,12 +324,17 @@ def yielded_after(
 
 
 def answer_pauses(heard: HeardAudio, first: float) -> list[tuple[float, float]]:
-    """The silences inside an answer heard from `first` (its first audible block) to its
-    last audible one, with nobody speaking over it: (start after `first`, length) each."""
+    """The silences (GAP_MIN_S or longer) inside an answer heard from `first` (its first
+    audible block) to its last audible one, with nobody speaking over it: (start after
+    `first`, length) each."""
     last = heard.last_audible()
     if last is None:
         return []
-    return [(a - first, b - a) for a, b in heard.silences(first, last, SILENT) if a >= first]
+    return [
+        (a - first, b - a)
+        for a, b in heard.silences(first, last, SILENT)
+        if a >= first and b - a >= GAP_MIN_S
+    ]
 
 
 def backchannel_silence(
@@ -335,25 +346,30 @@ def backchannel_silence(
 ) -> float:
     """The longest silence (ms) a backchannel from `onset` to `end` caused in an answer first
     heard at `answered`, whose own silences with nobody speaking over it are `pauses`
-    (`answer_pauses`). Each silent stretch from the onset to RESUME_WITHIN_S after its end
-    (or to the answer's last sound, if sooner) is compared with the answer's own pause at
-    the same place of the answer (within GAP_MATCH_S): what it lasts beyond that pause was
-    caused (all of it where the answer has no pause; the nearest pause where several are
-    that close). A silence caused delays the rest of
-    the answer, so the place is counted on with it."""
+    (`answer_pauses`). Each silent stretch of the answer (GAP_MIN_S or longer) that overlaps
+    one of the answer's own pauses at the same place of the answer (give or take
+    GAP_MATCH_S; the most overlapped) is that pause: only what it lasts beyond it was caused.
+    A stretch that overlaps none was caused whole. Every difference moves the rest of the
+    answer, so the place is counted on with it from the first sound: an answer whose early
+    pause ran long (its second chunk came late) or short finds its later pauses where they
+    are, and one that paused for the backchannel and resumed where it stopped finds its own
+    pauses again. The figure is the longest caused by a stretch that ends after the onset,
+    up to RESUME_WITHIN_S after the backchannel's end (or the answer's last sound, if
+    sooner)."""
     last = heard.last_audible()
     until = end + RESUME_WITHIN_S
     if last is not None and last > end:
         until = min(until, last)
     shift, longest = 0.0, 0.0
-    for a, b in heard.silences(onset, until, SILENT):
-        at = a - answered - shift
-        own = min(
-            ((abs(p - at), n) for p, n in pauses if abs(p - at) <= GAP_MATCH_S), default=(0.0, 0.0)
-        )[1]  # the nearest: speech has many short gaps
-        caused = max(0.0, b - a - own)
-        shift += caused
-        longest = max(longest, caused)
+    for a, b in heard.silences(answered, until, SILENT):
+        if b - a < GAP_MIN_S:
+            continue
+        at, to = a - answered - shift, b - answered - shift
+        overlaps = [(min(to, p + n + GAP_MATCH_S) - max(at, p - GAP_MATCH_S), n) for p, n in pauses]
+        own = max(((o, n) for o, n in overlaps if o > 0), default=(0.0, 0.0))[1]
+        shift += b - a - own
+        if b > onset:
+            longest = max(longest, b - a - own)
     return round(longest * 1000, 1)
 
 

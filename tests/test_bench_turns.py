@@ -24,11 +24,16 @@ from bench.measure import (
 from tests.test_bench import RATE, quiet, tone
 
 
-def heard(*parts: tuple[str, float], amp: int = 3000) -> HeardAudio:
-    """The agent's audio from t = 0: ("talk" | "soft" | "quiet", seconds) in turn; "soft" is
-    the voice 9.5 dB down (a duck)."""
+def samples(parts: tuple[tuple[str, float], ...], amp: int = 3000) -> np.ndarray:
+    """The agent's audio: ("talk" | "soft" | "quiet", seconds) in turn; "soft" is the voice
+    9.5 dB down (a duck)."""
     pcm = {"talk": lambda s: tone(s, amp), "soft": lambda s: tone(s, amp // 3), "quiet": quiet}
-    return HeardAudio(RATE, [(0.0, np.concatenate([pcm[what](s) for what, s in parts]))])
+    return np.concatenate([pcm[what](s) for what, s in parts])
+
+
+def heard(*parts: tuple[str, float], amp: int = 3000) -> HeardAudio:
+    """`samples(parts)` heard from t = 0."""
+    return HeardAudio(RATE, [(0.0, samples(parts, amp))])
 
 
 # The long answer with nobody over it: talk, its own 0.2 s pause at 2.5 s, talk to 6 s.
@@ -59,8 +64,9 @@ def test_a_ducked_voice_under_the_talking_threshold_is_still_no_silence() -> Non
         ([("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3)], 0),
         # the answer's own pause stretched by 0.3 s
         ([("talk", 2.5), ("quiet", 0.5), ("talk", 3.3)], 300),
-        # stopped for good: silent to the end of the window (2.5 s after the backchannel)
-        ([("talk", 1.6), ("quiet", 6.0)], 2700),
+        # stopped for good: silent to the end of the window (2.5 s after the backchannel),
+        # less the answer's own pause in it
+        ([("talk", 1.6), ("quiet", 6.0)], 2500),
     ],
 )
 def test_a_backchannel_is_charged_the_silence_beyond_the_answers_own_pauses(
@@ -74,6 +80,48 @@ def test_a_backchannel_is_charged_the_silence_beyond_the_answers_own_pauses(
     unreferenced = ItemResult("b", "v", "backchannel", {})
     measure_overlay(unreferenced, heard(*answer), 1.5, 1.8)
     assert unreferenced.backchannel_silence_ms is None  # no reference: not measured
+
+
+def arrived(*parts: tuple[str, float], jitter_s: float) -> HeardAudio:
+    """`samples(parts)` as the listener's frames bring it: 20 ms each, every other one
+    stamped `jitter_s` late (its arrival time), which leaves a hole before it."""
+    pcm, frame = samples(parts), RATE // 50
+    return HeardAudio(
+        RATE,
+        [
+            (i * 0.02 + jitter_s * (i % 2), pcm[i * frame : (i + 1) * frame])
+            for i in range(len(pcm) // frame)
+        ],
+    )
+
+
+def test_the_holes_between_frames_arrival_times_are_neither_pauses_nor_caused() -> None:
+    # Ducked from 1.6 to 2.0 s, never silent but for the answer's own pause, a 4 ms hole
+    # every 40 ms: counted, the holes moved the place of that pause by ~100 ms, and it was
+    # charged whole.
+    reference = ReferenceAnswer(
+        arrived(("talk", 2.5), ("quiet", 0.2), ("talk", 3.3), jitter_s=0.004), 0.0
+    )
+    assert [round(at, 1) for at, _ in reference.pauses()] == [2.5]
+    answer = arrived(
+        ("talk", 1.6), ("soft", 0.4), ("talk", 0.5), ("quiet", 0.2), ("talk", 3.3), jitter_s=0.004
+    )
+    assert backchannel_silence(answer, 0.0, 1.5, 1.8, reference.pauses()) == 0
+
+
+def test_an_early_pause_that_ran_long_moves_the_answers_own_pauses_with_it() -> None:
+    # The reference: its own pauses at 0.3 s (a chunk came late) and 2.5 s. Heard with a
+    # backchannel at 1.5-1.8 s, the early pause ran 0.12 s longer: the rest came that late.
+    reference = ReferenceAnswer(
+        heard(("talk", 0.3), ("quiet", 0.25), ("talk", 1.95), ("quiet", 0.2), ("talk", 3.3)), 0.0
+    )
+    late = heard(("talk", 0.3), ("quiet", 0.37), ("talk", 1.95), ("quiet", 0.2), ("talk", 3.3))
+    assert backchannel_silence(late, 0.0, 1.5, 1.8, reference.pauses()) == 0
+    # the same, and the pause at 2.62 s held 0.15 s longer: that much was caused
+    held = heard(("talk", 0.3), ("quiet", 0.37), ("talk", 1.95), ("quiet", 0.35), ("talk", 3.3))
+    assert backchannel_silence(held, 0.0, 1.5, 1.8, reference.pauses()) == pytest.approx(
+        150, abs=11
+    )
 
 
 @pytest.mark.parametrize(
