@@ -91,9 +91,12 @@ def other_words(transcript: str) -> int:
 
 def is_backchannel(transcript: str) -> bool:
     """True when the transcript has words and every one of them belongs to a backchannel
-    phrase ("Mm-hmm.", "Okay, right.", "Yeah yeah."). No words at all (a cough, "[laughs]")
-    is not a backchannel but no speech: the caller treats both as a non-interruption."""
+    phrase ("Mm-hmm.", "Okay, right.", "Yeah yeah."), or all are hums, however many (a laugh,
+    "Mm-mm, mm-mm, mm-mm": `HUMS`). No words at all (a cough, "[laughs]") is not a
+    backchannel but no speech: the caller treats both as a non-interruption."""
     words = normalize_words(spoken_words(transcript))
+    if words and all(w in HUMS for w in words):
+        return True
     return 0 < len(words) <= MAX_BACKCHANNEL_WORDS and other_words(transcript) == 0
 
 
@@ -215,7 +218,7 @@ def interrupts(transcript: str) -> bool:
     backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), or three or
     more with at least CONTENT_WORDS that are not function words, or a question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
-    if not words or is_backchannel(transcript) or all(w in HUMS for w in words):
+    if not words or is_backchannel(transcript):
         return False
     if any(w in INTERRUPTION_CUES for w in words):
         return True

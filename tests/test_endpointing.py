@@ -212,6 +212,17 @@ def test_a_backchannel_yields_then_plays_on_and_is_no_turn(said: str, duck: bool
     assert tl.machine.counters.backchannels == 1
 
 
+@pytest.mark.parametrize("said", ["Mm-mm, mm-mm, mm-mm", "Ha ha ha ha ha ha."])
+def test_a_long_hum_or_laugh_as_the_answer_ends_is_no_turn(said: str) -> None:
+    # However many hums (how Whisper tiny.en wrote espeak-ng's "mm hmm"; a laugh), it says
+    # nothing to the agent: not a turn of its own when it runs past the answer's end, as
+    # "Mm-hmm." is not.
+    tl = Timeline(engines=FakeEngines(transcript=answer_then(said), reply_length_s=1.5))
+    tl.run(speech((0.5, 1.4), (3.0, 4.0)), until_s=9.0)
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
+    assert tl.of(A.CancelReply) == [] and tl.of(E.BargeIn) == []
+
+
 def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> None:
     interruption = said_by("Wait, stop, I meant Tokyo.", since=3.0)
     tl = Timeline(
@@ -322,7 +333,8 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
         ("So, so.", False, False),
         ("and then what?", False, True),
         # How Whisper tiny.en heard Piper's and espeak-ng's "mm hmm" (offline, 2026-12-05).
-        ("Mm-mm, mm-mm, mm-mm", False, False),
+        ("Mm-mm, mm-mm, mm-mm", True, False),
+        ("Ha ha ha ha ha ha.", True, False),
         ("and then love.", False, False),
         ("and momentum.", False, False),
         ("Tell me about Lisbon instead.", False, True),
