@@ -11,7 +11,11 @@ import pytest
 
 from agent.adapters.stt.phone_band import for_phone_line
 from agent.adapters.stt.whisper import WhisperSTT
-from agent.adapters.stt.whisper_options import PHONE_NO_SPEECH_PROB, WhisperOptions
+from agent.adapters.stt.whisper_options import (
+    PHONE_ENDPOINT_MARGIN_S,
+    PHONE_NO_SPEECH_PROB,
+    WhisperOptions,
+)
 from agent.engines import INPUT_RATE
 from bench.corpus import trim
 from bench.listen_corpus import phone_line, pink_noise
@@ -40,6 +44,10 @@ def test_the_phone_tuning_shares_the_loaded_model(whisper_stt: WhisperSTT) -> No
     phone = for_phone_line(whisper_stt)
     assert isinstance(phone, WhisperSTT) and phone is not whisper_stt
     assert phone.options.no_speech_prob == PHONE_NO_SPEECH_PROB
+    # A soft ending the line cut to noise is waited for; no prefix is forced from the early,
+    # often misread, partials (docs/benchmarks.md, "Phone callers").
+    assert phone.options.endpoint_margin_s == PHONE_ENDPOINT_MARGIN_S
+    assert not phone.options.commit_agreed_prefix
     assert whisper_stt.options == WhisperOptions()  # the wideband users' tuning is unchanged
     assert phone._loaded()._whisper is whisper_stt._loaded()._whisper
 
@@ -48,6 +56,9 @@ def test_a_phone_tuning_never_lowers_a_stricter_setting(whisper_stt: WhisperSTT)
     stricter = WhisperSTT(options=WhisperOptions(no_speech_prob=0.95))
     stricter._decoder = whisper_stt._loaded().with_options(stricter.options)
     assert stricter.phone_band().options.no_speech_prob == 0.95
+    patient = WhisperSTT(options=WhisperOptions(endpoint_margin_s=0.3))
+    patient._decoder = whisper_stt._loaded().with_options(patient.options)
+    assert patient.phone_band().options.endpoint_margin_s == 0.3
 
 
 @pytest.mark.slow

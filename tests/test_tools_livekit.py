@@ -41,7 +41,7 @@ WEATHER = ScriptedToolTurn(
     without_tool="I cannot look up the weather.",
 )
 # What the MCP server's get_weather returns for Oslo, in the scripted answer.
-WEATHER_ANSWER = "Right now in Oslo: 14 degrees, light rain."
+WEATHER_ANSWER = "Right now in Oslo: 12 degrees, light rain."
 
 
 def _config(tmp_path: Path, text: str) -> dict[str, str]:
@@ -115,10 +115,12 @@ async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
     assert answer == WEATHER_ANSWER
     # The answer, spoken to the user, as every spoken answer is checked (test_e2e_livekit):
     # at most 2 of its 8 words misheard by Whisper tiny.en, the instrument, which has heard
-    # "Oslo" as "ocelo" and "rain" as "ring" here. The tool's number must come through.
+    # "Oslo" as "ocelo" and "rain" as "ring" here. The tool's number must come through; it is
+    # twelve because the instrument hears a "-teen" as a "-ty" now and then (Piper's "in Oslo:
+    # 14 degrees," as "40", 1 in 30 offline), and "twelve" has no such twin.
     heard = await whisper_stt.transcribe(audio)
     assert wer(WEATHER_ANSWER, heard) <= 0.25, heard
-    assert "fourteen" in normalize(heard).split(), heard
+    assert "twelve" in normalize(heard).split(), heard
     first, second = requests[-2:]
     assert _offered(first) == ["get_weather"]  # the server's allow list
     call = second["messages"][-2]["tool_calls"][0]
@@ -126,7 +128,7 @@ async def test_an_mcp_tool_over_stdio_answers_a_spoken_question(
     assert second["messages"][-1] == {
         "role": "tool",
         "tool_call_id": call["id"],
-        "content": "Oslo: 14 degrees, light rain",
+        "content": "Oslo: 12 degrees, light rain",
     }
 
 

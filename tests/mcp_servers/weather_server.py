@@ -27,7 +27,7 @@ cancelled = asyncio.Event()  # ... and was cancelled by the client's notice
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def get_weather(city: str) -> str:
     """The weather in a city right now."""
-    return f"{city}: 14 degrees, light rain"
+    return f"{city}: 12 degrees, light rain"
 
 
 @mcp.tool()

@@ -74,10 +74,19 @@ class WhisperOptions:
 # threshold, and some came out as no words at all. Breath or room noise still scores above
 # this one.
 PHONE_NO_SPEECH_PROB = 0.85
+# The line cuts an "s", an "f" or a "th" to little more than noise (their energy is mostly above
+# 4 kHz), so the voiced end falls before a soft word ending and a decode at the usual margin
+# stops short of it ("opening hour" for "opening hours").
+PHONE_ENDPOINT_MARGIN_S = 0.12
 
 
 def phone_band_options(options: WhisperOptions) -> WhisperOptions:
-    """`options` for a phone caller's narrowband speech (see PHONE_NO_SPEECH_PROB)."""
+    """`options` for a phone caller's narrowband speech. Also no agreed prefix: the first
+    second of narrowband speech is often misread twice the same way ("Well, can you know?"),
+    and a prefix forced from it outlives the whole question's decode."""
     return dataclasses.replace(
-        options, no_speech_prob=max(options.no_speech_prob, PHONE_NO_SPEECH_PROB)
+        options,
+        no_speech_prob=max(options.no_speech_prob, PHONE_NO_SPEECH_PROB),
+        endpoint_margin_s=max(options.endpoint_margin_s, PHONE_ENDPOINT_MARGIN_S),
+        commit_agreed_prefix=False,
     )
