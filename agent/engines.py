@@ -9,7 +9,7 @@ cancelling the awaiting task abandons the result promptly.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -140,7 +140,7 @@ class ToolCall:
 class LanguageModel(Protocol):
     def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         """Text deltas of the reply, and each tool call once it is complete (only when `tools`
         are offered; callers that offer none get text alone). Closing the iterator (`aclose`)
         cancels the request."""

@@ -448,8 +448,7 @@ async def _first_token(llm: LanguageModel, system_prompt: str) -> tuple[str, flo
             if isinstance(delta, str) and delta.strip():  # no tools offered: text only
                 return delta.strip(), (time.monotonic() - start) * 1000
     finally:
-        # LanguageModel.stream is an async generator (agent.engines): it has aclose().
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
     raise CheckFailed("the reply was empty")
 
 

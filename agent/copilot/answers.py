@@ -147,7 +147,7 @@ async def stream_answer(
                 cut = True
                 break
     finally:
-        await stream.aclose()  # type: ignore[attr-defined]  # an async generator (agent.engines)
+        await stream.aclose()
     return cut
 
 

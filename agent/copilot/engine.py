@@ -505,6 +505,6 @@ class CopilotEngine:
                 log.warning("warming the LLM failed: %s: %s", type(e).__name__, e)
                 return False
             finally:
-                await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+                await stream.aclose()
                 self._closed_early_at = self._clock()
         return True

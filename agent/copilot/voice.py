@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from agent.copilot.answers import AnswerSink
 from agent.engines import ChatMessage, TextToSpeech, ToolCall, ToolSpec
@@ -55,7 +55,7 @@ class AnswerText:
 
     async def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         # An answer's text, as written: never a tool call (the pipeline offers it none).
         while (delta := await self._deltas.get()) is not None:
             yield delta

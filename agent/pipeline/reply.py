@@ -254,8 +254,7 @@ class ReplyPipeline:
                 if self.timings.first_chunk is None:
                     await self._guess_early(self._chunker.provisional_first())
         finally:
-            # LanguageModel.stream is an async generator (agent.engines): it has aclose().
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
         return text, calls
 
     def _end_chunks(self, chunks: asyncio.Queue[str | None]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,7 @@ class ScriptedLLM:
 
     async def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         reply = self.reply_for(messages)
         call = None
         if isinstance(reply, ScriptedToolTurn):

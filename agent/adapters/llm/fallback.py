@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from agent.engines import ChatMessage, LanguageModel, ToolCall, ToolSpec
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 _DONE = object()
 # One model's stream of this request.
-Opener = Callable[[LanguageModel], AsyncIterator[str | ToolCall]]
+Opener = Callable[[LanguageModel], AsyncGenerator[str | ToolCall, None]]
 
 
 class FallbackLLM:
@@ -38,10 +38,10 @@ class FallbackLLM:
 
     async def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         """The first model to say something (text or a tool call) answers."""
 
-        def open_stream(llm: LanguageModel) -> AsyncIterator[str | ToolCall]:
+        def open_stream(llm: LanguageModel) -> AsyncGenerator[str | ToolCall, None]:
             return llm.stream(messages, tools) if tools else llm.stream(messages)
 
         queues: dict[str, asyncio.Queue[object]] = {"primary": asyncio.Queue()}
@@ -136,5 +136,4 @@ async def _pump(llm: LanguageModel, open_stream: Opener, out: asyncio.Queue[obje
         out.put_nowait(e)
     finally:
         with contextlib.suppress(Exception):
-            # LanguageModel.stream is an async generator (agent.engines): it has aclose().
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()

@@ -9,7 +9,7 @@ wait; the turn engine degrades instead), a short connect timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -72,7 +72,7 @@ class OpenAIChatLLM:
 
     async def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         """Text deltas of the reply, then its tool calls (streamed `tool_calls`, or calls the
         model wrote as text: agent.adapters.llm.tool_calls). `aclose()` on the iterator (or
         cancelling the task that iterates it) closes the HTTP response, which makes the server stop

@@ -31,7 +31,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -131,7 +131,7 @@ class CopilotLlamaClient:
 
     async def stream(
         self, messages: list[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[str | ToolCall]:
+    ) -> AsyncGenerator[str | ToolCall, None]:
         """Text deltas of the answer (never a tool call: `tools` are not offered through
         /completion); `aclose()` on the iterator (or cancelling the task that iterates it)
         closes the response, which makes the server stop generating."""
