@@ -25,6 +25,7 @@ from agent.copilot.context.retrieval import (
     general_pieces,
     grounding_pieces,
     is_follow_up,
+    job_lead,
     relevant_pieces,
     search_text,
 )
@@ -379,3 +380,54 @@ def test_the_outcome_asked_after_a_story_is_a_follow_up(teacher_index) -> None:
         )
     )
     assert "kept setting" in piece.text
+
+
+ROLE = Piece(20, "job_description", "The role: Mentor engineers and run design reviews.", 0.0)
+OWN = Piece(
+    21, "job_description", "The role: Own the architecture of the settlement services.", 0.0
+)
+PAY = Piece(22, "job_description", "Berlin · Salary €95,000–€115,000 plus equity", 0.0)
+SKILLS = Piece(3, "resume", "Skills: Go, Python, PostgreSQL.", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "pieces", "said"),
+    [
+        (
+            "Do you have any questions for us?",
+            [ROLE, OWN],
+            "I'd like to ask about this part of the role: Mentor engineers and run design "
+            "reviews. I'd also like to ask about: Own the architecture of the settlement "
+            "services.",
+        ),
+        (
+            "Where do you see yourself in five years?",
+            [OWN, ROLE],
+            "In a few years I'd like to be doing what this role asks: Own the architecture of "
+            "the settlement services. I would also like to: Mentor engineers and run design "
+            "reviews.",
+        ),
+        # the pay answers alone: the requirements after it are not the candidate's figure
+        (
+            "What are your salary expectations?",
+            [PAY, ROLE, SKILLS],
+            "I'd expect what the job description offers: Berlin · Salary €95,000–€115,000 plus "
+            "equity.",
+        ),
+        # another kind: the job's words are what the candidate read there
+        (
+            "Which tools do you use?",
+            [SKILLS, ROLE, OWN],
+            "My skills: Go, Python, PostgreSQL. I read in the job description: Mentor "
+            "engineers and run design reviews. I also read: Own the architecture of the "
+            "settlement services.",
+        ),
+    ],
+)
+def test_an_answer_made_of_the_pieces_brings_in_the_job_as_the_question_asks(
+    question: str, pieces: list[Piece], said: str
+) -> None:
+    vocab = vocabulary([p.text for p in pieces] + [question])
+    answer = fallback_answer(pieces, vocab, max_words=60, job_lead=job_lead(question))
+    assert answer == said
+    assert voice_problems(answer) == []

@@ -351,35 +351,60 @@ def passing_sentences(text: str, vocab: Vocabulary) -> str:
 
 
 def guarded_answer(
-    answer: str, vocab: Vocabulary, grounding: Grounding, *, first_resume_id: int | None = None
+    answer: str,
+    vocab: Vocabulary,
+    grounding: Grounding,
+    *,
+    first_resume_id: int | None = None,
+    job_lead: JobLead | None = None,
 ) -> tuple[str, list[str]]:
     """What replaces `answer` on the screen, and why (("", []) when it may stay): its
     sentences up to the first that fails, when they pass; else an answer made of the retrieved
-    pieces (`fallback_answer`)."""
+    pieces (`fallback_answer`, the job's pieces introduced by `job_lead`)."""
     problems = answer_problems(answer, vocab, grounding)
     if not problems:
         return "", []
     kept = passing_sentences(answer, vocab)
     if kept and kept != answer.strip() and not answer_problems(kept, vocab, grounding):
         return kept, problems
-    return fallback_answer(grounding.pieces, vocab, first_resume_id=first_resume_id), problems
+    fallback = fallback_answer(
+        grounding.pieces, vocab, first_resume_id=first_resume_id, job_lead=job_lead
+    )
+    return fallback, problems
 
 
 _ROLE_HEADING = re.compile(r"^(?P<employer>[^—:]+?)\s+[—–-]\s+[^:]*\(\s*\d{4}")
 """An experience heading: "Northwind Bank — Senior Backend Engineer (2021–present)"."""
 
 
-def first_person(piece: Any, *, first_of_resume: bool = False) -> str:
+@dataclass(frozen=True)
+class JobLead:
+    """How the candidate brings in the job description's own words, which fit a question of
+    some kinds only when introduced as what it is: the first such piece of an answer after
+    `first`, the others after `more` (each a first-person phrase, as the voice check wants
+    of every piece's first sentence)."""
+
+    first: str = "I read in the job description:"
+    more: str = "I also read:"
+    alone: bool = False
+    """The job's first piece answers alone: nothing follows it ("What are your salary
+    expectations?": the job's pay, not its requirements after it)."""
+
+
+def first_person(
+    piece: Any, *, first_of_resume: bool = False, job_lead: str = JobLead.first
+) -> str:
     """One piece of the documents as the candidate would say it: "Northwind Bank — Senior
     Backend Engineer (2021–present): Led the rewrite ..." as "At Northwind Bank, I led the
     rewrite ...", "Education: MSc ..." as "My education: MSc ...", the resume's opening line as
-    "I'm Dana Whitfield — ...", a job description's as "The job description says: ..."."""
+    "I'm Dana Whitfield — ...", a job description's after `job_lead` ("I read in the job
+    description: ...")."""
     heading, sep, body = piece.text.partition(": ")
     if not sep:
         heading, body = "", piece.text
     body = body.strip()
     if piece.source != "resume":
-        return f"I read in the job description: {body}"
+        return f"{job_lead} {body}"
     if first_of_resume and heading:
         return f"I'm {heading}. {body}"
     if (m := _ROLE_HEADING.match(heading)) is not None:
@@ -396,20 +421,30 @@ def fallback_answer(
     *,
     max_words: int = 40,
     first_resume_id: int | None = None,
+    job_lead: JobLead | None = None,
 ) -> str:
     """An answer built from the retrieved `pieces` themselves (nearest first), in the first
     person, at most `max_words` words: what the candidate's screen shows when the model's
-    answer fails `answer_problems`. A piece's sentences that still fail the checks (a job
-    description's "You will ...") are left out, and the rest of that piece; empty when
-    nothing is left."""
+    answer fails `answer_problems`. The job description's pieces come after `job_lead`'s
+    phrases. A piece's sentences that still fail the checks (a job description's "You will
+    ...") are left out, and the rest of that piece; empty when nothing is left."""
+    lead = job_lead or JobLead()
     sentences: list[str] = []
     words = 0
+    job_said = False
     for piece in pieces:
+        is_job = piece.source != "resume"
         said = passing_sentences(
-            first_person(piece, first_of_resume=piece.chunk_id == first_resume_id), vocab
+            first_person(
+                piece,
+                first_of_resume=piece.chunk_id == first_resume_id,
+                job_lead=lead.more if job_said else lead.first,
+            ),
+            vocab,
         )
         if not said:
             continue
+        job_said = job_said or is_job
         n = word_count(said)
         if sentences and words + n > max_words:
             break
@@ -418,4 +453,6 @@ def fallback_answer(
             n = max_words
         sentences.append(said if said.endswith((".", "…", "!", "?")) else said + ".")
         words += n
+        if is_job and lead.alone:
+            break
     return " ".join(sentences)

@@ -19,6 +19,7 @@ from agent.copilot.context.retrieval import (
     grounding_pieces,
     is_follow_up,
     is_job_piece,
+    job_lead,
     relevant_pieces,
 )
 from agent.copilot.prompts import chunk_id
@@ -253,6 +254,12 @@ async def check_answer(context: ContextSearch, answer: LiveAnswer) -> None:
         nearest=grounding_pieces(answer.text_in),
         general=general_pieces(every, answer.text_in),
     )
-    replacement, problems = guarded_answer(answer.text, vocab, grounding, first_resume_id=first)
+    replacement, problems = guarded_answer(
+        answer.text,
+        vocab,
+        grounding,
+        first_resume_id=first,
+        job_lead=job_lead(answer.text_in),
+    )
     if replacement:
         answer.replacement, answer.problems = replacement, problems

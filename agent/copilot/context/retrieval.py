@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.copilot.answer_guard import GROUNDING_PIECES
+from agent.copilot.answer_guard import GROUNDING_PIECES, JobLead
 from agent.copilot.context.index import Piece
 
 OVERVIEW = (
@@ -23,6 +23,10 @@ OVERVIEW = (
 )
 """A question about the candidate as a whole: the resume's opening piece (name, title, where,
 years) answers it first."""
+SALARY = r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn"
+COMPANY = r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|\bknow about\b"
+QUESTIONS_FOR_US = r"\bquestions? for (?:us|me)\b"
+FUTURE = r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal"
 INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple(
     (
         re.compile(pattern, re.IGNORECASE),
@@ -36,11 +40,7 @@ INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple
             "professional development: working on, learning, improving",
             r"development|improv|growth|working on|weakness",
         ),
-        (
-            r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn",
-            "salary range, band, pay and bonus",
-            "",
-        ),
+        (SALARY, "salary range, band, pay and bonus", ""),
         (
             r"\buniversit|\bcollege|\bdegree|\bstud(?:y|ied)\b|(?<!our )(?<!this )\bschool|"
             r"\btraining\b|\btrain\b|"
@@ -54,17 +54,12 @@ INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple
             r"\blanguages?\b",
         ),
         (
-            r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|"
-            r"\bknow about\b",
+            COMPANY,
             "about us: the company, what it does, its customers",
             r"\babout\b|who we are|\bcompany\b",
         ),
-        (r"\bquestions? for (?:us|me)\b", "the role: responsibilities, the team", ""),
-        (
-            r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal",
-            "the role: lead, own, responsibilities",
-            "",
-        ),
+        (QUESTIONS_FOR_US, "the role: responsibilities, the team", ""),
+        (FUTURE, "the role: lead, own, responsibilities", ""),
         (r"\bproud|\bachievement|\baccomplish", "led, built, introduced, launched: the result", ""),
         (r"\bdisagree|\bconflict", "disagreed, pushed back; we compared and agreed", ""),
         (
@@ -155,6 +150,39 @@ MOTIVATION = re.compile(
 )
 """Why the candidate wants the job: answered by what they did that leads to it (the resume)
 and what the job is (the job description), so the nearest piece of each comes first."""
+JOB_LEADS: tuple[tuple[re.Pattern[str], JobLead], ...] = (
+    (MOTIVATION, JobLead("What draws me to this role:", "I'm also drawn to:")),
+    *(
+        (re.compile(pattern, re.IGNORECASE), lead)
+        for pattern, lead in (
+            (
+                QUESTIONS_FOR_US,
+                JobLead(
+                    "I'd like to ask about this part of the role:", "I'd also like to ask about:"
+                ),
+            ),
+            (
+                FUTURE,
+                JobLead(
+                    "In a few years I'd like to be doing what this role asks:",
+                    "I would also like to:",
+                ),
+            ),
+            (SALARY, JobLead("I'd expect what the job description offers:", alone=True)),
+            (COMPANY, JobLead("What I know about you:", alone=True)),
+        )
+    ),
+)
+"""How an answer built from the pieces brings in the job description's, by the question's
+kind: "I read in the job description: Build and lead a team ..." answers neither "Do you
+have any questions for us?" nor "Where do you see yourself in five years?"."""
+
+
+def job_lead(question: str) -> JobLead:
+    """How the job description's pieces are brought into an answer to `question`."""
+    return next((lead for pattern, lead in JOB_LEADS if pattern.search(question)), JobLead())
+
+
 OTHER_SOURCE_PENALTY = 0.3
 """Added to the distance of a piece from the document the question is not about: MiniLM puts
 the job description's short lines ("Nice to have: A mentorship qualification.") near almost
