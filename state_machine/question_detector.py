@@ -188,6 +188,9 @@ def is_complete_question(transcript: str) -> bool:
     return check_question(transcript).complete
 
 
+_CLAUSE = re.compile(r"[,;:—–]")
+
+
 def _asks(sentence: str) -> bool:
     if sentence.rstrip().endswith("?"):
         return True
@@ -196,9 +199,35 @@ def _asks(sentence: str) -> bool:
         return False
     if words[0] in _WH:
         return True
-    if words[0] in _AUX and len(words) > 1 and words[1] in _SUBJECT:
+    if _inverted(words, 0):
         return True
-    return _request(words) is not None
+    if _request(words) is not None:
+        return True
+    return any(_clause_asks(clause) for clause in _CLAUSE.split(sentence)[1:])
+
+
+def _clause_asks(clause: str) -> bool:
+    """A clause after a comma that asks: Whisper joins a statement and the question after it
+    with a comma and ends it with a full stop ("We run Dynamics 365, which finance systems
+    have you used."). It opens with an inverted auxiliary ("..., could you ..."), or with a
+    wh-word that an inverted auxiliary follows ("..., which systems have you used"), unlike a
+    relative clause ("..., which is where I learned it", "..., where I worked")."""
+    words = _without_lead_in(normalize_words(clause))
+    if not words:
+        return False
+    if words[0] in _WH:
+        return any(_inverted(words, i, _PERSON) for i in range(1, len(words)))
+    return _inverted(words, 0)
+
+
+# The subjects of an inversion inside a wh-clause: a person, not "the" or "it" ("..., which
+# is the backbone", "..., which is it" are no questions).
+_PERSON = frozenset({"you", "i", "we", "they", "he", "she"})
+
+
+def _inverted(words: list[str], i: int, subjects: frozenset[str] | set[str] = _SUBJECT) -> bool:
+    """An auxiliary at `i` before its subject: "can you", "have the team"."""
+    return words[i] in _AUX and i + 1 < len(words) and words[i + 1] in subjects
 
 
 def _has_object(sentence: str) -> bool:

@@ -20,6 +20,10 @@ COMPLETE = [
     "Okay, great. Explain how you would design a rate limiter.",
     "I'd like to hear about your biggest failure.",
     "Do you prefer working alone or in a team?",
+    # a statement and the question after it, joined by Whisper with a comma
+    "We use Postgres, which databases have you run in production.",
+    "Our team is remote, how do you keep in touch with colleagues.",
+    "The role is hybrid, would you be able to come in twice a week.",
 ]
 INCOMPLETE = [
     "Tell me about a time when you",  # no end punctuation
@@ -35,6 +39,10 @@ STATEMENTS = [
     "Great answer.",
     "I see you worked at Northwind Bank.",
     "Let me share my screen.",
+    # a relative clause is no question
+    "We use Kafka, which is the backbone of our platform.",
+    "I worked in Berlin, where I led a team.",
+    "We moved to Go, which we use everywhere.",
     "",
     "[music]",
 ]
