@@ -20,6 +20,7 @@ from agent.copilot.room import (
     context_file,
     is_bridge,
 )
+from agent.events import TurnScore
 from agent.protocol import (
     ATTR_ANSWER_FINAL,
     ATTR_ANSWER_STATUS,
@@ -184,6 +185,8 @@ async def test_the_interviewers_words_never_reach_the_worker_log(
             )
         )
         session._log_event(NotAQuestion(2.0, utterance_id=2, text="I see, thanks"))
+        session._log_event(TurnScore(3.0, 3, "What about Lisbon", score=0.2, ms=41.0))
         await asyncio.sleep(0)  # the spawned sends run (no candidate yet: nothing is sent)
     assert "question heard: 4 words" in caplog.text and "not_a_question" in caplog.text
-    assert "study" not in caplog.text and "thanks" not in caplog.text
+    assert "turn_score" in caplog.text and "'score': 0.2" in caplog.text
+    assert not any(w in caplog.text for w in ("study", "thanks", "Lisbon"))

@@ -518,7 +518,14 @@ class CopilotSession:
     # ---- the rest -------------------------------------------------------------------------
 
     def _log_event(self, event: CopilotEvent) -> None:
-        if event.kind in ("answer_done", "not_a_question", "answer_cancelled", "warm"):
+        # The end-of-turn scores say why a question waited longer than its 0.4 s.
+        if event.kind in (
+            "answer_done",
+            "not_a_question",
+            "answer_cancelled",
+            "warm",
+            "turn_score",
+        ):
             # never the interviewer's words: logs are not a transcript store
             fields = {k: v for k, v in event_json(event).items() if k not in ("type", "text")}
             log.info("%s %s", event.kind, fields)
