@@ -147,6 +147,39 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     await third.aclose()
 
 
+async def test_a_turn_stored_by_an_agent_that_died_before_sharing_it_is_kept_once(
+    memory_and_store,
+) -> None:
+    memory, store = memory_and_store
+    history = ChatHistory("system")
+    first = ConversationLog("room", "s1", history, store=store, memory=memory)
+    assert await first.start(20) == []
+    history.add_user("Remember 427.")
+    first.on_event(event_json(TtsChunk(1.0, "Noted,", reply_id=1)))
+    first.on_event(event_json(AudioStart(1.1, reply_id=1)))
+    first.on_event(event_json(TtsChunk(1.2, "427.", reply_id=1)))
+    await asyncio.wait_for(first._writes.join(), 5.0)
+    # The turn reaches the store, and the worker dies before the room memory hears of it.
+    turn = {
+        "user_text": "Remember 427.",
+        "agent_text": "Noted, 427.",
+        "heard_text": "Noted, 427.",
+        "interrupted": False,
+        "latency_ms": {},
+    }
+    store.append("room", "s1", turn)
+    second = ConversationLog("room", "s2", ChatHistory("system"), store=store, memory=memory)
+    [kept] = await second.start(20)
+    assert (kept["user_text"], kept["heard_text"], kept["interrupted"]) == (
+        "Remember 427.",
+        "Noted, 427.",
+        False,
+    )
+    assert len(store.turns("room")) == 1
+    assert memory.take_speaking("room") is None
+    await second.aclose()
+
+
 async def test_without_shared_state_the_history_comes_from_the_store(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path / "t.sqlite3")
     store.append(

@@ -55,6 +55,19 @@ def recovered_turn(speaking: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_STORE_ONLY = ("id", "room", "session", "created_at")  # a stored row's, not the turn's
+
+
+def stored_already(turn: dict[str, Any], speaking: dict[str, Any]) -> bool:
+    """Whether the stored `turn` is the one whose reply was `speaking`: the same session, the
+    same question, and the reply heard as far as it was sent at least."""
+    return (
+        turn.get("session") == speaking.get("session")
+        and turn["user_text"] == speaking["user_text"]
+        and turn["heard_text"].startswith(speaking["sent_text"])
+    )
+
+
 class ConversationLog:
     def __init__(
         self,
@@ -99,8 +112,16 @@ class ConversationLog:
         assert self._memory is not None
         left = self._memory.take_speaking(self._room)
         if left is not None:
-            log.info("room %s: recording the reply its last agent was speaking", self._room)
-            self._record(recovered_turn(left))
+            stored = self._store.turns(self._room, 1) if self._store is not None else []
+            if stored and stored_already(stored[-1], left):
+                # The agent died between storing the turn and sharing it (`_record`): the
+                # stored turn is shared, not recorded a second time as interrupted.
+                log.info("room %s: sharing the turn its last agent had stored", self._room)
+                row = {k: v for k, v in stored[-1].items() if k not in _STORE_ONLY}
+                self._memory.record_turn(self._room, row)
+            else:
+                log.info("room %s: recording the reply its last agent was speaking", self._room)
+                self._record(recovered_turn(left))
         return self._memory.history(self._room)
 
     def on_event(self, event: dict[str, Any]) -> None:
