@@ -414,6 +414,13 @@ SKILLS = Piece(3, "resume", "Skills: Go, Python, PostgreSQL.", 0.0)
             "I'd expect what the job description offers: Berlin · Salary €95,000–€115,000 plus "
             "equity.",
         ),
+        # "our team" is no question about the employer: the job's words as read there
+        (
+            "How would you fit into our team?",
+            [ROLE, OWN],
+            "I read in the job description: Mentor engineers and run design reviews. I also "
+            "read: Own the architecture of the settlement services.",
+        ),
         # another kind: the job's words are what the candidate read there
         (
             "Which tools do you use?",

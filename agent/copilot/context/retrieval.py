@@ -24,7 +24,7 @@ OVERVIEW = (
 """A question about the candidate as a whole: the resume's opening piece (name, title, where,
 years) answers it first."""
 SALARY = r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn"
-COMPANY = r"\bour (?:company|hospital|school|firm|team|business)\b|\babout us\b|\bknow about\b"
+EMPLOYER = r"\bour (?:company|hospital|school|firm|business)\b|\babout us\b|\bknow about\b"
 QUESTIONS_FOR_US = r"\bquestions? for (?:us|me)\b"
 FUTURE = r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal"
 INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple(
@@ -54,7 +54,7 @@ INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple
             r"\blanguages?\b",
         ),
         (
-            COMPANY,
+            EMPLOYER + r"|\bour team\b",
             "about us: the company, what it does, its customers",
             r"\babout\b|who we are|\bcompany\b",
         ),
@@ -137,9 +137,15 @@ def search_text(question: str, previous: str = "", previous_answer: str = "") ->
 
 
 JOB_QUESTION = re.compile(
-    r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn|\bour (?:company|hospital|school|firm|"
-    r"business)\b|\babout us\b|\bknow about\b|\bquestions? for (?:us|me)\b|\bfive years|"
-    r"\bwhy (?:do you want|this role|are you interested)",
+    "|".join(
+        (
+            SALARY,
+            EMPLOYER,
+            QUESTIONS_FOR_US,
+            r"\bfive years",
+            r"\bwhy (?:do you want|this role|are you interested)",
+        )
+    ),
     re.IGNORECASE,
 )
 """Questions the job description answers better than the resume."""
@@ -169,7 +175,7 @@ JOB_LEADS: tuple[tuple[re.Pattern[str], JobLead], ...] = (
                 ),
             ),
             (SALARY, JobLead("I'd expect what the job description offers:", alone=True)),
-            (COMPANY, JobLead("What I know about you:", alone=True)),
+            (EMPLOYER, JobLead("What I know about you:", alone=True)),
         )
     ),
 )
