@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.adapters.llm.history import ChatHistory
-from agent.events import AudioStart, TtsChunk, Turn, event_json
+from agent.events import AudioStart, Event, TtsChunk, Turn, event_json
 from agent.store.conversation_log import ConversationLog
 from agent.store.leases import Lease
 from agent.store.room_memory_sqlite import SqliteRoomMemory
@@ -104,19 +104,31 @@ def memory_and_store(request: pytest.FixtureRequest, tmp_path: Path):
     store.close()
 
 
+async def speaking(memory, store, question: str, *events: Event) -> None:
+    """The first agent of room "room" (session "s1"), asked `question`, reports `events`
+    (its reply's chunks and audio start); returns once they are written."""
+    history = ChatHistory("system")
+    first = ConversationLog("room", "s1", history, store=store, memory=memory)
+    assert await first.start(20) == []
+    history.add_user(question)
+    for event in events:
+        first.on_event(event_json(event))
+    await asyncio.wait_for(first._writes.join(), 5.0)  # what was sent is in the room memory
+
+
 async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
     memory_and_store,
 ) -> None:
     memory, store = memory_and_store
-    history = ChatHistory("system")
-    first = ConversationLog("room", "s1", history, store=store, memory=memory)
-    assert await first.start(20) == []
-    history.add_user("What is the plan?")
-    first.on_event(event_json(TtsChunk(1.0, "Unheard speculative.", reply_id=1)))
-    first.on_event(event_json(TtsChunk(1.1, "First we", reply_id=2)))
-    first.on_event(event_json(AudioStart(1.2, reply_id=2)))
-    first.on_event(event_json(TtsChunk(1.3, "pack the car,", reply_id=2)))
-    await asyncio.wait_for(first._writes.join(), 5.0)  # what was sent is in Redis
+    await speaking(
+        memory,
+        store,
+        "What is the plan?",
+        TtsChunk(1.0, "Unheard speculative.", reply_id=1),
+        TtsChunk(1.1, "First we", reply_id=2),
+        AudioStart(1.2, reply_id=2),
+        TtsChunk(1.3, "pack the car,", reply_id=2),
+    )
     # The worker dies here: no "turn" event, no aclose().
     second = ConversationLog("room", "s2", ChatHistory("system"), store=store, memory=memory)
     [recovered] = await second.start(20)
@@ -150,15 +162,9 @@ async def test_a_reply_cut_by_a_crash_is_recorded_as_heard_by_the_next_agent(
 async def test_a_turn_stored_by_an_agent_that_died_before_sharing_it_is_kept_once(
     memory_and_store,
 ) -> None:
+    said = [TtsChunk(1.0, "Noted,", 1), AudioStart(1.1, 1), TtsChunk(1.2, "427.", 1)]
     memory, store = memory_and_store
-    history = ChatHistory("system")
-    first = ConversationLog("room", "s1", history, store=store, memory=memory)
-    assert await first.start(20) == []
-    history.add_user("Remember 427.")
-    first.on_event(event_json(TtsChunk(1.0, "Noted,", reply_id=1)))
-    first.on_event(event_json(AudioStart(1.1, reply_id=1)))
-    first.on_event(event_json(TtsChunk(1.2, "427.", reply_id=1)))
-    await asyncio.wait_for(first._writes.join(), 5.0)
+    await speaking(memory, store, "Remember 427.", *said)
     # The turn reaches the store, and the worker dies before the room memory hears of it.
     turn = {
         "user_text": "Remember 427.",
