@@ -216,9 +216,10 @@ class CopilotOptions(ListenOptions):
     max_answer_lines: int = 3
     """Generation stops after this many lines: the answer stays short and its end comes
     early (the bundled model on a CPU takes about a second to write a line)."""
-    max_answer_words: int = 30
+    max_answer_words: int = 20
     """Past this many words generation stops at the next sentence or line end: for a model
-    that ignores the line format."""
-    answer_word_limit: int = 60
+    that ignores the line format. The first answer is read at a glance (about 40 words at
+    most), and a sentence begun before this many words seldom runs past that."""
+    answer_word_limit: int = 40
     """Generation stops here even inside a sentence: a model caught in a loop may never end
     one. A loop is also stopped as soon as a phrase comes a third time in a row."""

@@ -627,7 +627,7 @@ def test_a_new_question_supersedes_an_unfinished_answer():
             await asyncio.sleep(self.delay_s)
             return texts[1.0] if voiced_s < 1.5 else texts[2.0]
 
-    long_answer = " ".join(f"word{i}" for i in range(60))  # 6 s at 10 words/s
+    long_answer = " ".join(f"word{i}" for i in range(40))  # 4 s at 10 words/s, not cut
     llm = RecordingLLM([long_answer], ttft_ms=100, words_per_s=10)
     run = run_copilot(
         [("speech", 1.0), ("silence", 1.0), ("speech", 2.0)], ByLength([]), llm, tail_s=8.0

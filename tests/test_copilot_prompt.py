@@ -22,10 +22,13 @@ from agent.copilot.answer_guard import (
 )
 from agent.copilot.context.index import ContextIndex, Piece
 from agent.copilot.context.retrieval import (
+    PAY_FIGURE,
+    figure_asked,
     general_pieces,
     grounding_pieces,
     is_follow_up,
     job_lead,
+    other_kinds_sections,
     relevant_pieces,
     search_text,
 )
@@ -438,3 +441,114 @@ def test_an_answer_made_of_the_pieces_brings_in_the_job_as_the_question_asks(
     answer = fallback_answer(pieces, vocab, max_words=60, job_lead=job_lead(question))
     assert answer == said
     assert voice_problems(answer) == []
+
+
+def test_another_kinds_section_grounds_no_answer_to_a_question_of_this_kind(teacher_index) -> None:
+    every = teacher_index.pieces()
+    asked = "How have you improved exam results?"
+    others = other_kinds_sections(every, asked)
+    headings = {p.text.partition(":")[0] for p in every if p.chunk_id in others}
+    assert headings == {"Education", "Professional development", "Languages", "About us"}
+    own = other_kinds_sections(every, "What is your biggest weakness?")
+    assert not any(
+        p.text.startswith("Professional development") for p in every if p.chunk_id in own
+    )
+    # the small model's echo of the weakness piece, asked about exam results
+    answer = "I used to take on every extra duty; I now agree my commitments each term."
+    nearest = asyncio.run(relevant_pieces(IndexNow(teacher_index), asked))
+    pieces = nearest[:2] + [p for p in every if p.text.startswith("Professional development")]
+    vocab = vocabulary([p.text for p in every] + [asked])
+    assert answer_problems(answer, vocab, Grounding(pieces, asked)) == []
+    assert answer_problems(answer, vocab, Grounding(pieces, asked, general=others)) == [
+        "not grounded in the retrieved pieces"
+    ]
+
+
+TEAM = Piece(
+    4,
+    "resume",
+    "Ardcarrig Dairies — Financial Controller (2021–present): Lead a "
+    "finance team of five across two sites.",
+    0.0,
+)
+EMPLOYER = Piece(30, "job_description", "About us: We employ 420 people at two sites.", 0.0)
+
+
+def test_a_figure_of_the_documents_that_no_retrieved_piece_holds_is_refused() -> None:
+    asked = "How many people report to you at the moment?"
+    vocab = vocabulary([TEAM.text, EMPLOYER.text, asked])
+    grounding = Grounding([TEAM], asked, nearest=1)
+    # true of the employer, said of the candidate's team; both figures are in the documents
+    assert answer_problems("I have 420 employees at two sites.", vocab, grounding) == [
+        "420 from elsewhere"
+    ]
+    assert answer_problems("I lead a finance team of five at two sites.", vocab, grounding) == []
+
+
+NURSE_PAY = Piece(
+    40,
+    "job_description",
+    "Charge Nurse (Band 6) — Pennine Heart Centre: Manchester · Full-time, 37.5 hours a week · "
+    "Salary £37,338–£44,962 (Band 6)",
+    0.0,
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "least"),
+    [
+        ("What are your salary expectations?", PAY_FIGURE),
+        ("What kind of package are you looking for?", PAY_FIGURE),
+        ("How long did that take?", 0.0),
+        ("How large a budget have you managed?", 0.0),
+        ("Tell me about yourself.", None),
+        ("Which software do you use in your lessons?", None),
+    ],
+)
+def test_a_question_may_ask_for_a_figure(question: str, least: float | None) -> None:
+    assert figure_asked(question) == least
+
+
+def test_an_answer_about_pay_names_the_pay() -> None:
+    asked = "What are your salary expectations?"
+    vocab = vocabulary([NURSE_PAY.text, TEAM.text, asked])
+    grounding = Grounding([NURSE_PAY], asked, nearest=1, figure_from=figure_asked(asked))
+    # the hours are a figure of the piece, not the pay
+    assert answer_problems("I'd expect full-time, 37.5 hours a week.", vocab, grounding) == [
+        "names none of the figures asked for"
+    ]
+    assert answer_problems("I'd expect £37,338 to £44,962 at Band 6.", vocab, grounding) == []
+    # a piece with no figure of that size asks for none
+    no_pay = Grounding([TEAM], asked, nearest=1, figure_from=PAY_FIGURE)
+    assert answer_problems("I lead a finance team of five.", vocab, no_pay) == []
+
+
+def test_a_piece_that_does_not_fit_whole_is_cut_when_enough_room_is_left() -> None:
+    school = Piece(
+        50,
+        "job_description",
+        "About us: Harrowgate Park School is a comprehensive "
+        "school for 1,200 students aged 11 to 18, rated Good in 2023.",
+        0.0,
+    )
+    club = Piece(
+        6,
+        "resume",
+        "Castleford Academy — Mathematics Teacher (2016–2020): Started "
+        "the school's first coding club, in Scratch and Python, for Year 8.",
+        0.0,
+    )
+    asked = "Why do you want to work at our school?"
+    vocab = vocabulary([school.text, club.text, asked])
+    lead = job_lead(asked)
+    answer = fallback_answer([club, school], vocab, max_words=30, job_lead=lead)
+    assert answer == (
+        "At Castleford Academy, I started the school's first coding club, in Scratch and "
+        "Python, for Year 8. What draws me to this role: Harrowgate Park School is a "
+        "comprehensive school…"
+    )
+    # too little room left for a part of the next piece that says anything: none of it
+    assert fallback_answer([club, school], vocab, max_words=24, job_lead=lead) == (
+        "At Castleford Academy, I started the school's first coding club, in Scratch and "
+        "Python, for Year 8."
+    )

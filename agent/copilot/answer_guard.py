@@ -307,12 +307,17 @@ class Grounding:
     """What an answer to the question `asked` must name something particular to
     (`grounded_in`): the nearest `nearest` of the `pieces` retrieved for it (nearest first),
     leaving out the `general` ones (chunk ids: the resume's opening and summary, which hold the
-    candidate's title and years, and which a generic answer echoes to any question)."""
+    candidate's title and years, and the sections of other kinds of question, such as
+    "Professional development: ...": what a generic answer echoes to any question)."""
 
     pieces: Sequence[Any]
     asked: str = ""
     nearest: int = GROUNDING_PIECES
     general: frozenset[int] = frozenset()
+    figure_from: float | None = None
+    """The question asks for a figure ("How long did that take?": 0; "What are your salary
+    expectations?": 1,000, an amount of money): the answer must name one of those pieces'
+    numbers of at least this size, when they hold any."""
 
     def particular(self) -> list[Any]:
         return [p for p in self.pieces if p.chunk_id not in self.general][: self.nearest]
@@ -326,7 +331,33 @@ def answer_problems(answer: str, vocab: Vocabulary, grounding: Grounding) -> lis
     problems += [f"invented {term!r}" for term in invented_terms(answer, vocab)]
     if grounding.pieces and not grounded_in(answer, grounding.particular(), grounding.asked):
         problems.append("not grounded in the retrieved pieces")
+    elif grounding.figure_from is not None and not names_a_figure(answer, grounding):
+        problems.append("names none of the figures asked for")
+    if grounding.pieces:
+        problems += [f"{n:g} from elsewhere" for n in figures_from_elsewhere(answer, grounding)]
     return problems
+
+
+def names_a_figure(answer: str, grounding: Grounding) -> bool:
+    """Whether `answer` names a number of the pieces it must be grounded in (beyond the
+    question's); true when they hold none."""
+    least = grounding.figure_from or 0.0
+    figures: set[float] = set()
+    for piece in grounding.particular():
+        figures |= {n for n in _numbers(_piece_body(piece)) if n >= least}
+    figures -= _numbers(grounding.asked)
+    return not figures or bool(figures & _numbers(answer))
+
+
+def figures_from_elsewhere(answer: str, grounding: Grounding) -> list[float]:
+    """The numbers `answer` writes in digits that neither the retrieved pieces nor the
+    question hold: true of the documents, but of something else ("How many people report to
+    you?" answered with the employer's "420 employees")."""
+    known = _numbers(grounding.asked)
+    for piece in grounding.pieces:
+        known |= _numbers(piece.text)
+    said = {float(d) for d in _DIGITS.findall(normal_text(_LETTERS_AND_DIGITS.sub(" ", answer)))}
+    return sorted(n for n in said if n not in known and n * 1000 not in known)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -373,6 +404,11 @@ def guarded_answer(
     return fallback, problems
 
 
+MIN_PART_WORDS = 12
+"""A piece that does not fit whole in what is left of an answer built from the pieces is cut
+to fit ("... is a comprehensive school…") when this many words are left: enough to name what
+it is about ("Why do you want to work at our school?" needs the school after the candidate's
+own piece)."""
 _ROLE_HEADING = re.compile(r"^(?P<employer>[^—:]+?)\s+[—–-]\s+[^:]*\(\s*\d{4}")
 """An experience heading: "Northwind Bank — Senior Backend Engineer (2021–present)"."""
 
@@ -446,11 +482,12 @@ def fallback_answer(
             continue
         job_said = job_said or is_job
         n = word_count(said)
-        if sentences and words + n > max_words:
+        room = max_words - words
+        if sentences and n > room and room < MIN_PART_WORDS:
             break
-        if n > max_words:
-            said = " ".join(said.split()[:max_words]).rstrip(",;:") + "…"
-            n = max_words
+        if n > room:
+            said = " ".join(said.split()[:room]).rstrip(",;:") + "…"
+            n = room
         sentences.append(said if said.endswith((".", "…", "!", "?")) else said + ".")
         words += n
         if is_job and lead.alone:

@@ -15,11 +15,13 @@ from typing import Any, Protocol
 
 from agent.copilot.answer_guard import Grounding, guarded_answer, vocabulary
 from agent.copilot.context.retrieval import (
+    figure_asked,
     general_pieces,
     grounding_pieces,
     is_follow_up,
     is_job_piece,
     job_lead,
+    other_kinds_sections,
     relevant_pieces,
 )
 from agent.copilot.prompts import chunk_id
@@ -252,7 +254,8 @@ async def check_answer(context: ContextSearch, answer: LiveAnswer) -> None:
         answer.relevant,
         asked,
         nearest=grounding_pieces(answer.text_in),
-        general=general_pieces(every, answer.text_in),
+        general=general_pieces(every, answer.text_in) | other_kinds_sections(every, answer.text_in),
+        figure_from=figure_asked(answer.text_in),
     )
     replacement, problems = guarded_answer(
         answer.text,

@@ -23,9 +23,11 @@ OVERVIEW = (
 )
 """A question about the candidate as a whole: the resume's opening piece (name, title, where,
 years) answers it first."""
-SALARY = r"\bsalary|\bpay\b|\bcompensation|\bexpect to earn"
+SALARY = r"\bsalary|\bpay\b|\bcompensation|\bremuneration|\bpackage\b|\bexpect to earn"
 EMPLOYER = r"\bour (?:company|hospital|school|firm|business)\b|\babout us\b|\bknow about\b"
-QUESTIONS_FOR_US = r"\bquestions? for (?:us|me)\b"
+QUESTIONS_FOR_US = (
+    r"\bquestions? for (?:us|me)\b|\banything (?:you['’]d|you would|you want to) (?:like to )?ask\b"
+)
 FUTURE = r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal"
 INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple(
     (
@@ -36,7 +38,7 @@ INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple
     for pattern, words, section in (
         (OVERVIEW, "summary: my current role, employer and years of experience", ""),
         (
-            r"\bweakness|\bimprove on\b|\byou (?:\w+ )?struggle",
+            r"\bweakness|\bimprove on\b|\byou (?:\w+ )?struggle|\bneed to work on\b",
             "professional development: working on, learning, improving",
             r"development|improv|growth|working on|weakness",
         ),
@@ -61,7 +63,11 @@ INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple
         (QUESTIONS_FOR_US, "the role: responsibilities, the team", ""),
         (FUTURE, "the role: lead, own, responsibilities", ""),
         (r"\bproud|\bachievement|\baccomplish", "led, built, introduced, launched: the result", ""),
-        (r"\bdisagree|\bconflict", "disagreed, pushed back; we compared and agreed", ""),
+        (
+            r"\bdisagree|\bconflict|\bpush(?:ed)? back",
+            "disagreed, pushed back; we compared and agreed",
+            "",
+        ),
         (
             r"\bhow (?:big|large) is (?:your|the) (?:current )?team\b|"
             r"\bsize of (?:your|the) team\b|\bhow many (?:people|staff|direct reports|reports)\b",
@@ -93,6 +99,21 @@ def grounding_pieces(question: str) -> int:
     return GROUNDING_PIECES
 
 
+FIGURE = r"\bhow (?:much|many|long|large|big)\b|\bbudget\b"
+"""A question whose answer is a figure: the guard wants one of the retrieved piece's numbers."""
+PAY_FIGURE = 1000.0
+"""The least number that is an amount of pay, what a question about pay wants named."""
+
+
+def figure_asked(question: str) -> float | None:
+    """The least size of the figure that `question` asks for (agent.copilot.answer_guard's
+    `Grounding.figure_from`): an amount of pay for a question about pay, any number for "How
+    long did that take?"; None when it asks for none."""
+    if re.search(SALARY, question, re.IGNORECASE):
+        return PAY_FIGURE
+    return 0.0 if re.search(FIGURE, question, re.IGNORECASE) else None
+
+
 def general_pieces(every: list[Any], question: str) -> frozenset[int]:
     """The chunk ids of the resume's pieces about the candidate in general, before the first
     role (its opening line and summary), unless `question` asks for an overview: an answer
@@ -109,6 +130,20 @@ def general_pieces(every: list[Any], question: str) -> frozenset[int]:
     if len(general) == len(resume):  # no roles: where the general part ends is unknown
         return frozenset()
     return frozenset(general)
+
+
+def other_kinds_sections(every: list[Any], question: str) -> frozenset[int]:
+    """The chunk ids of the pieces under the heading of a common question kind's section that
+    `question` is not of ("Professional development: ..." for "How do you work with the sales
+    team?"): the small model echoes them to any question, and they answer only their own."""
+    asked = [s for pattern, _, s in INTENTS if s is not None and pattern.search(question)]
+    return frozenset(
+        int(p.chunk_id)
+        for p in every
+        if (heading := p.text.partition(":")[0])
+        and any(s.search(heading) for _, _, s in INTENTS if s is not None)
+        and not any(s.search(heading) for s in asked)
+    )
 
 
 _REFERS_BACK = re.compile(
