@@ -523,6 +523,25 @@ def test_an_answer_about_pay_names_the_pay() -> None:
     assert answer_problems("I lead a finance team of five.", vocab, no_pay) == []
 
 
+def test_a_follow_up_asking_again_for_a_figure_its_exchange_named_is_answered_by_it() -> None:
+    players = Piece(
+        7,
+        "resume",
+        "Tidewater Games — Backend Engineer (2017–2021): Built the matchmaking service in Go "
+        "for 2 million daily players.",
+        0.0,
+    )
+    teams = Piece(
+        8, "resume", "Northwind Bank — Staff Engineer (2021–present): Led three teams.", 0.0
+    )
+    asked = "How many players did it serve?"
+    exchange = "What did you build at Tidewater Games? A service for 2 million daily players."
+    again = Grounding([players, teams], f"{exchange} {asked}", figure_from=figure_asked(asked))
+    vocab = vocabulary([players.text, teams.text, exchange, asked])
+    answer = "I built the matchmaking service for 2 million daily players."
+    assert answer_problems(answer, vocab, again) == []
+
+
 def test_a_piece_that_does_not_fit_whole_is_cut_when_enough_room_is_left() -> None:
     school = Piece(
         50,

@@ -12,8 +12,11 @@ from agent.copilot.answer_guard import voice_problems
 from bench.copilot_quality import SHORT_WORDS, rates, score_answer, vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
-SETS = tuple(DATA / name for name in ("", "nurse", "marketing", "teacher", "accountant"))
-# teacher and accountant: held out (written without sight of retrieval or the guard)
+SETS = tuple(
+    DATA / name for name in ("", "nurse", "marketing", "teacher", "accountant", "warehouse")
+)
+# teacher, accountant and warehouse: held out (written before anything of the copilot was tried
+# on them; warehouse with headings of its own: "Work history", "Tools", "Working on")
 QUESTION = "Where did you go to university, and what did you study?"
 FACTS = ["Munich", "Computer Science"]
 

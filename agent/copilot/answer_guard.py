@@ -339,13 +339,12 @@ def answer_problems(answer: str, vocab: Vocabulary, grounding: Grounding) -> lis
 
 
 def names_a_figure(answer: str, grounding: Grounding) -> bool:
-    """Whether `answer` names a number of the pieces it must be grounded in (beyond the
-    question's); true when they hold none."""
+    """Whether `answer` names a number of the pieces it must be grounded in; true when they
+    hold none."""
     least = grounding.figure_from or 0.0
     figures: set[float] = set()
     for piece in grounding.particular():
         figures |= {n for n in _numbers(_piece_body(piece)) if n >= least}
-    figures -= _numbers(grounding.asked)
     return not figures or bool(figures & _numbers(answer))
 
 
