@@ -25,7 +25,8 @@ The default LLM is the scripted one (a test double with a fixed time to first to
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
 
 The single-engine benchmarks are its subcommands (SUITES): `voxroom bench stt`, `tts-roundtrip`,
-`turn-detectors`, `tool-use`, `copilot`, `copilot-livekit`, each with its own options (`-h`).
+`turn-detectors`, `tool-use`, `copilot`, `copilot-livekit`, `copilot-replay`, each with its own
+options (`-h`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ SUITES: dict[str, tuple[str, str]] = {
     "copilot-livekit": (
         "bench.copilot_livekit",
         "interview copilot through livekit-server and a worker, as a candidate sees it",
+    ),
+    "copilot-replay": (
+        "bench.copilot_replay",
+        "a copilot-livekit run's answers judged again by today's retrieval and guard, "
+        "offline, in seconds",
     ),
 }
 

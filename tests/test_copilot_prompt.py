@@ -375,6 +375,10 @@ def test_words_of_a_kind_said_of_someone_else_do_not_make_the_question_that_kind
 
 def test_the_outcome_asked_after_a_story_is_a_follow_up(teacher_index) -> None:
     assert is_follow_up("What was the outcome?") and is_follow_up("What happened in the end?")
+    # a "that" opening a clause about a noun refers to nothing before
+    assert not is_follow_up("Tell me about a campaign that created pipeline.")
+    assert not is_follow_up("Tell me about a time that you failed.")
+    assert is_follow_up("Was that the project that failed?")
     [piece, *_] = asyncio.run(
         relevant_pieces(
             IndexNow(teacher_index),

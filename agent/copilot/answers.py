@@ -132,26 +132,33 @@ async def stream_answer(
                 answer.first_token.set()
             answer.text += delta
             answer.changed.set()
-            lines = [x for x in answer.text.split("\n") if x.strip()]
-            if len(lines) > options.max_answer_lines:
-                cut_at = answer.text.rstrip().rfind("\n")
-                answer.text = answer.text[: cut_at + 1]
-                cut = True
-                break
-            words = answer.text.split()
-            if (
-                len(words) >= options.answer_word_limit
-                or looping(words)
-                or (
-                    len(words) >= options.max_answer_words
-                    and answer.text.rstrip(" ").endswith((".", "!", "?", "\n"))
-                )
-            ):
+            kept = answer_end(answer.text, options)
+            if kept is not None:
+                answer.text = kept
                 cut = True
                 break
     finally:
         await stream.aclose()
     return cut
+
+
+def answer_end(text: str, options: CopilotOptions) -> str | None:
+    """Where an answer written so far as `text` ends at `options`' limits: the text it keeps
+    (None: it goes on)."""
+    lines = [x for x in text.split("\n") if x.strip()]
+    if len(lines) > options.max_answer_lines:
+        return text[: text.rstrip().rfind("\n") + 1]
+    words = text.split()
+    if (
+        len(words) >= options.answer_word_limit
+        or looping(words)
+        or (
+            len(words) >= options.max_answer_words
+            and text.rstrip(" ").endswith((".", "!", "?", "\n"))
+        )
+    ):
+        return text
+    return None
 
 
 def looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:

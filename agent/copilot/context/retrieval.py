@@ -155,8 +155,16 @@ FOLLOW_UP_MAX_WORDS = 9
 """A question this short that refers to something ("How long did that take?") is a follow-up."""
 
 
+_RELATIVE_THAT = re.compile(
+    r"(\b(?:a|an|the|some|any|every)\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+)that\b", re.IGNORECASE
+)
+"""A "that" after a noun opens a clause about it ("a campaign that created pipeline"): it
+refers to nothing said before."""
+
+
 def is_follow_up(question: str) -> bool:
-    return len(question.split()) <= FOLLOW_UP_MAX_WORDS and bool(_REFERS_BACK.search(question))
+    own = _RELATIVE_THAT.sub(r"\1", question)
+    return len(question.split()) <= FOLLOW_UP_MAX_WORDS and bool(_REFERS_BACK.search(own))
 
 
 def search_text(question: str, previous: str = "", previous_answer: str = "") -> str:
