@@ -38,6 +38,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from agent.engines import FRAME_SAMPLES, INPUT_RATE
 from agent.events import event_json
 from bench.copilot_quality import word_count
 from state_machine.options import CopilotOptions
+
+if TYPE_CHECKING:
+    from agent.copilot.context.index import ContextIndex
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
 """The default document set (a backend engineer); nurse/ and marketing/ hold two more, and
@@ -88,6 +92,19 @@ def documents(args: argparse.Namespace) -> dict[str, str]:
         "resume": args.resume.read_text(encoding="utf-8"),
         "job_description": args.job_description.read_text(encoding="utf-8"),
     }
+
+
+def documents_index(docs: dict[str, str]) -> ContextIndex:
+    """The real MiniLM index of `docs` (by the names the copilot knows them by)."""
+    from agent.adapters.embedder import MiniLMEmbedder
+    from agent.copilot.context.index import ContextIndex
+
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    index = ContextIndex(embedder)
+    for name, text in docs.items():
+        index.add_document(name, text)
+    return index
 
 
 def asked(args: argparse.Namespace) -> list[Question]:
@@ -140,11 +157,9 @@ def speak(text: str) -> np.ndarray:
 
 
 async def run_questions(args: argparse.Namespace) -> list[dict]:
-    from agent.adapters.embedder import MiniLMEmbedder
     from agent.adapters.llm.prefill import llama_client_for
     from agent.adapters.providers import open_llm
     from agent.adapters.stt.whisper import WhisperSTT
-    from agent.copilot.context.index import ContextIndex
     from agent.copilot.engine import CopilotEngine
     from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT
     from agent.models import offline_env
@@ -154,12 +169,8 @@ async def run_questions(args: argparse.Namespace) -> list[dict]:
     stt = WhisperSTT()
     stt.load()
     stt.warmup()
-    embedder = MiniLMEmbedder()
-    embedder.load()
-    index = ContextIndex(embedder)
     docs = documents(args)
-    for name, text in docs.items():
-        index.add_document(name, text)
+    index = documents_index(docs)
     questions = asked(args)
     speech = [speak(q.question) for q in questions]
 

@@ -23,6 +23,7 @@ from bench.copilot_bench import (
     add_document_arguments,
     asked,
     documents,
+    documents_index,
     score,
     summarize_quality,
 )
@@ -58,18 +59,12 @@ def written(model_text: str, options: Any) -> str:
 
 
 async def judge_again(args: argparse.Namespace, recorded: list[dict]) -> list[dict]:
-    from agent.adapters.embedder import MiniLMEmbedder
     from agent.copilot.answers import LiveAnswer, check_answer, relevant_to
-    from agent.copilot.context.index import ContextIndex
     from state_machine.options import CopilotOptions
     from state_machine.question_detector import check_question
 
-    embedder = MiniLMEmbedder()
-    embedder.load()
-    index = ContextIndex(embedder)
     docs = documents(args)
-    for name, text in docs.items():
-        index.add_document(name, text)
+    index = documents_index(docs)
     options = CopilotOptions()
     previous, exchange = "", None
     results = []
