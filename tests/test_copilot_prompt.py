@@ -575,3 +575,34 @@ def test_a_piece_that_does_not_fit_whole_is_cut_when_enough_room_is_left() -> No
         "At Castleford Academy, I started the school's first coding club, in Scratch and "
         "Python, for Year 8."
     )
+
+
+@pytest.fixture(scope="module")
+def warehouse_index():
+    yield from documents_index(DATA / "warehouse")
+
+
+def test_a_resume_with_headings_of_its_own_is_said_in_the_first_person(warehouse_index) -> None:
+    said = {first_person(p) for p in warehouse_index.pieces()}
+    # the title before the employer ("Team Leader, Veldhaven Logistics (2014–2020)")
+    assert any(s.startswith("At Veldhaven Logistics, I trained 40 new starters") for s in said)
+    assert any(s.startswith("At Kestrel Fulfilment, I re-slotted") for s in said)
+    # a heading that says what the candidate is doing
+    assert "I'm working on: Delegating: I used to cover every absent team leader myself; " in (
+        " ".join(said)
+    )
+    assert all(voice_problems(s) == [] for s in said if not s.startswith("I read"))
+
+
+def test_the_jobs_opening_line_and_other_kinds_sections_rank_below(warehouse_index) -> None:
+    context = IndexNow(warehouse_index)
+    _, job, *_ = asyncio.run(relevant_pieces(context, "Why are you interested in Brightwater?"))
+    assert job.text.startswith("Who we are:")  # not the title, place and pay
+    [pay, *_] = asyncio.run(relevant_pieces(context, "What salary are you looking for?"))
+    assert "€68,000–€76,000" in pay.text
+    team = asyncio.run(relevant_pieces(context, "How big is the team you run now?"))
+    assert not any(p.text.startswith("Working on") for p in team)
+    assert any("85 pickers" in p.text for p in team)
+    assert job_lead("What questions do you have for me?") == job_lead(
+        "Do you have any questions for us?"
+    )

@@ -276,9 +276,10 @@ def specifics(text: str) -> set[str]:
     return words | {f"#{n:g}" for n in numbers}
 
 
-_TITLE_HEADING = re.compile(r"\s[—–]\s")
+_TITLE_HEADING = re.compile(r"\s[—–]\s|\(\s*\d{4}")
 """A heading that names who or what, not a section: "Northwind Bank — Senior Backend Engineer
-(2021–present)", "Dana Whitfield — Senior Backend Engineer", "Staff Engineer — Lumen Pay"."""
+(2021–present)", "Dana Whitfield — Senior Backend Engineer", "Staff Engineer — Lumen Pay",
+"Team Leader, Veldhaven Logistics (2014–2020)"."""
 
 
 def _piece_body(piece: Any) -> str:
@@ -408,8 +409,11 @@ MIN_PART_WORDS = 12
 to fit ("... is a comprehensive school…") when this many words are left: enough to name what
 it is about ("Why do you want to work at our school?" needs the school after the candidate's
 own piece)."""
-_ROLE_HEADING = re.compile(r"^(?P<employer>[^—:]+?)\s+[—–-]\s+[^:]*\(\s*\d{4}")
-"""An experience heading: "Northwind Bank — Senior Backend Engineer (2021–present)"."""
+_ROLE_HEADING = re.compile(
+    r"^(?:(?P<employer>[^—:]+?)\s+[—–-]\s+[^:]*|[^:,]+,\s*(?P<employer_after>[^:]+?)\s*)\(\s*\d{4}"
+)
+"""An experience heading: "Northwind Bank — Senior Backend Engineer (2021–present)", or the
+title first, "Team Leader, Veldhaven Logistics (2014–2020)"."""
 
 
 @dataclass(frozen=True)
@@ -444,9 +448,12 @@ def first_person(
         return f"I'm {heading}. {body}"
     if (m := _ROLE_HEADING.match(heading)) is not None:
         verb = body[:1].lower() + body[1:] if body[1:2].islower() else body
-        return f"At {m.group('employer').strip()}, I {verb}"
+        return f"At {(m.group('employer') or m.group('employer_after')).strip()}, I {verb}"
+    lower = heading[:1].lower() + heading[1:]
+    if re.match(r"[a-z]+ing\b", lower):  # "Working on: Delegating: ..."
+        return f"I'm {lower}: {body}"
     if heading:
-        return f"My {heading[:1].lower() + heading[1:]}: {body}"
+        return f"My {lower}: {body}"
     return f"I can say: {body}"
 
 

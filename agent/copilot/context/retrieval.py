@@ -26,7 +26,8 @@ years) answers it first."""
 SALARY = r"\bsalary|\bpay\b|\bcompensation|\bremuneration|\bpackage\b|\bexpect to earn"
 EMPLOYER = r"\bour (?:company|hospital|school|firm|business)\b|\babout us\b|\bknow about\b"
 QUESTIONS_FOR_US = (
-    r"\bquestions? for (?:us|me)\b|\banything (?:you['’]d|you would|you want to) (?:like to )?ask\b"
+    r"\bquestions? (?:(?:do|would) you have )?for (?:us|me)\b|"
+    r"\banything (?:you['’]d|you would|you want to) (?:like to )?ask\b"
 )
 FUTURE = r"\bfive years|\bfuture\b|\blong[- ]term|\bcareer goal"
 INTENTS: tuple[tuple[re.Pattern[str], str, re.Pattern[str] | None], ...] = tuple(
@@ -130,6 +131,16 @@ def general_pieces(every: list[Any], question: str) -> frozenset[int]:
     if len(general) == len(resume):  # no roles: where the general part ends is unknown
         return frozenset()
     return frozenset(general)
+
+
+def job_opening(every: list[Any], question: str) -> frozenset[int]:
+    """The chunk id of the job description's opening piece (its title, place, contract and
+    pay), unless `question` asks about pay: it says nothing of what the job or the employer
+    is, and MiniLM puts it near any question that names the employer."""
+    if re.search(SALARY, question, re.IGNORECASE):
+        return frozenset()
+    job = [int(p.chunk_id) for p in every if is_job_piece(p)]
+    return frozenset(job[:1] and [min(job)])
 
 
 def other_kinds_sections(every: list[Any], question: str) -> frozenset[int]:
@@ -238,6 +249,13 @@ the job description's short lines ("Nice to have: A mentorship qualification.") 
 any question, above the resume bullet that answers it."""
 
 
+OTHER_KIND_PENALTY = 0.1
+"""Added to the distance of a piece under another kind's section heading ("Working on: ..."
+to "How big is the team you run now?"): it answers only its own kind, but less than the other
+source's penalty, since a misheard question ("What will your manager say you need to wear
+con?") may not show its kind. 0.1 kept the most good answers over the recorded runs of
+docs/bench/ (0.05-0.2 tried: docs/benchmarks.md)."""
+
 SHARED_WORD_BONUS = 0.12
 MAX_SHARED_WORDS = 3
 """Each word (of four letters or more, not a function word) that a piece shares with what it is
@@ -298,8 +316,11 @@ async def relevant_pieces(
     asked = _words(text)
     sections = [section for pattern, _, section in INTENTS if section and pattern.search(question)]
     # Below the others, the resume's opening and summary, which ground only an overview (the
-    # guard's rule); why the candidate wants the job may start from them.
+    # guard's rule; why the candidate wants the job may start from them), the job's opening
+    # line unless pay is asked, and a little below, the sections of other kinds of question.
     general = frozenset() if MOTIVATION.search(question) else general_pieces(every, question)
+    aside = general | job_opening(every, question)
+    other_kinds = other_kinds_sections(every, question)
 
     def distance(piece: Any) -> float:
         shared = len(asked & _words(piece.text))
@@ -309,7 +330,8 @@ async def relevant_pieces(
             - SHARED_WORD_BONUS * min(shared, MAX_SHARED_WORDS)
             + (0.0 if is_job_piece(piece) == about_job else OTHER_SOURCE_PENALTY)
             - (SECTION_FIRST if any(s.search(heading) for s in sections) else 0.0)
-            + (OTHER_SOURCE_PENALTY if int(piece.chunk_id) in general else 0.0)
+            + (OTHER_SOURCE_PENALTY if int(piece.chunk_id) in aside else 0.0)
+            + (OTHER_KIND_PENALTY if int(piece.chunk_id) in other_kinds else 0.0)
         )
 
     ordered = sorted(ranked, key=distance)
