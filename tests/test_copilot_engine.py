@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from agent.adapters.llm.prefill import PrefillResult
-from agent.copilot.answers import FAILED_ANSWER, looping
+from agent.copilot.answers import FAILED_ANSWER, answer_end, looping
 from agent.copilot.engine import CopilotEngine
 from agent.copilot.events import CopilotEvent, Warm
 from agent.copilot.prompts import COPILOT_SYSTEM_PROMPT, copilot_messages, prefix_steps
@@ -690,6 +690,13 @@ def test_an_answer_that_never_ends_a_sentence_stops_at_the_hard_word_limit():
     assert run.sink.text(aid).split() == run_on.split()[:20]
     assert run.engine.answers[0].status == "complete"
     assert llm.closed_early == 1  # the server stops generating too
+
+
+def test_the_hard_word_limit_keeps_the_last_word_whole():
+    options = CopilotOptions(max_answer_words=12, answer_word_limit=4)
+    # the fourth word may still grow ("account" + "ants"): nothing is cut until a fifth begins
+    assert answer_end("We ran the account", options) is None
+    assert answer_end("We ran the accountants, and", options) == "We ran the accountants,"
 
 
 def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():

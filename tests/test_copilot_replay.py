@@ -18,7 +18,7 @@ def test_a_recorded_answer_is_cut_where_the_stream_would_stop_it_now() -> None:
     options = CopilotOptions(max_answer_words=5, answer_word_limit=9)
     assert written("I led it. It went well. Then more.", options) == "I led it. It went well. "
     assert written("one two three four five six seven eight nine ten", options) == (
-        "one two three four five six seven eight nine "
+        "one two three four five six seven eight nine"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -144,18 +145,18 @@ async def stream_answer(
 
 def answer_end(text: str, options: CopilotOptions) -> str | None:
     """Where an answer written so far as `text` ends at `options`' limits: the text it keeps
-    (None: it goes on)."""
+    (None: it goes on). The hard word limit cuts when the word after it begins, so that the
+    last word kept is whole (a token may end inside a word: "account" of "accountants");
+    only what came in with that word is dropped, none of what was shown before."""
     lines = [x for x in text.split("\n") if x.strip()]
     if len(lines) > options.max_answer_lines:
         return text[: text.rstrip().rfind("\n") + 1]
     words = text.split()
-    if (
-        len(words) >= options.answer_word_limit
-        or looping(words)
-        or (
-            len(words) >= options.max_answer_words
-            and text.rstrip(" ").endswith((".", "!", "?", "\n"))
-        )
+    if len(words) > options.answer_word_limit:
+        last = list(re.finditer(r"\S+", text))[options.answer_word_limit - 1]
+        return text[: last.end()]
+    if looping(words) or (
+        len(words) >= options.max_answer_words and text.rstrip(" ").endswith((".", "!", "?", "\n"))
     ):
         return text
     return None
