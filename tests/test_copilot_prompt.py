@@ -592,6 +592,8 @@ def test_a_resume_with_headings_of_its_own_is_said_in_the_first_person(warehouse
         " ".join(said)
     )
     assert all(voice_problems(s) == [] for s in said if not s.startswith("I read"))
+    training = Piece(9, "resume", "Training: Basic life support (2024).", 0.0)
+    assert first_person(training) == "My training: Basic life support (2024)."  # a noun
 
 
 def test_the_jobs_opening_line_and_other_kinds_sections_rank_below(warehouse_index) -> None:

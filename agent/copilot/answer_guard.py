@@ -450,7 +450,7 @@ def first_person(
         verb = body[:1].lower() + body[1:] if body[1:2].islower() else body
         return f"At {(m.group('employer') or m.group('employer_after')).strip()}, I {verb}"
     lower = heading[:1].lower() + heading[1:]
-    if re.match(r"[a-z]+ing\b", lower):  # "Working on: Delegating: ..."
+    if re.match(r"[a-z]+ing (?:on|to|towards)\b", lower):  # "Working on:", not "Training:"
         return f"I'm {lower}: {body}"
     if heading:
         return f"My {lower}: {body}"

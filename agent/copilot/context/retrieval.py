@@ -101,7 +101,7 @@ def grounding_pieces(question: str) -> int:
 
 
 FIGURE = r"\bhow (?:much|many|long|large|big)\b|\bbudget\b"
-"""A question whose answer is a figure: the guard wants one of the retrieved piece's numbers."""
+"""A question whose answer is a figure: the guard wants one of the retrieved pieces' numbers."""
 PAY_FIGURE = 1000.0
 """The least number that is an amount of pay, what a question about pay wants named."""
 
@@ -140,7 +140,7 @@ def job_opening(every: list[Any], question: str) -> frozenset[int]:
     if re.search(SALARY, question, re.IGNORECASE):
         return frozenset()
     job = [int(p.chunk_id) for p in every if is_job_piece(p)]
-    return frozenset(job[:1] and [min(job)])
+    return frozenset({min(job)}) if job else frozenset()
 
 
 def other_kinds_sections(every: list[Any], question: str) -> frozenset[int]:
