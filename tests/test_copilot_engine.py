@@ -697,6 +697,8 @@ def test_the_hard_word_limit_keeps_the_last_word_whole():
     # the fourth word may still grow ("account" + "ants"): nothing is cut until a fifth begins
     assert answer_end("We ran the account", options) is None
     assert answer_end("We ran the accountants, and", options) == "We ran the accountants,"
+    # a bullet's dash is no word
+    assert answer_end("- We ran the\n- accountants", options) is None
 
 
 def test_an_answer_caught_in_a_loop_stops_at_the_third_repeat():

@@ -151,10 +151,11 @@ def answer_end(text: str, options: CopilotOptions) -> str | None:
     lines = [x for x in text.split("\n") if x.strip()]
     if len(lines) > options.max_answer_lines:
         return text[: text.rstrip().rfind("\n") + 1]
-    words = text.split()
+    # Words as the reader counts them: a bullet's "-" is none.
+    spans = [m for m in re.finditer(r"\S+", text) if any(c.isalnum() for c in m.group())]
+    words = [m.group() for m in spans]
     if len(words) > options.answer_word_limit:
-        last = list(re.finditer(r"\S+", text))[options.answer_word_limit - 1]
-        return text[: last.end()]
+        return text[: spans[options.answer_word_limit - 1].end()]
     if looping(words) or (
         len(words) >= options.max_answer_words and text.rstrip(" ").endswith((".", "!", "?", "\n"))
     ):
