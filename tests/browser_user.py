@@ -138,6 +138,10 @@ class Conversation:
     agent_text: str
     states: list[str]
     peak_level_speaking: float
+    # For a failure's message: the status and the agent's level over time, ms after Join, and
+    # where the agent's voice got to in the page (window.__voxroom.audioCheck()).
+    timeline: list[tuple[int, str]]
+    audio: dict
 
 
 async def converse(page, url: str, *, timeout_s: float = 150) -> Conversation:
@@ -160,7 +164,19 @@ async def converse(page, url: str, *, timeout_s: float = 150) -> Conversation:
         agent_text=await agent_line.text_content() or "",
         states=[s for _, s in states],
         peak_level_speaking=_peak_while(states, levels, "speaking"),
+        timeline=_timeline(states, levels),
+        audio=await page.evaluate("window.__voxroom.audioCheck()"),
     )
+
+
+def _timeline(states: list[list], levels: list[list]) -> list[tuple[int, str]]:
+    """The status changes, and when the agent was first and last audible."""
+    audible = [t for t, lv in levels if lv > AUDIBLE_RMS]
+    marks = [(t, f"state {s}") for t, s in states]
+    if audible:
+        marks += [(audible[0], "first audible"), (audible[-1], "last audible")]
+    start = states[0][0] if states else 0.0
+    return [(round(t - start), what) for t, what in sorted(marks)]
 
 
 def _peak_while(states: list[list], levels: list[list], state: str) -> float:

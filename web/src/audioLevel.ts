@@ -34,6 +34,11 @@ export class LevelMeter {
     this.source.connect(this.analyser);
   }
 
+  /** Whether it measures a track, and the audio context's state ("running" when it may). */
+  describe(): { measuring: boolean; context: string } {
+    return { measuring: this.source !== undefined, context: this.context?.state ?? 'none' };
+  }
+
   /** The level of the last ~20 ms, 0 (silence) to 1. */
   level(): number {
     if (!this.analyser || !this.source) return 0;

@@ -11,6 +11,7 @@ import {
   DisconnectReason,
   type Participant,
   ParticipantKind,
+  RemoteAudioTrack,
   RemoteParticipant,
   type RemoteTrack,
   Room,
@@ -177,6 +178,15 @@ export class LiveKitSession implements VoiceSession, CopilotChannel {
         .filter((t) => t.kind === Track.Kind.Audio && t.isSubscribed)
         .map((t) => t.trackName),
     );
+  }
+
+  /** What WebRTC says of the agent's audio received here (packets, decoded energy), for
+   * telling a network problem from a playback one. */
+  async agentAudioStats(): Promise<object | undefined> {
+    for (const pub of this.agent()?.trackPublications.values() ?? []) {
+      if (pub.track instanceof RemoteAudioTrack) return pub.track.getReceiverStats();
+    }
+    return undefined;
   }
 
   meetingAudio(): boolean {

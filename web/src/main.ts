@@ -131,6 +131,12 @@ const wholeText = new Map<string, string>();
   remoteLevel: () => meter.level(),
   mode: () => config?.mode,
   subscribedAudio: () => (session instanceof LiveKitSession ? session.subscribedAudio() : []),
+  // Where the agent's voice got to: the meter, the <audio> element, WebRTC's receiver.
+  audioCheck: async () => ({
+    meter: meter.describe(),
+    element: { paused: ui.audio.paused, readyState: ui.audio.readyState },
+    receiver: session instanceof LiveKitSession ? await session.agentAudioStats() : undefined,
+  }),
 };
 
 const params = new URLSearchParams(location.search);
