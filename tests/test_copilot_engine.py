@@ -365,28 +365,6 @@ def test_a_complete_question_is_answered_speculatively_and_shown_right_after_its
     assert len(llm.requests) == 1
 
 
-@dataclass
-class QuestionTunedSTT(ScriptedSTT):
-    """TEST DOUBLE: a ScriptedSTT with a question tuning (agent/adapters/stt/questions.py)
-    that hears by another script."""
-
-    tuned: ScriptedSTT | None = None
-
-    def for_questions(self) -> ScriptedSTT:
-        assert self.tuned is not None
-        return self.tuned
-
-
-def test_questions_are_heard_through_the_stt_s_question_tuning():
-    tuned = ScriptedSTT([(1.5, "What is your biggest weakness?")])
-    stt = QuestionTunedSTT([(1.5, "What is your big west mess?")], tuned=tuned)
-    run = run_copilot([("silence", 0.5), ("speech", 1.5)], stt, RecordingLLM([ANSWER]))
-
-    [(_, question)] = run.sink.opened()
-    assert question == "What is your biggest weakness?"
-    assert tuned.streams and not stt.streams
-
-
 def test_a_speculative_answer_is_never_shown_before_the_endpoint():
     # A fast LLM finishes the whole answer before the endpoint: it is held, then shown at once.
     stt = ScriptedSTT([(1.0, "Can you walk me through your last project")], delay_s=0.05)

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from agent.adapters.llm.prefill import Prefiller, PrefillResult, QuestionPrefill
-from agent.adapters.stt.questions import for_questions
 from agent.adapters.turn_detector import TurnDetector
 from agent.copilot.answers import (
     AnswerRecord,
@@ -110,7 +109,7 @@ class CopilotEngine:
         self._emit: EventSink = on_event or (lambda _e: None)
         self.answers: list[AnswerRecord] = []
         self.context = context
-        self._stt, self._llm, self._sink = for_questions(stt), llm, sink
+        self._stt, self._llm, self._sink = stt, llm, sink
         self._system_prompt = system_prompt
         if vad is None:
             from agent.audio.vad import VoiceActivityDetector
