@@ -52,8 +52,15 @@ if TYPE_CHECKING:
     from agent.copilot.context.index import ContextIndex
 
 DATA = Path(__file__).resolve().parent / "copilot_data"
-"""The default document set (a backend engineer); nurse/ and marketing/ hold two more, and
-teacher/ a held-out one, each a resume.md, a job_description.md and a questions.json."""
+"""The default document set (a backend engineer); its subfolders hold the others (nurse,
+marketing, teacher, accountant, warehouse), each a resume.md, a job_description.md and a
+questions.json."""
+
+
+def document_sets() -> list[Path]:
+    """Every document set's folder: DATA, then its subfolders by name."""
+    subfolders = sorted(p for p in DATA.iterdir() if (p / "questions.json").is_file())
+    return [DATA, *subfolders]
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ waits before it declares the endpoint), then `finalize()`. Per utterance:
   latency budget, <= 250 ms)
 - WER of the final against the sentence (lower case, no punctuation, numbers as words)
 
-`voxroom bench stt [--mode default|full]`
+`voxroom bench stt [--mode default|full|beam] [--sentences assistant|copilot]
+[--voice both|espeak|piper]`
 `--mode full` is the simple approach (every final decodes the whole utterance, no committed
-prefix), for comparison. The machine is shared: the load average is printed with the results.
+prefix), for comparison; `--mode beam` searches every final with the beam, over the whole
+utterance; `--sentences copilot` asks the copilot document sets' questions. The machine is
+shared: the load average is printed with the results.
 """
 
 from __future__ import annotations
@@ -159,10 +162,31 @@ def percentiles(values: list[float]) -> str:
     return f"p50 {p50:7.1f}  p95 {p95:7.1f}  p99 {p99:7.1f}  (n={len(values)})"
 
 
+def copilot_questions() -> list[str]:
+    """The questions of every copilot document set (bench/copilot_data/)."""
+    from bench.copilot_bench import document_sets, load_questions
+
+    return [q.question for d in document_sets() for q in load_questions(d / "questions.json")]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", choices=("default", "full"), default="default")
+    for flag, choices, what in (  # the first choice is the default
+        (
+            "--mode",
+            ("default", "full", "beam"),
+            "full: no committed prefix, no reused endpoint decode; beam: every final a beam "
+            "search over the whole utterance",
+        ),
+        (
+            "--sentences",
+            ("assistant", "copilot"),
+            "copilot: every copilot document set's questions",
+        ),
+        ("--voice", ("both", "espeak", "piper"), "both: espeak-ng and Piper by turns"),
+    ):
+        parser.add_argument(flag, choices=choices, default=choices[0], help=what)
     parser.add_argument("--trailing-silence-s", type=float, default=0.3)
-    parser.add_argument("--limit", type=int, default=len(SENTENCES))
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
     parser.add_argument("--end-pad-s", type=float, help="WhisperOptions.end_pad_s, to tune it")
 
 
@@ -182,9 +206,11 @@ async def _run(args: argparse.Namespace) -> None:
         options = dataclasses.replace(
             options, reuse_endpoint_decode=False, commit_agreed_prefix=False
         )
-    utterances = [
-        ("espeak" if i % 2 == 0 else "piper", s) for i, s in enumerate(SENTENCES[: args.limit])
-    ]
+    elif args.mode == "beam":  # every real score is below 0: every final is unsure
+        options = dataclasses.replace(options, unsure_logprob=0.0, final_keeps_prefix=False)
+    sentences = copilot_questions() if args.sentences == "copilot" else list(SENTENCES)
+    voices = ("espeak", "piper") if args.voice == "both" else (args.voice,)
+    utterances = [(voices[i % len(voices)], s) for i, s in enumerate(sentences[: args.limit])]
     for voice, text in utterances:  # synthesize before the clock matters
         await speech(voice, text)
     stt = WhisperSTT(options=options)
@@ -206,7 +232,8 @@ async def _run(args: argparse.Namespace) -> None:
     firsts = [r.first_partial_ms for r in results if r.first_partial_ms is not None]
     durations = [r.duration_s for r in results]
     print(
-        f"\nmode={args.mode}  trailing silence {args.trailing_silence_s * 1000:.0f} ms  "
+        f"\nmode={args.mode}  sentences={args.sentences}  voice={args.voice}  "
+        f"trailing silence {args.trailing_silence_s * 1000:.0f} ms  "
         f"speech {min(durations):.1f}-{max(durations):.1f} s  "
         f"load avg before {load_before[0]:.2f} after {load_after[0]:.2f} (2 shared cores)"
     )

@@ -4,17 +4,14 @@ catch an ungrounded, an unfaithful and an off-voice answer, and pass a good one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from agent.copilot.answer_guard import voice_problems
+from bench.copilot_bench import DATA, document_sets
 from bench.copilot_quality import SHORT_WORDS, rates, score_answer, vocabulary
 
-DATA = Path(__file__).resolve().parent.parent / "bench" / "copilot_data"
-SETS = tuple(
-    DATA / name for name in ("", "nurse", "marketing", "teacher", "accountant", "warehouse")
-)
+SETS = tuple(document_sets())
 # teacher, accountant and warehouse: held out (written before anything of the copilot was tried
 # on them; warehouse with headings of its own: "Work history", "Tools", "Working on")
 QUESTION = "Where did you go to university, and what did you study?"
@@ -125,6 +122,12 @@ def test_rates_count_unanswered_questions_as_failing(vocab) -> None:
     }
 
 
+def test_the_bench_finds_every_document_set() -> None:
+    names = {p.name for p in SETS[1:]}
+    assert SETS[0] == DATA
+    assert names == {"nurse", "marketing", "teacher", "accountant", "warehouse"}
+
+
 @pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
 def test_each_document_set_has_15_questions_whose_facts_are_in_its_documents(folder) -> None:
     docs = " ".join(
@@ -137,3 +140,17 @@ def test_each_document_set_has_15_questions_whose_facts_are_in_its_documents(fol
         assert q["question"].strip() and q["facts"], q
         # every question can be grounded: one of its facts, at least, is in the documents
         assert any(" ".join(f.lower().split()) in " ".join(docs.split()) for f in q["facts"]), q
+
+
+def test_the_stt_bench_can_ask_every_set_s_questions() -> None:
+    """`voxroom bench stt --sentences copilot` (the copilot's question tuning is measured on
+    these)."""
+    from bench.stt_bench import copilot_questions
+
+    asked = copilot_questions()
+    every = [
+        q["question"]
+        for folder in SETS
+        for q in json.loads((folder / "questions.json").read_text(encoding="utf-8"))
+    ]
+    assert asked == every
