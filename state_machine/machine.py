@@ -246,9 +246,10 @@ class ConversationStateMachine(BargeInHandling):
             return []
         self._reply = None
         out: list[Action] = [E.ReplyDone(now, reply_id)]
-        # The answer ended while ducked under a sound of the user's: the sound goes on as an
-        # utterance of theirs (`_end_user_turn` drops it if it was only a backchannel).
-        self._ducked_at = None
+        # The answer ended while ducked or paused under a sound of the user's: nothing is left
+        # to yield, so the sound goes on as an utterance of theirs (`_end_user_turn` answers
+        # it, and a message typed meanwhile with it; it drops a lone backchannel).
+        self._ducked_at = self._paused_at = None
         self._release_hold(out)
         if self.state is not AgentState.LISTENING:
             self._set_state(AgentState.LISTENING, now, out)

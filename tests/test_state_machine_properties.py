@@ -146,6 +146,11 @@ class Driver:
         batch = self.machine.on_candidate(uid, text, covered_until, self.now)
         if batch:  # accepted: this is the latest transcript of the utterance
             self.heard[uid] = text
+            utt = self.machine._utt
+            if utt is not None and utt.id == uid and utt.candidate is not None:
+                # As the machine took it: a sound over the agent's voice with more words than
+                # it could hold is heard as none (the agent's own words, echoed).
+                self.heard[uid] = utt.candidate.text
         self.check("candidate", batch)
 
     def typed(self, text: str) -> None:
@@ -370,3 +375,22 @@ def test_a_retracted_turn_is_answered_even_if_the_interruption_had_no_words() ->
     d.drain()  # the cough transcribes to "": discarded; the user waits in silence
     d.check_every_turn_ends()
     d.check_no_retracted_turn_waits()
+
+
+def test_a_message_typed_while_a_sound_holds_an_answer_that_then_ends_is_answered() -> None:
+    # Found by the random sequences: the user's sound paused the answer, the answer ended
+    # (its audio was all played), and a message typed then waited for the sound's end, which
+    # was judged as a false interruption of an answer no longer there: the message was lost.
+    d = Driver()
+    d.play(("typed", "[coughs]"))
+    d.play(("audio_started", 0))
+    d.play(("frames", True, 60))  # a long sound over the answer: ducked, then paused
+    assert any(isinstance(a, A.PausePlayback) for _, _, a in d.log)
+    d.play(("done", 0))  # the answer ends while paused
+    d.play(("typed", "what time is it?"))
+    d.drain()  # the sound transcribes to "": the typed message is answered alone
+    d.check_every_turn_ends()
+    d.check_no_retracted_turn_waits()
+    assert [a.text for _, _, a in d.log if isinstance(a, A.CommitUserTurn)][-1] == (
+        "what time is it?"
+    )
