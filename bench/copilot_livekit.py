@@ -66,7 +66,7 @@ from bench.copilot_quality import word_count
 from bench.livekit_path import READY_TIMEOUT_S, OpenMic, lower_priority, worker_process
 from bench.loadtest import Usage
 from bench.measure import require
-from bench.room_client import CopilotAnswer, CopilotClient, RoomUser
+from bench.room_client import CopilotAnswer, CopilotClient, RoomUser, kept_answers
 
 AGENT_NAME = "voxroom-copilot-bench"
 CANDIDATE = "candidate"
@@ -192,9 +192,9 @@ async def _interview(
             try:  # an answer the guard replaced is followed by its replacement
                 await require(
                     lambda d=done: (
-                        len(candidate.answers) > d
-                        and candidate.answers[-1].done_at is not None
-                        and candidate.answers[-1].attributes.get(ATTR_ANSWER_STATUS) != "replaced"
+                        bool(kept := kept_answers(candidate.answers[d:]))
+                        and kept[-1].done_at is not None
+                        and kept[-1].attributes.get(ATTR_ANSWER_STATUS) != "replaced"
                     ),
                     args.timeout_s,
                     "",
@@ -207,11 +207,11 @@ async def _interview(
                         "questions: see the worker's log (--worker-log)"
                     ) from None
                 continue
-            results.append(_result(question, speech_end, candidate.answers[done:]))
+            results.append(answer_result(question, speech_end, candidate.answers[done:]))
             score(results[-1], q, docs)
             print(json.dumps(results[-1]), flush=True)
             results[-1]["_end"] = speech_end
-            results[-1]["_first"] = candidate.answers[done].first_words_at
+            results[-1]["_first"] = kept_answers(candidate.answers[done:])[0].first_words_at
             await asyncio.sleep(1.0)  # the interviewer pauses before the next question
     finally:
         await mic.close()
@@ -260,13 +260,16 @@ def stage_table(results: list[dict]) -> list[str]:
     return lines
 
 
-def _result(question: str, speech_end: float | None, answers: list[CopilotAnswer]) -> dict:
+def answer_result(question: str, speech_end: float | None, streams: list[CopilotAnswer]) -> dict:
     """The question's answer: first words when the first text came (of an answer the guard
-    replaced, if it did), the text of the last."""
+    replaced, if it did), the text of the last; and the answers withdrawn on the way, with
+    how many of them had words on the screen."""
 
     def ms(t: float | None) -> float | None:
         return None if t is None or speech_end is None else round((t - speech_end) * 1000)
 
+    answers = kept_answers(streams)
+    withdrawn = [a for a in streams if a not in answers]
     first, answer = answers[0], answers[-1]
     text = answer.text
     replaced = first.attributes.get(ATTR_ANSWER_STATUS) == "replaced"
@@ -281,6 +284,8 @@ def _result(question: str, speech_end: float | None, answers: list[CopilotAnswer
         "answer_words": word_count(text),
         "replaced": replaced,
         "llm_answer": first.text,
+        "withdrawn": len(withdrawn),
+        "withdrawn_with_words": sum(1 for a in withdrawn if a.first_words_at is not None),
     }
 
 
@@ -305,6 +310,11 @@ def run(args: argparse.Namespace) -> int:
             p50, p95 = np.percentile(xs, [50, 95])
             print(f"{key:>24}: p50 {p50:6.0f}  p95 {p95:6.0f}  (n={len(xs)})")
     print(f"(short answers: at most {SHORT_ANSWER_WORDS} words)")
+    withdrawn = [r for r in results if r.get("withdrawn")]
+    print(
+        f"answers shown before the question ended and withdrawn: {len(withdrawn)} questions, "
+        f"{sum(1 for r in withdrawn if r['withdrawn_with_words'])} with words on the screen"
+    )
     print("where the time goes, p50 ms after the end of the question:")
     print("\n".join(stage_table(results)))
     summarize_quality(results)

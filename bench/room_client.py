@@ -19,6 +19,7 @@ from livekit import rtc
 
 from agent.protocol import (
     ATTR_AGENT_STATE,
+    ATTR_ANSWER_STATUS,
     ATTR_CONTEXT_NAME,
     ATTR_SEGMENT_ID,
     ATTR_TRANSCRIPTION_FINAL,
@@ -271,6 +272,12 @@ class CopilotAnswer:
             if any(c.isalnum() for c in text):
                 return t
         return None
+
+
+def kept_answers(answers: list[CopilotAnswer]) -> list[CopilotAnswer]:
+    """The answers not withdrawn: one shown before its question ended, that the interviewer
+    went on from, answered part of the question (the whole question's answer follows)."""
+    return [a for a in answers if a.attributes.get(ATTR_ANSWER_STATUS) != "withdrawn"]
 
 
 class CopilotClient:

@@ -71,6 +71,15 @@ class ConfirmReply:
 
 
 @dataclass(frozen=True)
+class ShowReply:
+    """Show the speculative reply before its turn is confirmed: the copilot's answer goes on
+    the screen while the endpoint is still being waited for. A `CancelReply` before the
+    `ConfirmReply` withdraws it."""
+
+    reply_id: int
+
+
+@dataclass(frozen=True)
 class CancelReply:
     reply_id: int
     reason: str
@@ -135,6 +144,7 @@ Action = (
     | DropCandidate
     | StartReply
     | ConfirmReply
+    | ShowReply
     | CancelReply
     | CommitUserTurn
     | RetractUserTurn

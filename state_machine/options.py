@@ -182,10 +182,15 @@ class CopilotOptions(ListenOptions):
     A question that looks complete (by its words or its score) ends after 0.4 s, not the
     voice agent's 0.2-0.3 s: its first half often is one ("Where did you go to university,
     and what did you study?"), and the comma's pause (~0.2 s when espeak-ng says it) ended it
-    there, answering half the question. The wait has a price: the answer starts
-    speculatively at the pause and its first token is often ready before 0.4 s, so its first
-    words come up to 0.2 s later (measured in docs/benchmarks.md). An answer to half the
-    question, then another, costs the candidate more."""
+    there, answering half the question. An answer to half the question, then another, costs
+    the candidate more than the wait, which `show_after_s` takes off the first words."""
+    show_after_s: float | None = 0.2
+    """A question that looks complete shows its speculative answer after this much silence,
+    before the endpoint: the answer starts at the pause and its first token is often ready
+    before 0.4 s. If the interviewer goes on before the endpoint, the answer is withdrawn from
+    the screen (its stream closes "withdrawn") and the whole question is answered; past the
+    endpoint the words that follow are a new question, as without it. None: nothing is shown
+    before the endpoint."""
     similarity_keep: float = 0.92
     """A speculative answer is kept when its question is this similar to the final one."""
     preamble_keep_s: float = 20.0

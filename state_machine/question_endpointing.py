@@ -3,7 +3,8 @@
 `QuestionEndpointer` decides from the VAD decisions and the candidate transcripts (as the voice
 turn engine's state machine does), with the question check of `state_machine.question_detector`
 as the text cue. It starts an answer speculatively on a stable candidate that asks something,
-keeps it when the final text is nearly the same, and drops utterances that ask nothing (kept
+shows it before the endpoint once the question looks complete (withdrawn if the interviewer goes
+on), keeps it when the final text is nearly the same, and drops utterances that ask nothing (kept
 briefly as the next question's preamble: "I see you were at Northwind. What did you do there?").
 Clock-injected: every call carries the time (agent.copilot.engine runs it against real engines).
 """
@@ -16,7 +17,7 @@ from typing import ClassVar
 from state_machine import actions as A
 from state_machine import endpointing  # the decisions: the same core as the voice agent's
 from state_machine import events as E
-from state_machine.endpointing import Candidate, SpeechVote, Utterance
+from state_machine.endpointing import EPS, Candidate, SpeechVote, Utterance
 from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
 from state_machine.similarity import answers_the_same, spoken_words, text_similarity
@@ -26,6 +27,7 @@ from state_machine.similarity import answers_the_same, spoken_words, text_simila
 class _Pending:
     id: int
     text: str
+    shown: bool = False  # on the screen before its question's endpoint
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,10 @@ EndpointerAction = A.Action | NotAQuestion | QuestionTranscript
 class QuestionEndpointer:
     """Pure decisions: fed VAD decisions per frame, candidate transcripts, end-of-turn scores
     and the time; answers with `state_machine.actions`: OpenUtterance, RequestCandidate,
-    ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), CancelReply,
-    ConfirmReply + CommitUserTurn, and notices (its own NotAQuestion and QuestionTranscript among
-    them). Its endpointing is the voice agent's core (`state_machine.endpointing`), with the
-    question check as the text cue."""
+    ScoreTurn, DropCandidate, DiscardUtterance, StartReply (speculative or not), ShowReply,
+    CancelReply, ConfirmReply + CommitUserTurn, and notices (its own NotAQuestion and
+    QuestionTranscript among them). Its endpointing is the voice agent's core
+    (`state_machine.endpointing`), with the question check as the text cue."""
 
     def __init__(self, options: CopilotOptions | None = None) -> None:
         self.options = o = options or CopilotOptions()
@@ -139,6 +141,7 @@ class QuestionEndpointer:
                 self._cancel_pending("the text asks nothing", out)
             elif endpointing.speculation_due(o, utt, now, complete):
                 self._maybe_speculate(utt, now, out)
+                self._maybe_show(utt, now, complete, out)
         if endpointing.endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
             out.append(E.SpeechEnd(utt.last_voiced, utt.id))
@@ -157,6 +160,27 @@ class QuestionEndpointer:
                 return
             self._cancel_pending("the question changed", out)
         self._start(text, speculative=True, out=out)
+
+    def _maybe_show(
+        self, utt: Utterance, now: float, cue: bool, out: list[EndpointerAction]
+    ) -> None:
+        """Show the answer speculated on the fresh candidate once the question looks complete,
+        by its words (`cue`, or a question mark) or by its score (it would end at the shortest
+        endpoint silence), and has been quiet `show_after_s`. The words alone suffice here,
+        where they do not end the question: the end-of-turn model scores many whole questions
+        low, a question that ends on a preposition ("What salary are you looking for?") reads
+        as trailing off, and a shown answer that was early is only withdrawn."""
+        o, p = self.options, self._pending
+        if o.show_after_s is None or p is None or p.shown:
+            return
+        e = o.endpoint
+        assert utt.candidate is not None
+        asked = cue or utt.candidate.text.rstrip().endswith("?")
+        worded = asked and not utt.hesitant
+        complete = worded or endpointing.endpoint_silence(e, utt, cue) <= e.silence_complete_s + EPS
+        if complete and utt.silence(now, e.late_input_s) + EPS >= o.show_after_s:
+            p.shown = True
+            out.append(A.ShowReply(p.id))
 
     def _end(self, utt: Utterance, now: float, out: list[EndpointerAction]) -> None:
         assert utt.candidate is not None

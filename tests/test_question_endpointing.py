@@ -204,3 +204,113 @@ def test_with_an_end_of_turn_model_the_question_keeps_its_own_silences_scored() 
     options = CopilotOptions().scored()
     assert isinstance(options, CopilotOptions) and options.endpoint.scored
     assert options.endpoint.silence_s == CopilotOptions().endpoint.silence_s == 0.7
+
+
+# ---- an answer shown before the endpoint ------------------------------------------------------
+
+
+def _shown(out: list[A.Action]) -> list[int]:
+    return [a.reply_id for a in out if isinstance(a, A.ShowReply)]
+
+
+def test_endpointer_shows_the_answer_of_a_complete_looking_question_before_its_endpoint():
+    ep = QuestionEndpointer()
+    req = _question_heard(ep)  # the last voiced frame at 1.0 s
+    out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.1)
+    [spec] = [a for a in out if isinstance(a, A.StartReply)]
+    assert not _shown(out)
+    # (silence counts from the end of the last voiced frame's VAD window, 1.04 s)
+    out = _frames(ep, False, 1.1, 0.12)
+    assert not _shown(out)  # 0.18 s of silence
+    out = _frames(ep, False, 1.22, 0.02)
+    assert _shown(out) == [spec.reply_id]  # 0.2 s: on the screen, unconfirmed
+    out = _frames(ep, False, 1.24, 0.18)
+    assert not [a for a in out if isinstance(a, A.ConfirmReply | A.ShowReply)]
+    out = _frames(ep, False, 1.42, 0.02)  # the endpoint, 0.4 s: confirmed, shown once
+    assert A.ConfirmReply(spec.reply_id) in out
+    assert not [a for a in out if isinstance(a, A.CancelReply | A.StartReply | A.ShowReply)]
+
+
+def test_endpointer_withdraws_a_shown_answer_when_the_interviewer_goes_on():
+    ep = QuestionEndpointer()
+    req = _question_heard(ep)
+    out = ep.on_candidate(req.utterance_id, "Where did you go to university?", 1.0, 1.1)
+    out += _frames(ep, False, 1.1, 0.14)
+    [spec] = [a for a in out if isinstance(a, A.StartReply)]
+    assert _shown(out) == [spec.reply_id]
+    out = _frames(ep, True, 1.24, 0.1)  # "..., and what did you study?"
+    assert A.CancelReply(spec.reply_id, "the interviewer went on") in out
+    out = _frames(ep, True, 1.34, 0.9) + _frames(ep, False, 2.24, 0.06)
+    [req] = [a for a in out if isinstance(a, A.RequestCandidate)]
+    whole = "Where did you go to university, and what did you study?"
+    out = ep.on_candidate(req.utterance_id, whole, 2.24, 2.3)
+    out += _frames(ep, False, 2.3, 0.4)
+    [final] = [a for a in out if isinstance(a, A.StartReply)]
+    assert final.user_text == whole and _shown(out) == [final.reply_id]
+    assert A.ConfirmReply(final.reply_id) in out
+
+
+def test_endpointer_shows_nothing_early_of_a_question_that_does_not_look_complete():
+    ep = QuestionEndpointer()
+    req = _question_heard(ep)
+    out = ep.on_candidate(req.utterance_id, "What was the hardest bug", 1.0, 1.1)
+    out += _frames(ep, False, 1.1, 0.62)
+    assert [a for a in out if isinstance(a, A.StartReply)]  # speculated at 0.25 s, unseen
+    assert not _shown(out)
+    out = _frames(ep, False, 1.72, 0.02)  # its endpoint, 0.7 s: confirmed, never shown early
+    assert [a for a in out if isinstance(a, A.ConfirmReply)] and not _shown(out)
+
+
+def test_endpointer_shows_a_question_the_words_leave_open_once_the_model_scores_it_complete():
+    ep = _scored()
+    req = _question_heard(ep)
+    text = "Tell me about your last role"  # no end in the words
+    out = ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out += _frames(ep, False, 1.1, 0.26)  # 0.32 s of silence, the score still on its way
+    assert [a for a in out if isinstance(a, A.StartReply)] and not _shown(out)
+    out = ep.on_turn_score(req.utterance_id, text, 0.9, 1.36)
+    assert len(_shown(out)) == 1
+
+
+def test_endpointer_shows_a_question_whole_by_its_words_though_the_model_scores_it_low():
+    ep = _scored()
+    req = _question_heard(ep)
+    text = "How many people are on the team you run?"
+    out = ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out += ep.on_turn_score(req.utterance_id, text, 0.0, 1.15)
+    out += _frames(ep, False, 1.1, 0.14)
+    [spec] = [a for a in out if isinstance(a, A.StartReply)]
+    assert _shown(out) == [spec.reply_id]  # at 0.2 s, by its words
+    out = _frames(ep, False, 1.24, 0.5)
+    assert not [a for a in out if isinstance(a, A.ConfirmReply)]  # the low score still waits
+
+
+def test_endpointer_shows_a_question_that_ends_on_a_preposition_by_its_question_mark():
+    ep = _scored()
+    req = _question_heard(ep)
+    text = "What salary are you looking for?"  # reads as trailing off: the endpoint waits
+    out = ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out += ep.on_turn_score(req.utterance_id, text, 0.5, 1.15)
+    out += _frames(ep, False, 1.1, 0.2)  # started at 0.25 s of silence, as words left open are
+    [spec] = [a for a in out if isinstance(a, A.StartReply)]
+    assert _shown(out) == [spec.reply_id]
+    out = _frames(ep, False, 1.3, 0.5)
+    assert not [a for a in out if isinstance(a, A.ConfirmReply)]
+
+
+def test_endpointer_never_shows_early_what_neither_words_nor_model_call_complete():
+    ep = _scored()
+    req = _question_heard(ep)
+    text = "Describe a project you are proud of"  # no end in the words, scored unfinished
+    out = ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
+    out += ep.on_turn_score(req.utterance_id, text, 0.0, 1.15)
+    out += _frames(ep, False, 1.1, 1.0)
+    assert [a for a in out if isinstance(a, A.StartReply)] and not _shown(out)
+
+
+def test_endpointer_without_the_early_show_confirms_at_the_endpoint_only():
+    ep = QuestionEndpointer(CopilotOptions(show_after_s=None))
+    req = _question_heard(ep)
+    out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.1)
+    out += _frames(ep, False, 1.1, 0.4)
+    assert not _shown(out) and [a for a in out if isinstance(a, A.ConfirmReply)]

@@ -220,6 +220,22 @@ async def test_a_final_is_searched_again_only_when_the_decoder_is_unsure(
 
 
 @pytest.mark.slow
+async def test_a_question_s_final_is_the_beam_s_over_the_whole_question() -> None:
+    """The question tuning (`question_options`): no greedy pass first, and the committed
+    prefix, here a wrong one, is not forced on the final."""
+    engine = WhisperSTT(options=WhisperOptions(final_beam_size=5))
+    engine.load()
+    decoder = engine.for_questions()._loaded()
+    sentence = "Where is the nearest train station?"
+    pcm = with_silence(espeak(sentence), 0.2, 0.3)
+    wrong = tuple(decoder._tokenizer.encode(" Wear his", add_special_tokens=False).ids)
+    spy = BeamSpy(decoder)
+    final = decoder.generate_final(decoder.encode(pcm), len(pcm) / INPUT_RATE, prefix=wrong)
+    assert spy.beams == [5]
+    assert wer(sentence, decoder.text(final)) <= 0.25, decoder.text(final)
+
+
+@pytest.mark.slow
 async def test_the_stream_final_takes_the_final_decode_and_partials_stay_greedy() -> None:
     """Partials while the user speaks are greedy; the decode that becomes the final (here
     always unsure) gets the beam."""

@@ -28,6 +28,7 @@ from agent.copilot.context.retrieval import (
 from agent.copilot.prompts import chunk_id
 from agent.engines import ChatMessage, LanguageModel
 from state_machine.options import CopilotOptions
+from state_machine.question_detector import check_question
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ class AnswerSink(Protocol):
 
     async def close(self, answer_id: int, status: str) -> None:
         """`status`: complete | failed | cancelled (superseded by a newer answer, or the
-        session ended)."""
+        session ended) | replaced (by the guard's answer, in a new stream) | withdrawn (shown
+        before the question's end, and the interviewer went on: it answered part of it)."""
         ...
 
 
@@ -77,6 +79,10 @@ class AnswerRecord:
     replacement_id: int | None = None
     """The answer stream that replaced this one's on the screen."""
 
+    def take_times(self, answer: LiveAnswer) -> None:
+        """The answer's first token and first words, once its stream is done with them."""
+        self.first_token_at, self.first_shown_at = answer.first_token_at, answer.first_shown_at
+
     def latency_ms(self) -> dict[str, float | None]:
         def ms(t: float | None) -> float | None:
             return None if t is None else round((t - self.speech_end) * 1000, 1)
@@ -99,10 +105,12 @@ class LiveAnswer:
     speculative: bool
     started_at: float
     confirmed: asyncio.Event = field(default_factory=asyncio.Event)
+    shown: asyncio.Event = field(default_factory=asyncio.Event)  # before or at `confirmed`
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     first_token: asyncio.Event = field(default_factory=asyncio.Event)
     text: str = ""
     first_token_at: float | None = None
+    first_shown_at: float | None = None
     record: AnswerRecord | None = None
     task: asyncio.Task[None] | None = None
     pieces: list[Any] = field(default_factory=list)
@@ -111,6 +119,11 @@ class LiveAnswer:
     relevant: list[Any] = field(default_factory=list)
     replacement: str = ""  # what the guard shows instead of the model's answer
     problems: list[str] = field(default_factory=list)
+
+
+def asked(answer: LiveAnswer) -> str:
+    """The question `answer` answers, as the candidate's screen shows it."""
+    return check_question(answer.text_in).question or answer.text_in
 
 
 async def stream_answer(
@@ -180,7 +193,6 @@ def looping(words: list[str], *, copies: int = 3, longest: int = 12) -> bool:
 async def publish_answer(
     sink: AnswerSink,
     answer: LiveAnswer,
-    record: AnswerRecord,
     generate: asyncio.Task[None],
     clock: Callable[[], float],
 ) -> str:
@@ -192,9 +204,8 @@ async def publish_answer(
         if len(answer.text) > written:
             delta, written = answer.text[written:], len(answer.text)
             await sink.write(answer.id, delta)
-            if record.first_shown_at is None:
-                record.first_shown_at = clock()
-                record.first_token_at = answer.first_token_at
+            if answer.first_shown_at is None:
+                answer.first_shown_at = clock()
             continue
         if generate.done():
             break

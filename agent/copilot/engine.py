@@ -7,9 +7,10 @@ written delta by delta.
 `CopilotEngine` runs the pure `state_machine.question_endpointing.QuestionEndpointer` (where a
 question ends, when an answer starts speculatively) against real engines: VAD, streaming STT,
 the context index, the LLM. A speculative answer generates into a buffer; nothing reaches the
-sink before the endpoint confirms it, then the buffer goes out at once and the rest as it
-streams. With a `Prefiller` (agent.adapters.llm.prefill), the question is read into the LLM's
-prompt cache from the STT's partials while it is being asked.
+sink before the endpointer shows it (a question that looks complete, a moment before its
+endpoint) or confirms it, then the buffer goes out at once and the rest as it streams. With a
+`Prefiller` (agent.adapters.llm.prefill), the question is read into the LLM's prompt cache
+from the STT's partials while it is being asked.
 
 Unlike the voice agent, answering never blocks listening: the interviewer may go on while an
 answer streams, and a newer confirmed answer supersedes an unfinished older one.
@@ -26,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from agent.adapters.llm.prefill import Prefiller, PrefillResult, QuestionPrefill
+from agent.adapters.stt.questions import for_questions
 from agent.adapters.turn_detector import TurnDetector
 from agent.copilot.answers import (
     AnswerRecord,
     AnswerSink,
     ContextSearch,
     LiveAnswer,
+    asked,
     check_answer,
     publish_answer,
     relevant_to,
@@ -42,6 +45,7 @@ from agent.copilot.context.retrieval import is_job_piece
 from agent.copilot.events import (
     AnswerCancelled,
     AnswerDone,
+    AnswerShown,
     AnswerStarted,
     CandidateRequested,
     CopilotEvent,
@@ -70,7 +74,6 @@ from state_machine import actions as A
 from state_machine import events as E
 from state_machine.endpointing import EPS
 from state_machine.options import CopilotOptions
-from state_machine.question_detector import check_question
 from state_machine.question_endpointing import (
     EndpointerAction,
     QuestionEndpointer,
@@ -109,7 +112,7 @@ class CopilotEngine:
         self._emit: EventSink = on_event or (lambda _e: None)
         self.answers: list[AnswerRecord] = []
         self.context = context
-        self._stt, self._llm, self._sink = stt, llm, sink
+        self._stt, self._llm, self._sink = for_questions(stt), llm, sink
         self._system_prompt = system_prompt
         if vad is None:
             from agent.audio.vad import VoiceActivityDetector
@@ -218,6 +221,8 @@ class CopilotEngine:
                 self._cancel_answer(rid, reason)
             case A.CommitUserTurn():
                 self._listener.close()  # the candidate that ended it was its transcript
+            case A.ShowReply(reply_id=rid):
+                self._show(rid)
             case A.ConfirmReply(reply_id=rid):
                 self._confirm(rid, now)
             case E.SpeechStart(t=onset, utterance_id=uid):
@@ -366,11 +371,17 @@ class CopilotEngine:
         if wait > 0:
             await asyncio.sleep(wait)
 
+    def _show(self, rid: int) -> None:
+        answer = self._live.get(rid)
+        if answer is not None:
+            answer.shown.set()
+            self._emit(AnswerShown(self._clock(), rid))
+
     def _confirm(self, rid: int, now: float) -> None:
         answer = self._live.get(rid)
         if answer is None:
             return
-        question = check_question(answer.text_in).question or answer.text_in
+        question = asked(answer)
         self._previous_question = question
         answer.record = AnswerRecord(
             rid,
@@ -379,21 +390,25 @@ class CopilotEngine:
             committed_at=now,
             started_at=answer.started_at,
             speculative=answer.speculative,
-            first_token_at=answer.first_token_at,
         )
         self.answers.append(answer.record)
+        answer.shown.set()
         answer.confirmed.set()
 
     async def _run_answer(self, answer: LiveAnswer) -> None:
+        """Shown (before its question's end, or at it), the answer streams to the sink; it
+        closes once its question is confirmed, or as withdrawn if it never is."""
         generate = asyncio.create_task(self._generate(answer), name=f"copilot-llm-{answer.id}")
         opened = answered = False
         try:
+            await answer.shown.wait()
+            await self._sink.open(answer.id, asked(answer))
+            opened = True
+            status = await publish_answer(self._sink, answer, generate, self._clock)
             await answer.confirmed.wait()
             record = answer.record
             assert record is not None
-            await self._sink.open(answer.id, record.question)
-            opened = True
-            status = await publish_answer(self._sink, answer, record, generate, self._clock)
+            record.take_times(answer)
             record.pieces, record.relevant = answer.pieces, answer.relevant
             if answer.replacement:
                 await self._sink.close(answer.id, "replaced")
@@ -412,10 +427,11 @@ class CopilotEngine:
                 answered = True
         except asyncio.CancelledError:
             if opened:
-                await self._sink.close(answer.id, "cancelled")
-                assert answer.record is not None
-                answer.record.status = "cancelled"
-                answer.record.text = answer.text
+                record = answer.record
+                await self._sink.close(answer.id, "withdrawn" if record is None else "cancelled")
+                if record is not None:
+                    record.status, record.text = "cancelled", answer.text
+                    record.take_times(answer)
             raise
         finally:
             generate.cancel()

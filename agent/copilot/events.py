@@ -55,6 +55,14 @@ class AnswerStarted(Event):
 
 
 @dataclass(frozen=True)
+class AnswerShown(Event):
+    """The speculative answer went on the screen before its question's endpoint."""
+
+    kind: ClassVar[str] = "answer_shown"
+    answer_id: int
+
+
+@dataclass(frozen=True)
 class AnswerCancelled(Event):
     kind: ClassVar[str] = "answer_cancelled"
     answer_id: int
@@ -94,6 +102,7 @@ CopilotEvent = (
     | NotAQuestion
     | Prefill
     | AnswerStarted
+    | AnswerShown
     | AnswerCancelled
     | AnswerDone
     | Warm

@@ -4,8 +4,9 @@ The candidate turns speech on or off with a text message on `voxroom.copilot.con
 {"speak": true} or {"speak": false}. While it is on, every answer shown is also spoken by
 Piper, as it is written, through the reply pipeline the voice agent uses too
 (agent.pipeline.reply: chunker, TTS, playout); agent.copilot.room publishes the voice as a
-track only the candidate may subscribe to. An answer that is superseded, fails or is shown
-while speech is being turned off falls silent at once.
+track only the candidate may subscribe to. An answer that is superseded, fails, is withdrawn
+(shown before its question ended, and the question went on) or is shown while speech is being
+turned off falls silent at once.
 """
 
 from __future__ import annotations

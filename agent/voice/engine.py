@@ -251,7 +251,7 @@ class TurnEngine:
                     self._playout.play_filler(self._filler)
             case A.PlayCanned(reply_id=rid, text=text):
                 asyncio.get_running_loop().create_task(self._play_canned(rid, text))
-            case A.DropCandidate():  # the copilot's endpointer's: the turn machine never asks it
+            case A.DropCandidate() | A.ShowReply():  # the copilot's: the turn machine never asks
                 pass
             case E.SpeechEnd(t=last_voiced):
                 self._speech_end = last_voiced  # the turn's latencies count from it

@@ -16,8 +16,8 @@ export const COPILOT_CONTROL_TOPIC = 'voxroom.copilot.control';
 /** The agent's attribute: "true", "false", or "unavailable" (its worker has no TTS). */
 export const ATTR_SPEAK = 'voxroom.copilot.speak';
 
-/** How an answer ended: "complete", "failed", "cancelled" or "replaced"; undefined while it
- *  streams. */
+/** How an answer ended: "complete", "failed", "cancelled", "replaced" or "withdrawn";
+ *  undefined while it streams. */
 export type AnswerStatus = string | undefined;
 
 export interface CopilotAnswer {
@@ -34,6 +34,8 @@ interface Answer {
   done: boolean;
   status: AnswerStatus;
 }
+
+const HIDDEN = new Set(['replaced', 'withdrawn']);
 
 export class CopilotAnswers {
   private readonly answers = new Map<string, Answer>();
@@ -68,10 +70,11 @@ export class CopilotAnswers {
 
   /** Answers with text, and those that ended without any (a failure is worth showing); not
    *  one the agent replaced (its guard found it off the candidate's voice or documents, and
-   *  sent a new answer to the same question). */
+   *  sent a new answer to the same question), nor one it withdrew (shown before the question
+   *  ended, and the interviewer went on: the whole question's answer follows). */
   list(): CopilotAnswer[] {
     return [...this.answers]
-      .filter(([, a]) => a.status !== 'replaced')
+      .filter(([, a]) => !HIDDEN.has(a.status ?? ''))
       .filter(([, a]) => a.text.trim() || (a.done && a.status && a.status !== 'complete'))
       .map(([id, a]) => ({ id, ...a, text: a.text.trim() }));
   }

@@ -139,6 +139,19 @@ describe('copilot answers', () => {
     expect(answers.list().map((a) => [a.id, a.text])).toEqual([['b', 'I used a hash set.']]);
   });
 
+  it('drops an answer withdrawn because the question went on, with or without its text', () => {
+    const answers = new CopilotAnswers();
+    answers.open('a', { 'voxroom.copilot.question': 'Where did you go to university?' });
+    answers.append('a', 'I studied at');
+    expect(answers.list().map((a) => a.id)).toEqual(['a']);
+    answers.close('a', { 'voxroom.copilot.status': 'withdrawn' });
+    answers.open('b', undefined);
+    answers.close('b', { 'voxroom.copilot.status': 'withdrawn' });
+    answers.open('c', question);
+    answers.append('c', 'I studied computer science at Leeds.');
+    expect(answers.list().map((a) => a.id)).toEqual(['c']);
+  });
+
   it('shows an answer that failed before it said anything, not one still empty', () => {
     const answers = new CopilotAnswers();
     answers.open('a', question);

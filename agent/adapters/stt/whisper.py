@@ -30,7 +30,11 @@ from typing import Any
 import numpy as np
 
 from agent.adapters.stt.whisper_decoding import WhisperDecoder, agreed_prefix, samples
-from agent.adapters.stt.whisper_options import WhisperOptions, phone_band_options
+from agent.adapters.stt.whisper_options import (
+    WhisperOptions,
+    phone_band_options,
+    question_options,
+)
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, WHISPER_POOL
 
@@ -392,11 +396,17 @@ class WhisperSTT:
 
     def phone_band(self) -> WhisperSTT:
         """This loaded model, tuned for a phone caller's narrowband speech
-        (`phone_band_options`); the model is shared, not loaded again."""
-        twin = WhisperSTT(
-            self._model_dir, cpu_threads=self._cpu_threads, options=phone_band_options(self.options)
-        )
-        twin._decoder = self._loaded().with_options(twin.options)
+        (`phone_band_options`)."""
+        return self._tuned(phone_band_options(self.options))
+
+    def for_questions(self) -> WhisperSTT:
+        """This loaded model, tuned for an interviewer's questions (`question_options`)."""
+        return self._tuned(question_options(self.options))
+
+    def _tuned(self, options: WhisperOptions) -> WhisperSTT:
+        """This loaded model with `options`: the model is shared, not loaded again."""
+        twin = WhisperSTT(self._model_dir, cpu_threads=self._cpu_threads, options=options)
+        twin._decoder = self._loaded().with_options(options)
         return twin
 
     async def hypotheses(self, pcm: np.ndarray, n: int = 8) -> list[tuple[str, float]]:

@@ -107,12 +107,15 @@ class WhisperDecoder:
     ) -> tuple[int, ...]:
         """`generate`, and when the decoder is unsure of that text (its mean log probability
         per token is below `unsure_logprob`), a beam search of `final_beam_size` instead,
-        from the same encoder output (see WhisperOptions)."""
+        from the same encoder output; with `beam_every_final`, the beam search alone (see
+        WhisperOptions)."""
         o = self._options
+        keep = prefix if o.final_keeps_prefix else ()
+        if o.beam_every_final and o.final_beam_size > 1:
+            return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
         ids, score = self.generate_scored(encoded, seconds, prefix, previous)
         if not ids or o.final_beam_size <= 1 or score >= o.unsure_logprob:
             return ids  # no text is not unsure text: a beam over noise writes some
-        keep = prefix if o.final_keeps_prefix else ()
         return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
 
     def generate_scored(

@@ -35,6 +35,9 @@ class WhisperOptions:
     final_beam_size: int = 5
     final_keeps_prefix: bool = True
     unsure_logprob: float = -0.6
+    # Every final is the beam's, sure or not (no greedy pass first): where the transcript's
+    # words matter more than ~100 ms (`question_options`).
+    beam_every_final: bool = False
     # A decode with nothing forced is no speech when the decoder's no-speech probability is
     # above `no_speech_prob` and its text scores below `no_speech_logprob` (faster-whisper's
     # rule and thresholds). A long utterance cut into windows can leave a last one of breath
@@ -78,6 +81,16 @@ PHONE_NO_SPEECH_PROB = 0.85
 # 4 kHz), so the voiced end falls before a soft word ending and a decode at the usual margin
 # stops short of it ("opening hour" for "opening hours").
 PHONE_ENDPOINT_MARGIN_S = 0.12
+
+
+def question_options(options: WhisperOptions) -> WhisperOptions:
+    """`options` for an interviewer's questions (the copilot): every final is a beam search
+    over the whole question, the committed prefix dropped. The answer is looked up and written
+    from the question's words, so a misheard one ("that memory results" for "exam results")
+    costs the answer; that is worth the beam's time, which the first words then wait for
+    (docs/benchmarks.md, the copilot's sixth pass). Partials keep their committed prefix (they
+    are read ahead, not answered)."""
+    return dataclasses.replace(options, beam_every_final=True, final_keeps_prefix=False)
 
 
 def phone_band_options(options: WhisperOptions) -> WhisperOptions:
