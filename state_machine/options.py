@@ -191,6 +191,11 @@ class CopilotOptions(ListenOptions):
     the screen (its stream closes "withdrawn") and the whole question is answered; past the
     endpoint the words that follow are a new question, as without it. None: nothing is shown
     before the endpoint."""
+    score_hold_s: float | None = 0.3
+    """A turn score asked while an answer reads its prompt waits for the answer's first token,
+    up to this long: on two cores the end-of-turn model and the LLM's prompt read slow each
+    other, the first words wait on the first token, and the score is needed only by the
+    endpoint, later (docs/benchmarks.md). None: scores run at once."""
     similarity_keep: float = 0.92
     """A speculative answer is kept when its question is this similar to the final one."""
     preamble_keep_s: float = 20.0

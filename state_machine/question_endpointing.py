@@ -125,8 +125,7 @@ class QuestionEndpointer:
         if endpointing.candidate_due(o, utt, now):
             utt.candidate_in_flight = True
             out.append(A.RequestCandidate(utt.id))
-        if endpointing.score_due(o, utt):
-            out.append(A.ScoreTurn(utt.id, utt.start_scoring()))
+        score = A.ScoreTurn(utt.id, utt.start_scoring()) if endpointing.score_due(o, utt) else None
         fresh = utt.fresh()
         if utt.endpoint_reached:
             if fresh:
@@ -137,11 +136,16 @@ class QuestionEndpointer:
             assert utt.candidate is not None
             check = check_question(utt.candidate.text)
             complete = check.complete
+            # A question mark starts and shows the answer as the words do, but does not end
+            # the question: see `_maybe_show`.
+            asked = complete or utt.candidate.text.rstrip().endswith("?")
             if not check.is_question:
                 self._cancel_pending("the text asks nothing", out)
-            elif endpointing.speculation_due(o, utt, now, complete):
+            elif endpointing.speculation_due(o, utt, now, asked):
                 self._maybe_speculate(utt, now, out)
-                self._maybe_show(utt, now, complete, out)
+                self._maybe_show(utt, now, asked, out)
+        if score is not None:  # after the answer it may share the cores with (`score_hold_s`)
+            out.append(score)
         if endpointing.endpoint_due(o, utt, now, complete):
             utt.endpoint_reached = True
             out.append(E.SpeechEnd(utt.last_voiced, utt.id))
@@ -165,18 +169,18 @@ class QuestionEndpointer:
         self, utt: Utterance, now: float, cue: bool, out: list[EndpointerAction]
     ) -> None:
         """Show the answer speculated on the fresh candidate once the question looks complete,
-        by its words (`cue`, or a question mark) or by its score (it would end at the shortest
-        endpoint silence), and has been quiet `show_after_s`. The words alone suffice here,
-        where they do not end the question: the end-of-turn model scores many whole questions
-        low, a question that ends on a preposition ("What salary are you looking for?") reads
-        as trailing off, and a shown answer that was early is only withdrawn."""
+        by its words (`cue`: the question check, or a question mark) or by its score (it would
+        end at the shortest endpoint silence), and has been quiet `show_after_s`. The words
+        alone suffice here, where they do not end the question: the end-of-turn model scores
+        many whole questions low, a question that ends on a preposition ("What salary are you
+        looking for?") reads as trailing off, and a shown answer that was early is only
+        withdrawn."""
         o, p = self.options, self._pending
         if o.show_after_s is None or p is None or p.shown:
             return
         e = o.endpoint
         assert utt.candidate is not None
-        asked = cue or utt.candidate.text.rstrip().endswith("?")
-        worded = asked and not utt.hesitant
+        worded = cue and not utt.hesitant
         complete = worded or endpointing.endpoint_silence(e, utt, cue) <= e.silence_complete_s + EPS
         if complete and utt.silence(now, e.late_input_s) + EPS >= o.show_after_s:
             p.shown = True

@@ -24,6 +24,7 @@ from agent.events import event_json
 from agent.testing.scripted_llm import ScriptedLLM
 from state_machine.options import CopilotOptions
 from tests.stt_stream_double import STTStreamDouble
+from tests.test_turn_engine import ScriptedTurnDetector
 from tests.virtual_time import run_virtual
 
 FRAME_S = 0.02
@@ -297,6 +298,7 @@ def run_copilot(
     close_at: float | None = None,
     prefill: RecordingPrefill | None = None,
     warm: bool = False,
+    turn_detector: object = None,
 ) -> Run:
     """Feed `timeline` ("speech" | "silence", seconds) frame by frame in virtual time, then
     silence for `tail_s` (or close the engine at `close_at`, in timeline time). `warm`: warm
@@ -314,6 +316,7 @@ def run_copilot(
             options=options,
             on_event=lambda e: events.append(event_json(e)),
             prefill=prefill,
+            turn_detector=turn_detector,
         )
         await engine.start()
         if warm:
@@ -381,6 +384,61 @@ def test_without_an_early_show_the_answer_waits_for_the_endpoint():
     first = run.sink.first_write_at(record.answer_id) - run.speech_ends[0]
     assert first == pytest.approx(record.committed_at - run.speech_ends[0], abs=0.021)
     assert first == pytest.approx(0.40, abs=0.021)
+
+
+class TimedTurnDetector(ScriptedTurnDetector):
+    """TEST DOUBLE: ScriptedTurnDetector that records when each score starts (loop time)."""
+
+    def __init__(self, score: float, **kw: Any) -> None:
+        super().__init__(score, **kw)
+        self.started: list[float] = []
+
+    async def score(self, text: str, pcm: np.ndarray) -> float:
+        self.started.append(asyncio.get_running_loop().time())
+        return await super().score(text, pcm)
+
+
+@pytest.mark.parametrize(
+    ("ttft_ms", "hold_s", "score_after_s"),
+    [
+        (100, 0.3, 0.36),  # held until the answer's first token
+        (1000, 0.3, 0.56),  # a slow first token holds it no longer than `score_hold_s`
+        (100, None, 0.26),  # not held: scored with the answer's start
+    ],
+)
+def test_a_turn_score_waits_for_the_first_token_of_the_answer_reading_its_prompt(
+    ttft_ms: int, hold_s: float | None, score_after_s: float
+):
+    """On two cores the end-of-turn model slowed the LLM's prompt read, which the first words
+    wait on; the endpoint needs the score only later."""
+    stt = ScriptedSTT([(1.5, "What is your biggest weakness?")], delay_s=0.2)
+    llm = RecordingLLM([ANSWER], ttft_ms=ttft_ms, words_per_s=20)
+    detector = TimedTurnDetector(0.9, delay_s=0.02)
+    options = CopilotOptions(score_hold_s=hold_s)
+    run = run_copilot(
+        [("silence", 0.5), ("speech", 1.5)], stt, llm, options=options, turn_detector=detector
+    )
+
+    speech_end = run.speech_ends[0]
+    [record] = run.engine.answers
+    assert record.started_at - speech_end == pytest.approx(0.26, abs=0.021)
+    [started] = detector.started
+    assert started - speech_end == pytest.approx(score_after_s, abs=0.021)
+    assert detector.asked[0][0] == "What is your biggest weakness?"
+    # the score (complete) still ends the question at the cued 0.4 s, or once it comes
+    ended = max(0.40, score_after_s + 0.02)
+    assert record.committed_at - speech_end == pytest.approx(ended, abs=0.021)
+
+
+def test_a_turn_score_with_no_answer_reading_runs_at_once():
+    stt = ScriptedSTT([(1.0, "Can you walk me through your last project")], delay_s=0.05)
+    llm = RecordingLLM([ANSWER], ttft_ms=100, words_per_s=20)
+    detector = TimedTurnDetector(0.9, delay_s=0.02)
+    run = run_copilot([("silence", 0.5), ("speech", 1.0)], stt, llm, turn_detector=detector)
+
+    # not a complete question: no answer starts at the pause, the score runs with the
+    # candidate (after 60 ms of silence, decoded in 50 ms)
+    assert detector.started[0] - run.speech_ends[0] == pytest.approx(0.11, abs=0.021)
 
 
 @dataclass

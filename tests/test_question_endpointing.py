@@ -144,6 +144,32 @@ def test_endpointer_waits_through_a_pause_the_model_scores_unfinished():
     assert commit.text == question  # scored complete: ended at 0.4 s of silence
 
 
+def test_endpointer_asks_for_the_score_after_starting_the_answer_it_may_hold_it_behind():
+    # The engine holds a score behind the first token of an answer reading its prompt
+    # (`CopilotOptions.score_hold_s`): the answer must have started when the score is asked.
+    ep = _scored()
+    req = _question_heard(ep)
+    out = ep.on_candidate(req.utterance_id, "What is your biggest weakness?", 1.0, 1.1)
+    kinds = [type(a) for a in out if isinstance(a, A.StartReply | A.ScoreTurn)]
+    assert kinds == [A.StartReply, A.ScoreTurn]
+
+
+def test_a_question_mark_starts_the_answer_at_once_but_does_not_end_the_question():
+    # "...looking for?" reads as trailing off to the question check (it ends on a
+    # preposition), and waited for the 250 ms speculative silence; Whisper's question mark
+    # says it asks, so its answer starts with the candidate, and is shown after 0.2 s.
+    ep = QuestionEndpointer()
+    req = _question_heard(ep)
+    out = ep.on_candidate(req.utterance_id, "What salary are you looking for?", 1.0, 1.1)
+    [start] = [a for a in out if isinstance(a, A.StartReply)]
+    out = _frames(ep, False, 1.06, 0.14)
+    assert A.ShowReply(start.reply_id) in out
+    out = _frames(ep, False, 1.2, 0.3)  # 0.5 s of silence: not the cued 0.4 s
+    assert not [a for a in out if isinstance(a, A.CommitUserTurn)]
+    out = _frames(ep, False, 1.5, 0.2)  # the plain 0.7 s
+    assert A.ConfirmReply(start.reply_id) in out
+
+
 def test_endpointer_lets_a_comma_pause_pass_when_the_model_scores_the_half_complete():
     ep = _scored()
     req = _question_heard(ep)

@@ -129,6 +129,7 @@ class CopilotEngine:
         self._live: dict[int, LiveAnswer] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()  # answers cancelled, still closing
+        self._score_waits: set[asyncio.Task[None]] = set()  # turn scores held (`_score`)
         self._closed_early_at = -1e9  # when an LLM request was last closed before its end
         self._no_answers = asyncio.Event()  # set while no answer is live: warm-ups may run
         self._no_answers.set()
@@ -168,6 +169,7 @@ class CopilotEngine:
     async def aclose(self) -> None:
         tasks = [t for t in (self._ticker, self._partials) if t is not None]
         tasks += [a.task for a in self._live.values() if a.task is not None]
+        tasks += self._score_waits
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -212,7 +214,7 @@ class CopilotEngine:
                     self._emit(CandidateRequested(now, uid))
                 self._listener.request_candidate(uid, self._on_candidate)
             case A.ScoreTurn(utterance_id=uid, text=text):
-                self._listener.score(uid, text)
+                self._score(uid, text)
             case A.DropCandidate():
                 self._listener.drop_candidate()
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
@@ -239,6 +241,32 @@ class CopilotEngine:
         if uid == self._listener.utterance_id:  # at a pause in a question: read ahead if it goes on
             self._offer_prefill(text, at_pause=True)
         self._apply(self.endpointer.on_candidate(uid, text, covered_until, self._clock()))
+
+    def _score(self, uid: int, text: str) -> None:
+        """Score the turn now, or after the first token of the answers reading their prompt
+        (bounded by `CopilotOptions.score_hold_s`): the two would share the cores."""
+        hold = self.options.score_hold_s
+        reading = [a for a in self._live.values() if not a.first_token.is_set()]
+        if hold is None or not reading:
+            self._listener.score(uid, text)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._score_after(reading, hold, uid, text), name=f"copilot-score-{uid}"
+        )
+        self._score_waits.add(task)
+        task.add_done_callback(self._score_waits.discard)
+
+    async def _score_after(
+        self, reading: list[LiveAnswer], hold: float, uid: int, text: str
+    ) -> None:
+        first = [asyncio.ensure_future(a.first_token.wait()) for a in reading]
+        ended = [a.task for a in reading if a.task is not None]  # cancelled: it reads no more
+        try:
+            await asyncio.wait([*first, *ended], timeout=hold, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for f in first:
+                f.cancel()
+        self._listener.score(uid, text)
 
     def _on_turn_score(self, uid: int, text: str, score: float | None) -> None:
         self._apply(self.endpointer.on_turn_score(uid, text, score, self._clock()))
