@@ -763,6 +763,24 @@ def test_a_new_question_supersedes_an_unfinished_answer():
     assert second_opened - first_closed >= CopilotOptions().llm_release_s - 1e-6
 
 
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("Me: I push for measurements first.", "I push for measurements first."),
+        ("Me:I push for measurements first.", "I push for measurements first."),
+        ("My first step is measurement.", "My first step is measurement."),
+        ("Me and my team measure first.", "Me and my team measure first."),
+    ],
+)
+def test_a_chat_model_s_speaker_label_never_reaches_the_screen(written: str, shown: str):
+    """Through an OpenAI-compatible chat model the prompt's dialogue ("Interviewer: ...")
+    led the bundled model to begin answers with "Me:"; the label is held back and dropped."""
+    stt = ScriptedSTT([(1.0, "What are your strengths?")])
+    run = run_copilot([("speech", 1.0)], stt, RecordingLLM([written], words_per_s=50))
+    [(aid, _)] = run.sink.opened()
+    assert run.sink.text(aid) == shown  # every write: nothing of the label was on screen
+
+
 def test_answers_stop_after_three_lines():
     six = "".join(f"- line {i}\n" for i in range(6))
     stt = ScriptedSTT([(1.0, "What are your strengths?")])

@@ -25,7 +25,7 @@ from agent.copilot.context.retrieval import (
     other_kinds_sections,
     relevant_pieces,
 )
-from agent.copilot.prompts import chunk_id
+from agent.copilot.prompts import chunk_id, without_answer_label
 from agent.engines import ChatMessage, LanguageModel
 from state_machine.options import CopilotOptions
 from state_machine.question_detector import check_question
@@ -137,6 +137,7 @@ async def stream_answer(
     request was closed before its end (the server stops only at its next token)."""
     stream = llm.stream(messages)
     cut = False
+    written = ""
     try:
         async for delta in stream:
             if not delta or not isinstance(delta, str):  # no tools offered: text only
@@ -144,7 +145,11 @@ async def stream_answer(
             if answer.first_token_at is None:
                 answer.first_token_at = clock()
                 answer.first_token.set()
-            answer.text += delta
+            written += delta
+            text = without_answer_label(written)
+            if text is None:
+                continue
+            answer.text = text
             answer.changed.set()
             kept = answer_end(answer.text, options)
             if kept is not None:

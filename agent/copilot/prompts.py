@@ -55,6 +55,22 @@ def copilot_messages(
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
+ANSWER_LABEL = ANSWER_CUE.strip()
+
+
+def without_answer_label(text: str) -> str | None:
+    """An answer's text so far without the dialogue's speaker label: a chat model, given the
+    prompt's "Interviewer: ..." lines, may begin "Me: I led ..." (the bundled model's own
+    client writes the label into the prompt instead). None while the text may still be the
+    label ("M", "Me")."""
+    head = text.lstrip()
+    if ANSWER_LABEL.startswith(head):
+        return None
+    if head.startswith(ANSWER_LABEL):
+        return head[len(ANSWER_LABEL) :].lstrip()
+    return text
+
+
 def documents_text(pieces: list[Any]) -> str:
     """The candidate's pieces as a list ("My resume:"), then a line of company context (the
     job description's title line: "Staff Engineer, Payments Platform — Lumen Pay") and the job
