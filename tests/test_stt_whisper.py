@@ -19,7 +19,7 @@ from agent.adapters.stt.whisper_decoding import (
     drop_late_segments,
     first_repeated_ngram,
 )
-from agent.adapters.stt.whisper_options import WhisperOptions
+from agent.adapters.stt.whisper_options import WhisperOptions, question_options
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, Transcript
 from agent.inference_pool import PRIORITY_FINAL, PRIORITY_PARTIAL, InferencePool
 from bench.measure import wait_until
@@ -344,24 +344,47 @@ async def test_aclose_stops_decoding_and_partials(stt: WhisperSTT, beckett: np.n
     stream.push(beckett[:FRAME_SAMPLES])  # ignored after close
 
 
-@pytest.mark.slow
-def test_agreed_prefix_commits_whole_words_only(stt: WhisperSTT) -> None:
+def agreed(stt: WhisperSTT, older: str, newer: str) -> str:
+    """The text `agreed_prefix` commits of two decodes that read `older`, then `newer`."""
     decoder = stt._loaded()
-    tokens = decoder._tokenizer
 
     def ids(text: str) -> tuple[int, ...]:
-        return tuple(tokens.encode(text, add_special_tokens=False).ids)
+        return tuple(decoder._tokenizer.encode(text, add_special_tokens=False).ids)
 
-    older, newer = ids(" Ever tried, ever"), ids(" Ever tried, ever failed")
-    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "Ever tried, ever"
+    new = ids(newer)
+    return decoder.text(new[: agreed_prefix(ids(older), new, decoder)])
+
+
+@pytest.mark.slow
+def test_agreed_prefix_commits_whole_words_only(stt: WhisperSTT) -> None:
+    assert agreed(stt, " Ever tried, ever", " Ever tried, ever failed") == "Ever tried, ever"
     # The newer decode's last word may be cut off mid-word: never committed.
-    older, newer = ids(" Ever tried, ever failed"), ids(" Ever tried, ever failed")
-    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "Ever tried, ever"
-    older, newer = ids(" What does serene"), ids(" What does serendipity mean")
-    assert decoder.text(newer[: agreed_prefix(older, newer, decoder)]) == "What does"
+    assert agreed(stt, " Ever tried, ever failed", " Ever tried, ever failed") == "Ever tried, ever"
+    assert agreed(stt, " What does serene", " What does serendipity mean") == "What does"
+
+
+@pytest.mark.slow
+def test_agreed_prefix_never_ends_on_a_mark_that_no_word_follows(stt: WhisperSTT) -> None:
+    # Decoded at a thinking pause, then just after it: the "?" is the clip's end, not the
+    # speaker's, and forced on the whole question's decode it ended the text there.
+    assert agreed(stt, " Why does?", " Why does? Bread") == "Why does"
+    older, newer = " My flight leaves at, um...", " My flight leaves at, um... six"
+    assert agreed(stt, older, newer) == "My flight leaves at, um"
+    # A mark with an agreed word after it is the speaker's.
+    older, newer = " Ever tried. Ever failed", " Ever tried. Ever failed. No"
+    assert agreed(stt, older, newer) == "Ever tried. Ever failed"
 
 
 # --- no model needed ------------------------------------------------------------------------
+
+
+def test_the_copilot_s_partials_keep_their_slower_cadence() -> None:
+    """The voice agent decodes partials often (an answer started on one is heard sooner);
+    the copilot's answer reads its prompt on the same cores, so its questions do not."""
+    voice = WhisperOptions()
+    assert voice.partial_interval_s < question_options(voice).partial_interval_s == 0.4
+    slower = WhisperOptions(partial_interval_s=0.6)
+    assert question_options(slower).partial_interval_s == 0.6
 
 
 def test_first_repeated_ngram() -> None:

@@ -219,12 +219,15 @@ class WhisperDecoder:
         starts = [i for i in range(len(ids)) if self.starts_word(ids, i)]
         return list(zip(starts, [*starts[1:], len(ids)], strict=True))
 
+    def is_punctuation(self, token: int) -> bool:
+        """The token holds no letter or digit ("?", "...", "Ġ,")."""
+        return not any(c.isalnum() for c in self._piece(token))
+
     def is_word_boundary(self, ids: Sequence[int], i: int) -> bool:
         """Whether a committed prefix may end before token `i` (a new word or punctuation)."""
         if i >= len(ids):
             return True
-        piece = self._piece(ids[i])
-        return piece.startswith("Ġ") or not any(c.isalnum() for c in piece)
+        return self._piece(ids[i]).startswith("Ġ") or self.is_punctuation(ids[i])
 
 
 def drop_late_segments(
@@ -280,12 +283,19 @@ def first_repeated_ngram(words: Sequence[str], n: int = 3) -> int | None:
 def agreed_prefix(older: Sequence[int], newer: Sequence[int], decoder: WhisperDecoder) -> int:
     """How many leading tokens of `newer` are confirmed by `older`: their common prefix, cut
     back to a word boundary in both, and never reaching into `newer`'s last word (which may
-    be cut off mid-word)."""
+    be cut off mid-word), nor ending on punctuation. Whisper ends every clip like a sentence
+    ("Why does?" at a thinking pause), and that mark, forced on the decode of the whole
+    utterance, ends it there: through LiveKit "Why does | bread go stale so quickly?" was
+    heard as "Why does?". A mark is committed only with the word after it."""
     n = 0
     while n < min(len(older), len(newer)) and older[n] == newer[n]:
         n += 1
     last_word = max((i for i in range(len(newer)) if decoder.starts_word(newer, i)), default=0)
     n = min(n, last_word)
-    while n > 0 and not (decoder.is_word_boundary(older, n) and decoder.is_word_boundary(newer, n)):
+    while n > 0 and not (
+        decoder.is_word_boundary(older, n)
+        and decoder.is_word_boundary(newer, n)
+        and not decoder.is_punctuation(newer[n - 1])
+    ):
         n -= 1
     return n

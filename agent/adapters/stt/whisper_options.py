@@ -15,8 +15,11 @@ MAX_ENCODER_S = 30.0
 class WhisperOptions:
     """Tuning of `WhisperSTT`; the defaults are the measured best on 2 cores."""
 
-    # Re-decode the utterance for a partial after this much new audio.
-    partial_interval_s: float = 0.4
+    # Re-decode the utterance for a partial after this much new audio. A partial decoded
+    # during the question's last word can start the answer before the speech ends, and only
+    # those answers are heard within ~400 ms (docs/benchmarks.md, issue #32); one decode per
+    # stream at a time and one partial per pool at a time bound what a denser cadence costs.
+    partial_interval_s: float = 0.25
     # The first partial waits for this much audio after the first voiced frame.
     first_partial_s: float = 0.5
     # Zero samples appended to every decoded clip, and encoder frames of pure silence appended
@@ -83,14 +86,23 @@ PHONE_NO_SPEECH_PROB = 0.85
 PHONE_ENDPOINT_MARGIN_S = 0.12
 
 
+COPILOT_PARTIAL_INTERVAL_S = 0.4
+
+
 def question_options(options: WhisperOptions) -> WhisperOptions:
     """`options` for an interviewer's questions (the copilot): every final is a beam search
     over the whole question, the committed prefix dropped. The answer is looked up and written
     from the question's words, so a misheard one ("that memory results" for "exam results")
     costs the answer; that is worth the beam's time, which the first words then wait for
     (docs/benchmarks.md, the copilot's sixth pass). Partials keep their committed prefix (they
-    are read ahead, not answered)."""
-    return dataclasses.replace(options, beam_every_final=True, final_keeps_prefix=False)
+    are read ahead, not answered), and come no more often than every 0.4 s: the copilot's
+    answer reads its prompt on the same cores, and its figures were measured at that cadence."""
+    return dataclasses.replace(
+        options,
+        beam_every_final=True,
+        final_keeps_prefix=False,
+        partial_interval_s=max(options.partial_interval_s, COPILOT_PARTIAL_INTERVAL_S),
+    )
 
 
 def phone_band_options(options: WhisperOptions) -> WhisperOptions:
