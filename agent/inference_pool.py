@@ -57,6 +57,11 @@ class InferencePool:
         # sees that in set_running_or_notify_cancel() and is skipped.
         return await asyncio.wrap_future(future)
 
+    def waiting(self) -> int:
+        """Jobs queued and not started: other work is waiting for the pool's threads."""
+        with self._ready:
+            return len(self._jobs)
+
     def _next(self) -> tuple[int, concurrent.futures.Future, Callable[[], object]]:
         """The next job this thread may run (waits for one); called holding `_ready`."""
         while True:

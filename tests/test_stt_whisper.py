@@ -375,6 +375,24 @@ def test_agreed_prefix_never_ends_on_a_mark_that_no_word_follows(stt: WhisperSTT
     assert agreed(stt, older, newer) == "Ever tried. Ever failed"
 
 
+@pytest.mark.slow
+async def test_partials_come_less_often_while_other_decodes_wait(
+    stt: WhisperSTT, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With several sessions speaking on one worker, the denser cadence would take the CPU
+    their answers need: while the pool has jobs waiting, the stream uses the busy interval."""
+    from agent.adapters.stt import whisper
+
+    stream = stt.stream()
+    try:
+        monkeypatch.setattr(whisper.WHISPER_POOL, "waiting", lambda: 0)
+        assert stream._partial_interval() == stt.options.partial_interval_s
+        monkeypatch.setattr(whisper.WHISPER_POOL, "waiting", lambda: 2)
+        assert stream._partial_interval() == stt.options.busy_partial_interval_s
+    finally:
+        await stream.aclose()
+
+
 # --- no model needed ------------------------------------------------------------------------
 
 
@@ -383,8 +401,23 @@ def test_the_copilot_s_partials_keep_their_slower_cadence() -> None:
     the copilot's answer reads its prompt on the same cores, so its questions do not."""
     voice = WhisperOptions()
     assert voice.partial_interval_s < question_options(voice).partial_interval_s == 0.4
-    slower = WhisperOptions(partial_interval_s=0.6)
+    slower = WhisperOptions(partial_interval_s=0.6, busy_partial_interval_s=0.8)
     assert question_options(slower).partial_interval_s == 0.6
+    assert question_options(slower).busy_partial_interval_s == 0.8
+
+
+async def test_pool_counts_the_jobs_waiting_for_a_thread(blocked_pool) -> None:
+    pool, release = blocked_pool
+    assert pool.waiting() == 0
+    running = asyncio.create_task(pool.run(release.wait))
+    await asyncio.sleep(0.05)
+    assert pool.waiting() == 0  # started: it waits for nothing
+    queued = asyncio.create_task(pool.run(lambda: None))
+    await asyncio.sleep(0.05)
+    assert pool.waiting() == 1
+    release.set()
+    await asyncio.gather(running, queued)
+    assert pool.waiting() == 0
 
 
 def test_first_repeated_ngram() -> None:

@@ -3,8 +3,9 @@ engine and its stream. The model's decoding: agent.adapters.stt.whisper_decoding
 agent.adapters.stt.whisper_options.
 
 Streaming: while the user speaks, the growing utterance is re-decoded every
-`partial_interval_s` of new audio, one decode per stream at a time, its audio taken when it
-starts (never a stale snapshot from the queue). Tokens that two consecutive decodes agree on are
+`partial_interval_s` of new audio (`busy_partial_interval_s` while other decodes wait for the
+pool), one decode per stream at a time, its audio taken when it starts (never a stale
+snapshot from the queue). Tokens that two consecutive decodes agree on are
 committed and forced as the decoder prefix of every later decode of that utterance, so
 committed text never changes. (CTranslate2 steps through a forced prefix token by token: this
 buys stable text, not speed.) As soon as the audio has been quiet for `endpoint_margin_s`,
@@ -248,11 +249,15 @@ class WhisperSTTStream:
                 if n > len(utt.committed):
                     utt.committed = ids[:n]
             utt.last = _Hypothesis(ids, end)
-            utt.next_due = end + samples(self._options.partial_interval_s)
+            utt.next_due = end + samples(self._partial_interval())
             text = self._decoder.text(utt.closed + ids)
             if utt is self._utt and text:  # no speech yet (a breath, the first syllable)
                 self._publish(Transcript(text, final=False))
         self._schedule(utt)
+
+    def _partial_interval(self) -> float:
+        o = self._options
+        return o.busy_partial_interval_s if WHISPER_POOL.waiting() else o.partial_interval_s
 
     async def _close_window(self, utt: _Utterance, priority: int) -> None:
         cut = utt.cuts[0]

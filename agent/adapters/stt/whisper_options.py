@@ -20,6 +20,9 @@ class WhisperOptions:
     # those answers are heard within ~400 ms (docs/benchmarks.md, issue #32); one decode per
     # stream at a time and one partial per pool at a time bound what a denser cadence costs.
     partial_interval_s: float = 0.25
+    # ... and after this much while other decodes wait for the pool (several sessions speak at
+    # once on one worker): there the denser cadence took the CPU the others' answers needed.
+    busy_partial_interval_s: float = 0.4
     # The first partial waits for this much audio after the first voiced frame.
     first_partial_s: float = 0.5
     # Zero samples appended to every decoded clip, and encoder frames of pure silence appended
@@ -71,8 +74,10 @@ class WhisperOptions:
             raise ValueError(f"max_window_s + end_pad_s must be <= {MAX_ENCODER_S} s")
         if not 0 < self.window_cut_search_s < self.max_window_s:
             raise ValueError("window_cut_search_s must be in (0, max_window_s)")
-        if self.partial_interval_s <= 0 or self.first_partial_s <= 0:
-            raise ValueError("partial_interval_s and first_partial_s must be positive")
+        if min(self.partial_interval_s, self.busy_partial_interval_s, self.first_partial_s) <= 0:
+            raise ValueError(
+                "partial_interval_s, busy_partial_interval_s and first_partial_s must be positive"
+            )
 
 
 # A phone line's speech (8 kHz, 300-3400 Hz: nothing above 4 kHz) looks less like speech to
@@ -102,6 +107,7 @@ def question_options(options: WhisperOptions) -> WhisperOptions:
         beam_every_final=True,
         final_keeps_prefix=False,
         partial_interval_s=max(options.partial_interval_s, COPILOT_PARTIAL_INTERVAL_S),
+        busy_partial_interval_s=max(options.busy_partial_interval_s, COPILOT_PARTIAL_INTERVAL_S),
     )
 
 
