@@ -376,6 +376,27 @@ def test_agreed_prefix_never_ends_on_a_mark_that_no_word_follows(stt: WhisperSTT
 
 
 @pytest.mark.slow
+async def test_a_final_that_ends_with_its_committed_prefix_is_decoded_again_free(
+    stt: WhisperSTT, tmp_path: Path
+) -> None:
+    """Forced up to a thinking pause, Whisper can end the text there: the words after the
+    pause would be lost. The prefix never holds the last word heard, so such a final is
+    decoded again without it. (The turn corpus's item, as the bench synthesizes it.)"""
+    from bench.turn_corpus import spoken_with_pause
+
+    decoder = stt._loaded()
+    pcm = await spoken_with_pause(
+        "Why does", 1.1, "bread go stale so quickly?", "espeak-en-us-nyc", tmp_path
+    )
+    prefix = tuple(decoder._tokenizer.encode(" Why does?", add_special_tokens=False).ids)
+    encoded = decoder.encode(pcm)
+    seconds = len(pcm) / INPUT_RATE
+    assert decoder.text(decoder.generate(encoded, seconds, prefix)) == "Why does?"  # the loss
+    final = decoder.text(decoder.generate_final(encoded, seconds, prefix))
+    assert "quickly" in final.lower(), final
+
+
+@pytest.mark.slow
 async def test_partials_come_less_often_while_other_decodes_wait(
     stt: WhisperSTT, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -114,6 +114,13 @@ class WhisperDecoder:
         if o.beam_every_final and o.final_beam_size > 1:
             return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
         ids, score = self.generate_scored(encoded, seconds, prefix, previous)
+        if prefix and all(self.is_punctuation(t) for t in ids[len(prefix) :]):
+            # A committed prefix never holds the last word its decodes heard (agreed_prefix),
+            # so a text that ends with it has dropped a word at least: forced up to a thinking
+            # pause, Whisper can end there ("What is the weather like in a" for "..., uh |
+            # Barcelona in October?"). Decoded free, the words after the pause come back.
+            keep = ()
+            ids, score = self.generate_scored(encoded, seconds, (), previous)
         if not ids or o.final_beam_size <= 1 or score >= o.unsure_logprob:
             return ids  # no text is not unsure text: a beam over noise writes some
         return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
