@@ -4,12 +4,12 @@ words, and how much sooner does its first audio come than a whole sentence's?
 Each sentence is synthesized by the bundled Piper voice
 - whole: one `PiperTTS.synthesize(sentence)` call;
 - chunked: fed word by word (LLM-style deltas " word") to `make_chunker("lookahead")`, each
-  chunk synthesized as it is released with its neighbours as context
-  (`synthesize(chunk, left_context=previous chunk, right_context=the lookahead words already
-  received)`) and the chunks' samples concatenated, as agent/pipeline/reply.py hands them to
+  chunk synthesized as it is released, as agent/pipeline/reply.py does: the first with the
+  lookahead words already received as its right context, each later one with the previous
+  chunk as its left context; the chunks' samples concatenated, as the reply hands them to
   agent/pipeline/playout.py;
-- chunked, left context only: the same chunks with only the previous chunk as context (what
-  agent/pipeline/reply.py passes today), to show what the right context buys;
+- chunked, right context on all: every chunk also with its lookahead words as right context;
+- chunked, left context only: no chunk with a right context, the first one said on its own;
 and each is transcribed by the bundled Whisper tiny.en (`WhisperSTT.transcribe`, 16 kHz).
 espeak-ng's reading of the sentence is transcribed too: the STT's own error on the sentence,
 with no Piper involved, tells an STT miss from a TTS one.
@@ -94,7 +94,7 @@ SENTENCES = (
     "Is it true that the Pacific Ocean is larger than all of the land on Earth put together?",
 )
 LONG_WORDS = 15  # "sentences of 15+ words" for the first-audio comparison
-VARIANTS = ("whole", "chunked", "chunked_left_only", "espeak")
+VARIANTS = ("whole", "chunked", "chunked_right_all", "chunked_left_only", "espeak")
 
 # ---- normalization (applied to the reference and the transcript alike) ----------------------
 
@@ -162,33 +162,72 @@ def normalize(text: str) -> str:
 # ---- synthesis as the product streams it ------------------------------------------------------
 
 
+# The pace of the LLM double the turn benchmarks use (`--ttft-ms 150 --words-per-s 15`): the
+# playout timeline below releases each chunk when the word that released it would arrive.
+FIRST_WORD_S = 0.150
+WORDS_PER_S = 15.0
+
+
 @dataclass(frozen=True)
 class Chunk:
     text: str
     left: str  # the previous chunk (agent/pipeline/reply.py's left context)
     right: str  # the words already received after the chunk when it was released
+    word: int  # the word (0-based; the count at the end) whose arrival released it
+    synthesis_from: int  # the word at which its synthesis may start (the first: the guess)
+
+
+def word_time(word: int) -> float:
+    """When word `word` of the reply arrives from the LLM double, in seconds."""
+    return FIRST_WORD_S + word / WORDS_PER_S
 
 
 def stream_chunks(text: str) -> list[Chunk]:
     """The lookahead chunker fed `text` word by word like LLM deltas, each chunk with the
-    context known when it was released."""
+    context known when it was released and the word that released it."""
     from tts.chunker import make_chunker
 
     chunker = make_chunker("lookahead")
     chunks: list[Chunk] = []
     taken = 0  # words of the cleaned text already in chunks
+    guessed: tuple[str, int] | None = None  # the first chunk's guess, and its word
 
-    def add(released: list[str], at_end: bool) -> None:
+    def add(released: list[str], word: int, at_end: bool) -> None:
         nonlocal taken
         for chunk in released:
             taken += len(chunk.split())
             right = "" if at_end else " ".join(chunker.spoken_text.split()[taken:])
-            chunks.append(Chunk(chunk, chunks[-1].text if chunks else "", right))
+            start = word
+            if not chunks and guessed is not None and guessed[0] == chunk:
+                start = guessed[1]  # the reply synthesizes a right guess from then on
+            chunks.append(Chunk(chunk, chunks[-1].text if chunks else "", right, word, start))
 
-    for i, word in enumerate(text.split()):
-        add(chunker.push(word if i == 0 else " " + word), at_end=False)
-    add(chunker.flush(), at_end=True)
+    words = text.split()
+    for i, word in enumerate(words):
+        add(chunker.push(word if i == 0 else " " + word), i, at_end=False)
+        if not chunks and guessed is None and (guess := chunker.provisional_first()):
+            guessed = (guess.text, i)
+    add(chunker.flush(), len(words), at_end=True)
     return chunks
+
+
+def playout_gaps(chunks: Sequence[Chunk], synthesis_s: Sequence[float], audio_s: Sequence[float]):
+    """The silences (s) between consecutive chunks as the reply plays them at the LLM double's
+    pace: each chunk synthesized, one at a time, from when it may start, and played when it
+    is ready and the one before has ended. Also the first audio's time from the request."""
+    ready, busy, end = [], 0.0, None
+    gaps: list[float] = []
+    for i, (chunk, synth) in enumerate(zip(chunks, synthesis_s, strict=True)):
+        start = word_time(chunk.synthesis_from)
+        done = max(start + synth, word_time(chunk.word)) if i == 0 else max(start, busy) + synth
+        busy = done
+        ready.append(done)
+    for done, seconds in zip(ready, audio_s, strict=True):
+        begin = done if end is None else max(done, end)
+        if end is not None:
+            gaps.append(begin - end)
+        end = begin + seconds
+    return gaps, ready[0]
 
 
 async def synthesize_whole(tts, text: str) -> tuple[np.ndarray, float]:
@@ -199,23 +238,24 @@ async def synthesize_whole(tts, text: str) -> tuple[np.ndarray, float]:
 
 
 async def synthesize_chunks(
-    tts, chunks: Sequence[Chunk], *, right_context: bool = True
-) -> tuple[np.ndarray, float]:
-    """The chunks synthesized in order and concatenated (as playout plays them), and the
-    synthesis time of the first one in ms."""
-    parts, first_ms = [], 0.0
+    tts, chunks: Sequence[Chunk], *, right_context: str = "first"
+) -> tuple[list[np.ndarray], list[float]]:
+    """The chunks synthesized in order (as playout plays them), and each one's synthesis time
+    in s. `right_context`: which chunks are said with their lookahead words, "first" (as the
+    reply does), "all" or "none"."""
+    parts, seconds = [], []
     for i, chunk in enumerate(chunks):
         start = time.monotonic()
+        with_right = right_context == "all" or (right_context == "first" and i == 0)
         parts.append(
             await tts.synthesize(
                 chunk.text,
                 left_context=chunk.left,
-                right_context=chunk.right if right_context else "",
+                right_context=chunk.right if with_right else "",
             )
         )
-        if i == 0:
-            first_ms = (time.monotonic() - start) * 1000
-    return np.concatenate(parts), first_ms
+        seconds.append(time.monotonic() - start)
+    return parts, seconds
 
 
 # ---- the round trip -----------------------------------------------------------------------
@@ -230,6 +270,10 @@ class SentenceResult:
     wer: dict[str, float]  # variant -> WER of this sentence
     first_audio_ms: dict[str, float]  # "whole", "chunked"
     audio_s: dict[str, float]
+    # "chunked" played at the LLM double's pace: the silences between its chunks, and when
+    # its first audio is ready after the request
+    gaps_ms: list[float]
+    paced_first_audio_ms: float
 
 
 async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> SentenceResult:
@@ -238,8 +282,13 @@ async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> Senten
     chunks = stream_chunks(text)
     audio: dict[str, np.ndarray] = {}
     audio["whole"], whole_ms = await synthesize_whole(tts, text)
-    audio["chunked"], chunked_ms = await synthesize_chunks(tts, chunks)
-    audio["chunked_left_only"], _ = await synthesize_chunks(tts, chunks, right_context=False)
+    parts, synthesis_s = await synthesize_chunks(tts, chunks)
+    audio["chunked"] = np.concatenate(parts)
+    gaps, first_ready = playout_gaps(chunks, synthesis_s, [p.size / tts.sample_rate for p in parts])
+    for variant, right in (("chunked_right_all", "all"), ("chunked_left_only", "none")):
+        audio[variant] = np.concatenate(
+            (await synthesize_chunks(tts, chunks, right_context=right))[0]
+        )
     if with_espeak:
         from bench.speech import espeak
 
@@ -254,8 +303,10 @@ async def round_trip(tts, stt, text: str, *, with_espeak: bool = True) -> Senten
             v: round(jiwer.wer(normalize(text), normalize(h) or "<empty>"), 4)
             for v, h in heard.items()
         },
-        first_audio_ms={"whole": round(whole_ms, 1), "chunked": round(chunked_ms, 1)},
+        first_audio_ms={"whole": round(whole_ms, 1), "chunked": round(synthesis_s[0] * 1000, 1)},
         audio_s={v: round(pcm.size / INPUT_RATE, 2) for v, pcm in audio.items()},
+        gaps_ms=[round(g * 1000, 1) for g in gaps],
+        paced_first_audio_ms=round(first_ready * 1000, 1),
     )
 
 
@@ -307,6 +358,24 @@ def summarize(results: Sequence[SentenceResult]) -> dict[str, object]:
         }
         if long
         else {},
+        "paced": paced_summary(results),
+    }
+
+
+def paced_summary(results: Sequence[SentenceResult]) -> dict[str, object]:
+    """The chunked replies played at the LLM double's pace: when the first audio is ready,
+    and the longest silence between chunks per sentence (the voice running dry)."""
+    longest = [max(r.gaps_ms, default=0.0) for r in results]
+    first = [r.paced_first_audio_ms for r in results]
+    return {
+        "llm": f"first word {FIRST_WORD_S * 1000:.0f} ms, {WORDS_PER_S:.0f} words/s",
+        "first_audio_ms": {"p50": percentile(first, 50), "p95": percentile(first, 95)},
+        "longest_gap_ms": {
+            "p50": percentile(longest, 50),
+            "p95": percentile(longest, 95),
+            "max": round(max(longest, default=0.0), 1),
+        },
+        "sentences_with_a_gap_over_50_ms": sum(g > 50 for g in longest),
     }
 
 

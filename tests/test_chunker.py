@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.test_speakable import split
 from tts.chunker import (
     ChunkerOptions,
+    FirstGuess,
     LookaheadChunker,
     SentenceChunker,
     TextChunker,
@@ -109,26 +110,32 @@ def test_decimal_split_across_deltas() -> None:
 
 
 def test_first_chunk_timing_word_by_word() -> None:
-    """The first chunk comes out at the 4th delta: " of" starts the 4th word, so "capital"
-    is complete and "of" is arriving, 2 words of lookahead beyond "Sure, the". "Sure," alone
-    would be 1 word, below min_first_words, so the first chunk is "Sure, the"."""
+    """The first chunk comes out at the 3rd delta: " capital" starts the 3rd word, so "the"
+    is complete and "capital" is arriving, 2 words of lookahead beyond "Sure,". One word is
+    short to say, so the next chunk goes out on the same rule, with two words, at the 5th."""
     out = pushes(LookaheadChunker(), word_deltas("Sure, the capital of France is Paris."))
+    assert out == [[], [], ["Sure,"], [], ["the capital"], [], [], ["of France is Paris."]]
+
+
+def test_a_first_chunk_of_two_words_waits_for_the_fourth() -> None:
+    opts = ChunkerOptions(min_first_words=2)
+    out = pushes(LookaheadChunker(opts), word_deltas("Sure, the capital of France is Paris."))
     assert out == [[], [], [], ["Sure, the"], [], [], [], ["capital of France is Paris."]]
 
 
 def test_first_chunk_timing_with_trailing_space_tokens() -> None:
     deltas = ["Sure, ", "the ", "capital ", "of ", "France ", "is ", "Paris."]
-    # "of " is held as a growing word (the filter keeps the space until more text comes).
-    assert pushes(LookaheadChunker(), deltas)[3] == ["Sure, the"]
+    # "capital " is held as a growing word (the filter keeps the space until more text comes).
+    assert pushes(LookaheadChunker(), deltas)[2] == ["Sure,"]
 
 
 @FAST
 @given(st.binary(min_size=5, max_size=30))
-def test_first_chunk_when_the_fourth_word_starts(program: bytes) -> None:
+def test_first_chunk_when_the_third_word_starts(program: bytes) -> None:
     reply = [("one", "two,", "three", "four;", "five", "six:", "(seven)")[b % 7] for b in program]
     out = pushes(LookaheadChunker(), word_deltas(" ".join(reply)))
-    assert out[:3] == [[], [], []]
-    assert out[3][0] == " ".join(reply[:2])
+    assert out[:2] == [[], []]
+    assert out[2][0] == reply[0]
 
 
 def test_first_chunk_prefers_a_clause_boundary_when_words_arrive_together() -> None:
@@ -146,16 +153,16 @@ def test_first_chunk_prefers_a_clause_boundary_when_words_arrive_together() -> N
 
 def test_first_chunk_without_boundary_is_short() -> None:
     c = LookaheadChunker()
-    assert c.push("The capital of France is Paris")[0] == "The capital"
+    assert c.push("The capital of France is Paris")[0] == "The"
 
 
 @pytest.mark.parametrize(
     ("text", "first"),
     [
-        ("Call Mr. Smith now please.", "Call Mr. Smith"),
+        ("Mr. Smith will call now.", "Mr. Smith"),
         ("J. R. R. Tolkien wrote it all.", "J. R. R. Tolkien"),
-        ("Come 10 a.m. sharp please ok.", "Come 10 a.m."),
-        ("Paris — the city of light.", "Paris — the"),
+        ("10 a.m. sharp please ok.", "10 a.m."),
+        ("Paris — the city of light.", "Paris —"),
     ],
 )
 def test_first_chunk_never_splits_a_name_or_time(text: str, first: str) -> None:
@@ -165,8 +172,9 @@ def test_first_chunk_never_splits_a_name_or_time(text: str, first: str) -> None:
 def test_later_chunks_end_at_clauses_and_sentences() -> None:
     text = "Sure, the capital of France, which is lovely, is Paris. Yes. It has, I think, a river."
     assert chunks(LookaheadChunker(), word_deltas(text)) == [
-        "Sure, the",
-        "capital of France, which is lovely,",  # "France," is only 3 words in
+        "Sure,",
+        "the capital",  # the lead-in's second chunk
+        "of France, which is lovely,",  # "France," is only 3 words in
         "is Paris.",
         "Yes. It has, I think,",  # "Yes." alone is too short, "has," too early for a clause
         "a river.",
@@ -174,20 +182,21 @@ def test_later_chunks_end_at_clauses_and_sentences() -> None:
 
 
 def test_long_chunks_grow_to_the_cap() -> None:
-    # Each chunk's audio outlasts the writing of the next: 2 + 2 words, 4 + 2, 8 + 2, ...
+    # Each chunk's audio outlasts the writing of the next: 1 + 2 words, then 4 + 2, 8 + 2, ...
     text = " ".join(f"w{i}" for i in range(60)) + "."
     out = chunks(LookaheadChunker(), word_deltas(text))
-    assert [words(c) for c in out] == [2, 6, 10, 18, 24]
+    assert [words(c) for c in out] == [1, 2, 6, 10, 18, 23]
     assert " ".join(out) == text
     flat = chunks(LookaheadChunker(ChunkerOptions(chunk_growth=1)), word_deltas(text))
-    assert [words(c) for c in flat] == [2] + [4] * 14 + [2]
+    assert [words(c) for c in flat] == [1, 2] + [4] * 14 + [1]
 
 
 def test_a_capped_chunk_ends_at_its_last_clause_boundary() -> None:
     text = "Rome grew from a village, of farmers and shepherds on the hills into an empire."
     assert chunks(LookaheadChunker(), word_deltas(text)) == [
-        "Rome grew",
-        "from a village,",  # capped at 6 words, cut at the comma within them
+        "Rome",
+        "grew from",
+        "a village,",  # capped at 6 words, cut at the comma within them
         "of farmers and shepherds on the hills into an empire.",
     ]
 
@@ -299,7 +308,7 @@ def test_sentence_chunks_do_not_depend_on_the_deltas(program: bytes, sizes: byte
 @given(st.binary(max_size=160), st.binary(max_size=80))
 def test_lookahead_chunks_are_words_of_the_text(program: bytes, sizes: bytes) -> None:
     _, out = cut_between_words(LookaheadChunker(), program, sizes)
-    assert all(words(chunk) >= 2 for chunk in out[:-1])  # never token by token
+    assert all(words(chunk) >= 2 for chunk in out[1:-1])  # never token by token
 
 
 @FAST
@@ -326,20 +335,20 @@ def test_the_guessed_first_chunk_is_how_the_first_chunk_begins(
     out += c.flush()
     assert c.provisional_first() is None  # nothing to guess once the first chunk is out
     for guess in guesses:  # the TTS may start on it: it is never a different beginning
-        assert out[0].startswith(guess)  # its last word may still have grown
-        assert words(guess) == 2
+        assert words(guess.text) == 1 and words(guess.right_context) >= 1
+        assert out[0] == guess.text or out[0].startswith(guess.text + " ")  # a bound name
+        assert (out[0] + " " + " ".join(out[1:])).startswith(guess.text + " " + guess.right_context)
 
 
 def test_the_first_chunk_is_guessed_before_it_goes_out() -> None:
     c = LookaheadChunker()
     seen = [(c.push(d), c.provisional_first()) for d in word_deltas("The capital of France is")]
-    assert seen[0] == ([], None)
-    assert seen[1] == ([], "The capital")  # guessed as "capital" begins (it may still grow)
-    assert seen[2] == ([], "The capital")  # "of" arrived: "capital" is complete
-    assert seen[3] == (["The capital"], None)  # the 4th word: the chunk itself goes out
+    assert seen[0] == ([], None)  # "The" may still grow ("Then")
+    assert seen[1] == ([], FirstGuess("The", "capital"))  # guessed as "capital" begins
+    assert seen[2] == (["The"], None)  # the 3rd word: the chunk itself goes out
 
 
-def test_a_guess_whose_last_word_grows_is_replaced() -> None:
+def test_the_guess_waits_for_its_word_to_be_complete() -> None:
     c = LookaheadChunker()
-    guesses = [(c.push(d), c.provisional_first()) for d in ["The", " cap", "ital", " of"]]
-    assert [g for _, g in guesses] == [None, "The cap", "The capital", "The capital"]
+    guesses = [c.provisional_first() for d in ["The", "n", " cap", "ital"] if not c.push(d)]
+    assert guesses == [None, None, FirstGuess("Then", "cap"), FirstGuess("Then", "capital")]

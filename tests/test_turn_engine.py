@@ -105,12 +105,14 @@ class ToneTTS:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
         self.texts: list[str] = []
+        self.right_contexts: list[str] = []
 
     async def synthesize(
         self, text: str, *, left_context: str = "", right_context: str = ""
     ) -> np.ndarray:
         await asyncio.sleep(self.delay_s)
         self.texts.append(text)
+        self.right_contexts.append(right_context)
         n = int(0.2 * OUT_RATE) * max(1, len(text.split()))
         return (3000 * np.sin(np.arange(n) * 0.05)).astype(np.int16)
 
@@ -225,11 +227,11 @@ def test_partials_while_speaking_then_a_candidate_that_is_answered(question_pcm)
     [final] = [e for e in of(events, "transcript") if e["final"]]
     assert final["text"] == QUESTION
     # The candidate: asked at 60 ms of silence, ready flush_s later; the question is complete,
-    # so the reply starts at once; then 150 ms to the first word and three more words at 15/s.
+    # so the reply starts at once; then 150 ms to the first word and two more words at 15/s.
     [started] = of(events, "reply_started")
     assert started["t"] == pytest.approx(speech_end + 0.06 + 0.1, abs=FRAME_S + 0.001)
     [audio] = of(events, "audio_start")
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 2 / 15, abs=FRAME_S + 0.001)
     [turn] = of(events, "turn")
     assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
     # Partial decoding is paused while the agent thinks and speaks, and resumed after.
@@ -312,12 +314,27 @@ def test_the_first_chunk_is_synthesized_while_its_lookahead_arrives(question_pcm
     events = converse(pcm, FakeSTT(), tts=tts)
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
-    # Words at 150 ms and then every 1/15 s. The guess "The capital" is made as "capital"
-    # arrives (217 ms), so its 100 ms of synthesis is done when the chunk goes out at the 4th
-    # word (350 ms): the audio starts then, not 100 ms later (450 ms).
-    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 3 / 15, abs=FRAME_S + 0.001)
-    # [0] the filler, [1] the apology (made at start); "The capital" made once, not twice.
-    assert tts.texts[2:4] == ["The capital", "of France is Paris,"]
+    # Words at 150 ms and then every 1/15 s. The guess "The" is made as "capital" arrives
+    # (217 ms), said with it as its right context; its 100 ms of synthesis ends at 317 ms,
+    # after the chunk went out at the 3rd word (283 ms), and the audio starts then, not when
+    # "The" synthesized again would be ready (383 ms).
+    assert audio["t"] == pytest.approx(started["t"] + 0.15 + 1 / 15 + 0.1, abs=FRAME_S + 0.001)
+    # [0] the filler, [1] the apology (made at start); "The" made once, not twice.
+    assert tts.texts[2:4] == ["The", "capital of"]
+    assert tts.right_contexts[2:4] == ["capital", ""]
+
+
+def test_the_second_chunk_is_ready_before_the_first_word_has_been_said(question_pcm) -> None:
+    pcm, _ = question_pcm
+    events = converse(pcm, FakeSTT(), tts=ToneTTS())
+    [audio] = of(events, "audio_start")
+    first, second = of(events, "tts_chunk")[:2]
+    # "The" (200 ms of tone) starts at the 3rd word; "capital of" goes out on the same
+    # lookahead rule at the 5th (133 ms later), not at a grown chunk's cut, so the voice does
+    # not run dry after one word.
+    assert (first["text"], second["text"]) == ("The", "capital of")
+    assert second["t"] == pytest.approx(audio["t"] + 2 / 15, abs=FRAME_S + 0.001)
+    assert second["t"] < audio["t"] + 0.2
 
 
 class DeltaLLM:
@@ -335,17 +352,18 @@ class DeltaLLM:
             yield delta
 
 
-def test_a_guess_is_replaced_when_its_last_word_grows(question_pcm) -> None:
+def test_a_first_word_in_pieces_is_guessed_once_it_is_complete(question_pcm) -> None:
     pcm, _ = question_pcm
     tts = ToneTTS(delay_s=0.1)
-    llm = DeltaLLM(["The", " cap", "ital", " of", " France", " is", " Paris."])
+    llm = DeltaLLM(["Th", "e", " cap", "ital", " of", " France", " is", " Paris."])
     events = converse(pcm, FakeSTT(), tts=tts, llm=llm)
     [started] = of(events, "reply_started")
     [audio] = of(events, "audio_start")
-    # "The cap" (217 ms) was cancelled when "ital" came (283 ms); "The capital", synthesized
-    # from then on, is ready at 383 ms, and is used when the chunk goes out at " France"
-    # (417 ms), not synthesized again (which would start the audio at 517 ms).
-    assert tts.texts[2:4] == ["The capital", "of France is Paris."]
+    # "The" is guessed as " cap" begins (283 ms), with "cap" as its right context, and is
+    # ready at 383 ms; the chunk goes out at " of" (417 ms) and uses it, not a second
+    # synthesis (which would start the audio at 517 ms).
+    assert tts.texts[2:4] == ["The", "capital of"]
+    assert tts.right_contexts[2] == "cap"
     assert audio["t"] == pytest.approx(started["t"] + 0.15 + 4 / 15, abs=FRAME_S + 0.001)
 
 
@@ -354,8 +372,10 @@ def test_a_wrong_guess_for_the_first_chunk_is_dropped(question_pcm) -> None:
     tts = ToneTTS(delay_s=0.1)
     reply = "J. R. R. Tolkien wrote The Hobbit."
     events = converse(pcm, FakeSTT(), tts=tts, reply=reply)
-    # The guess "J. R." was made, but initials bind to the name: "J. R. R. Tolkien" goes first.
-    assert tts.texts[2:4] == ["J. R.", "J. R. R. Tolkien"]
+    # The guess "J." was made, but initials bind to the name: "J. R. R. Tolkien" goes first,
+    # said with its lookahead as its right context.
+    assert tts.texts[2:4] == ["J.", "J. R. R. Tolkien"]
+    assert tts.right_contexts[3] == "wrote The"
     assert of(events, "tts_chunk")[0]["text"] == "J. R. R. Tolkien"
     [turn] = of(events, "turn")
     assert turn["heard_text"] == reply
@@ -510,5 +530,5 @@ def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> No
 
     unconfirmed, confirmed = run_virtual(main())
     # Ready for the endpoint, with what follows the first chunk, and no more.
-    assert unconfirmed == ["The capital", "of France is Paris,"]
-    assert confirmed == ["The capital", "of France is Paris,", "on the river Seine."]
+    assert unconfirmed == ["The", "capital of"]
+    assert confirmed == ["The", "capital of", "France is Paris,", "on the river Seine."]

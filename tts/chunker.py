@@ -13,7 +13,7 @@ leading-space LLM tokens (" the") a word completes when the next token arrives.
 
 - `SentenceChunker`: whole sentences.
 - `LookaheadChunker` (the default for voice): a short first chunk as soon as
-  `lookahead_words` complete words follow it, then clause and sentence chunks.
+  `lookahead_words` words follow it, then clause and sentence chunks.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from tts.speakable import SpeakableFilter
 
@@ -30,9 +30,13 @@ from tts.speakable import SpeakableFilter
 class ChunkerOptions:
     """How `LookaheadChunker` cuts. Counts are words that contain a letter or digit."""
 
-    min_first_words: int = 2
-    """Fewest words in the first chunk, and in every chunk but the last (never token by
-    token)."""
+    min_first_words: int = 1
+    """Fewest words in the first chunk. One: the first word goes out as soon as its lookahead
+    is there (a word sooner than two, ~70 ms at 15 words/s), synthesized with that lookahead
+    as its right context so that it is said as the start of a sentence, not as one."""
+
+    min_chunk_words: int = 2
+    """Fewest words in every later chunk but the last (never token by token)."""
 
     lookahead_words: int = 2
     """Complete words that must follow the first chunk before it is released, so that the cut
@@ -40,32 +44,42 @@ class ChunkerOptions:
 
     max_first_words: int = 6
     """The first chunk ends at a clause or sentence boundary when one lies within this many
-    words and the lookahead is already there; otherwise it has `min_first_words` words."""
+    words and the lookahead is already there; otherwise it has `min_first_words` words (more
+    when a title, an initial or a time binds the next word)."""
 
     min_clause_words: int = 4
     """After the first chunk, a chunk may end at a clause boundary (, ; : —) once it has this
-    many words. A sentence end always ends a chunk (given `min_first_words`)."""
+    many words. A sentence end always ends a chunk (given `min_chunk_words`)."""
 
     max_chunk_words: int = 24
     """A chunk with no boundary is cut at the last word boundary within this many words."""
 
     chunk_growth: int = 2
     """Without a sentence end in reach, the k-th chunk after the first holds at most
-    `min_first_words` x `chunk_growth`^k + `lookahead_words` words (and `max_chunk_words`),
+    `min_chunk_words` x `chunk_growth`^k + `lookahead_words` words (and `max_chunk_words`),
     cut at its last clause
     boundary if it has one: each chunk's audio then lasts longer than the LLM takes to write
     the next, so the voice never runs dry after a short first chunk in a long sentence with
     no commas (a 24-word second chunk left ~1 s of silence after "Rome grew")."""
 
     def __post_init__(self) -> None:
-        if self.min_first_words < 1 or self.lookahead_words < 0:
-            raise ValueError("min_first_words must be >= 1 and lookahead_words >= 0")
+        if min(self.min_first_words, self.min_chunk_words) < 1 or self.lookahead_words < 0:
+            raise ValueError(
+                "min_first_words and min_chunk_words must be >= 1, lookahead_words >= 0"
+            )
         if self.max_first_words < self.min_first_words:
             raise ValueError("max_first_words must be >= min_first_words")
-        if self.max_chunk_words < max(self.min_first_words, self.min_clause_words):
-            raise ValueError("max_chunk_words must be >= min_first_words and min_clause_words")
+        if self.max_chunk_words < max(self.min_chunk_words, self.min_clause_words):
+            raise ValueError("max_chunk_words must be >= min_chunk_words and min_clause_words")
         if self.chunk_growth < 1:
             raise ValueError("chunk_growth must be >= 1")
+
+
+class FirstGuess(NamedTuple):
+    """The chunker's guess of the first chunk, and the words after it so far."""
+
+    text: str
+    right_context: str
 
 
 class TextChunker(Protocol):
@@ -84,7 +98,13 @@ class TextChunker(Protocol):
         """The remaining chunks at the end of the reply."""
         ...
 
-    def provisional_first(self) -> str | None:
+    @property
+    def pending_text(self) -> str:
+        """The cleaned words received and not chunked yet: the right context of the chunk
+        just cut."""
+        ...
+
+    def provisional_first(self) -> FirstGuess | None:
         """What the first chunk will most likely be, before its lookahead has arrived (None:
         no guess yet, or the first chunk is out). TTS may start on it early; the chunk that
         goes out can differ, so compare before using anything made from this."""
@@ -212,7 +232,11 @@ class _Chunker(ABC):
             chunks.append(self._cut(len(self._tokens)))
         return chunks
 
-    def provisional_first(self) -> str | None:
+    @property
+    def pending_text(self) -> str:
+        return " ".join(t.text for t in self._tokens)
+
+    def provisional_first(self) -> FirstGuess | None:
         return None
 
     @abstractmethod
@@ -288,51 +312,64 @@ class SentenceChunker(_Chunker):
 
 class LookaheadChunker(_Chunker):
     """The first chunk as soon as it has `min_first_words` words and `lookahead_words` words
-        follow it, the last of which may still be arriving (with the defaults: when the 4th word
-        starts, the first 2 go out), ending
-        at the last clause or sentence boundary within `max_first_words` if the words already there
-        reach one. Later chunks end at sentence ends, at clause boundaries (, ; : —) once they have
-        `min_clause_words` words, or at a cap that grows chunk by chunk up to `max_chunk_words`
-    (`ChunkerOptions.chunk_growth`). Every chunk but the last has at least
-        `min_first_words` words, and none ends between a title or initial and its name or before
-        "a.m."/"p.m." (which can delay the first chunk by a word or two). A cut between two words
-        is made only once the word after it is complete.
+    follow it, the last of which may still be arriving (with the defaults: when the 3rd word
+    starts, the first goes out), ending at the last clause or sentence boundary within
+    `max_first_words` if the words already there reach one. Later chunks end at sentence ends,
+    at clause boundaries (, ; : —) once they have `min_clause_words` words, or at a cap that
+    grows chunk by chunk up to `max_chunk_words` (`ChunkerOptions.chunk_growth`). Every later
+    chunk but the last has at least `min_chunk_words` words, and no chunk ends between a title
+    or initial and its name or before "a.m."/"p.m." (which can delay the first chunk by a word
+    or two). A cut between two words is made only once the word after it is complete.
     """
 
     def __init__(self, options: ChunkerOptions | None = None) -> None:
         super().__init__()
         self.options = options or ChunkerOptions()
         self._first_done = False
-        self._chunks_out = 0
+        self._words_out = 0
+        self._grown = 0  # chunks cut since the lead-in (`_leading`)
 
     def _take(self) -> list[str]:
         chunks = []
         while (k := self._next_cut()) is not None:
+            if not self._leading():
+                self._grown += 1
+            self._words_out += sum(_is_word(t.text) for t in self._tokens[:k])
             chunks.append(self._cut(k))
             self._first_done = True
-            self._chunks_out += 1
         return chunks
+
+    def _leading(self) -> bool:
+        """The chunks go out on the first chunk's rule (each as soon as its lookahead is
+        there) until they hold `min_chunk_words` words: after a one-word first chunk, whose
+        audio is short, the next must be ready before it ends."""
+        return self._words_out < self.options.min_chunk_words
 
     def _cap(self) -> int:
         """Words the next chunk may hold (`ChunkerOptions.chunk_growth`)."""
         o = self.options
-        grown: int = o.min_first_words * o.chunk_growth ** min(self._chunks_out, 16)
+        grown: int = o.min_chunk_words * o.chunk_growth ** min(self._grown + 1, 16)
         # The lookahead's words on top: a sentence that ends a word or two later is one chunk.
         return min(o.max_chunk_words, grown + o.lookahead_words)
 
-    def provisional_first(self) -> str | None:
-        """The first `min_first_words` words as soon as the last of them has begun: the usual
-        first chunk (it is longer only when a clause ends within `max_first_words`, or a title
-        or an initial binds the next word). The last word may still grow ("there" ->
-        "therefore,"), so the guess is a prefix of the first chunk, not always all of it; it is
-        known ~2-3 words before the chunk may go out. The caller re-guesses as words grow."""
+    def provisional_first(self) -> FirstGuess | None:
+        """The first `min_first_words` words as soon as the word after them has begun: the
+        usual first chunk (it is longer only when a clause ends within `max_first_words`, or a
+        title or an initial binds the next word), known a word before it may go out, with the
+        words after it so far as its right context."""
         if self._first_done:
             return None
         words = 0
         for i, t in enumerate(self._tokens):
             words += _is_word(t.text)
             if words == self.options.min_first_words:
-                return " ".join(t.text for t in self._tokens[: i + 1])
+                after = self._tokens[i + 1 :]
+                if not any(_is_word(a.text) for a in after):
+                    return None
+                return FirstGuess(
+                    " ".join(a.text for a in self._tokens[: i + 1]),
+                    " ".join(a.text for a in after),
+                )
         return None
 
     def _next_cut(self) -> int | None:
@@ -343,15 +380,15 @@ class LookaheadChunker(_Chunker):
         for t in tokens[:n]:
             words.append(words[-1] + _is_word(t.text))
         cuts = [i for i in range(1, n) if not _binds(tokens[i - 1], tokens[i])]
-        if not self._first_done:
+        if self._leading():
             # The word still arriving counts as lookahead: the cut only needs the word after
             # it complete, and waiting for one more token costs a token's time (~50-70 ms).
             growing = int(self._open and _is_word(tokens[-1].text))
+            fewest = o.min_chunk_words if self._first_done else o.min_first_words
             ready = [
                 i
                 for i in cuts
-                if words[i] >= o.min_first_words
-                and words[n] - words[i] + growing >= o.lookahead_words
+                if words[i] >= fewest and words[n] - words[i] + growing >= o.lookahead_words
             ]
             at_boundary = [i for i in ready if words[i] <= o.max_first_words and self._boundary(i)]
             return max(at_boundary, default=ready[0] if ready else None)
@@ -359,13 +396,13 @@ class LookaheadChunker(_Chunker):
         for i in cuts:
             if words[i] > cap:
                 break
-            if words[i] >= o.min_first_words and (
+            if words[i] >= o.min_chunk_words and (
                 self._sentence_end_at(i)
                 or (words[i] >= o.min_clause_words and _clause_end(tokens[i - 1]))
             ):
                 return i
         if words[n] > cap:
-            fitting = [i for i in cuts if o.min_first_words <= words[i] <= cap]
+            fitting = [i for i in cuts if o.min_chunk_words <= words[i] <= cap]
             at_clause = [i for i in fitting if _clause_end(tokens[i - 1])]
             return max(at_clause, default=fitting[-1] if fitting else None)
         return None

@@ -28,7 +28,7 @@ from agent.pipeline.tool_round import (
     ToolRound,
     ToolSession,
 )
-from tts.chunker import TextChunker
+from tts.chunker import FirstGuess, TextChunker
 from tts.silence import trim_leading_silence
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,7 @@ class ReplyPipeline:
         # The first chunk's audio, started on the chunker's guess while its lookahead words
         # are still arriving (~130 ms sooner at 15 words/s); used only if the guess was right.
         self._early: tuple[str, asyncio.Task[np.ndarray]] | None = None
+        self._first_right = ""  # the first chunk's right context (`_emit_chunk`)
 
     def start(self) -> None:
         self._playout.begin_reply(self.reply_id)
@@ -262,14 +263,17 @@ class ReplyPipeline:
             self._emit_chunk(chunk, chunks)
         chunks.put_nowait(None)
 
-    async def _guess_early(self, guess: str | None) -> None:
-        """Synthesize the chunker's guess of the first chunk; a guess that changed (its last
-        word grew) replaces the one in progress."""
-        if not guess or (self._early is not None and self._early[0] == guess):
+    async def _guess_early(self, guess: FirstGuess | None) -> None:
+        """Synthesize the chunker's guess of the first chunk, said with the words after it;
+        a guess that changed replaces the one in progress."""
+        if guess is None or (self._early is not None and self._early[0] == guess.text):
             return
         await self._drop_early()
-        task = asyncio.create_task(self._tts.synthesize(guess), name=f"tts-{self.reply_id}-early")
-        self._early = (guess, task)
+        task = asyncio.create_task(
+            self._tts.synthesize(guess.text, right_context=guess.right_context),
+            name=f"tts-{self.reply_id}-early",
+        )
+        self._early = (guess.text, task)
 
     async def _drop_early(self) -> None:
         early, self._early = self._early, None
@@ -289,6 +293,9 @@ class ReplyPipeline:
     def _emit_chunk(self, chunk: str, chunks: asyncio.Queue[str | None]) -> None:
         if self.timings.first_chunk is None:
             self.timings.first_chunk = self._clock()
+            # Its lookahead words: the first chunk (often one word) is said as the start of
+            # its sentence, not as a sentence of its own.
+            self._first_right = self._chunker.pending_text
         chunks.put_nowait(chunk)
 
     async def _synthesize(self, chunks: asyncio.Queue[str | None]) -> None:
@@ -302,7 +309,8 @@ class ReplyPipeline:
             made += 1
             pcm = None if previous else await self._first_audio(chunk)
             if pcm is None:
-                pcm = await self._tts.synthesize(chunk, left_context=previous)
+                right = "" if previous else self._first_right
+                pcm = await self._tts.synthesize(chunk, left_context=previous, right_context=right)
             if not previous:  # the answer's first sound starts at once, not after a pause
                 pcm = trim_leading_silence(pcm, self._tts.sample_rate, keep_ms=FIRST_LEAD_MS)
             if self.timings.tts_first_audio is None:
