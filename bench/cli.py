@@ -527,7 +527,9 @@ def _kind_cell(summary: dict[str, Any] | None, key: str) -> str:
         )
     if isinstance(value, dict):
         return f"{_fmt(value['p50'])} / {_fmt(value['p95'])} ({value['n']})"
-    return "-" if value is None else f"{value} of {summary['items']}"
+    return (
+        "-" if value is None else f"{value} of {summary.get(f'{key}_measured', summary['items'])}"
+    )
 
 
 def format_words_lost(runs: list[RunResult]) -> str:

@@ -287,8 +287,13 @@ def measure_overlay(
     `end` (first and last voiced sample, on `heard`'s clock): a backchannel's resume and,
     given the answer's first audio `answered` and the same answer heard with nobody over it
     (`reference`), the longest silence it caused; an interruption's barge-in stop, whether
-    it got an answer, and (with `answered` and `reference`) its yield."""
+    it got an answer, and (with `answered` and `reference`) its yield. A backchannel said
+    after the answer had ended (its question misheard and answered in a few words) had
+    nothing to barge into: it is not measured."""
+    talking = heard.audible_between(onset - TALKING_S, onset)  # when the user's sound began
     if result.kind == "backchannel":
+        if not talking:
+            return
         result.heard_after_backchannel = heard.audible_between(end, end + RESUME_WITHIN_S)
         if answered is not None and reference is not None:
             result.backchannel_silence_ms = backchannel_silence(
@@ -296,7 +301,7 @@ def measure_overlay(
             )
         return
     stopped = heard.silenced_after(onset)
-    if heard.audible_between(onset - TALKING_S, onset):  # it was talking when cut off
+    if talking:
         result.barge_in_stop_ms = ms(onset, stopped)
         if answered is not None and reference is not None:
             ducked = yielded_after(heard, onset, stopped, answered, reference)
@@ -454,6 +459,10 @@ def _count(flags: Iterable[bool | None]) -> int | None:
     return sum(known) if known else None
 
 
+def _known(flags: Iterable[bool | None]) -> int:
+    return sum(f is not None for f in flags)
+
+
 def _total(values: Iterable[int | None]) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -468,7 +477,9 @@ def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
         "items": len(items),
         "cut_offs": sum(i.premature for i in items),
         "false_barge_ins": _count(false_barge_in(i) for i in items),
+        "false_barge_ins_measured": _known(false_barge_in(i) for i in items),
         "missed_interruptions": _count(missed_interruption(i) for i in items),
+        "missed_interruptions_measured": _known(missed_interruption(i) for i in items),
         "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
         "barge_in_stop": (
             percentiles(i.barge_in_stop_ms for i in interruptions) if interruptions else None

@@ -60,6 +60,17 @@ _PHRASES: tuple[tuple[str, ...], ...] = tuple(
         "good",
         "fine",
         "uh yeah",
+        "really",
+        "oh really",
+        "oh wow",
+        "absolutely",
+        "definitely",
+        "totally",
+        "that's right",
+        "that's true",
+        "fair enough",
+        "interesting",
+        "for sure",
     )
 )
 _BY_FIRST: dict[str, list[tuple[str, ...]]] = {}
@@ -92,12 +103,23 @@ def other_words(transcript: str) -> int:
 def is_backchannel(transcript: str) -> bool:
     """True when the transcript has words and every one of them belongs to a backchannel
     phrase ("Mm-hmm.", "Okay, right.", "Yeah yeah."), or all are hums, however many (a laugh,
-    "Mm-mm, mm-mm, mm-mm": `HUMS`). No words at all (a cough, "[laughs]") is not a
+    "Mm-mm, mm-mm, mm-mm": `HUMS`), or one word said over and over (`said_over_and_over`).
+    No words at all (a cough, "[laughs]") is not a
     backchannel but no speech: the caller treats both as a non-interruption."""
     words = normalize_words(spoken_words(transcript))
-    if words and all(w in HUMS for w in words):
+    if words and (all(w in HUMS for w in words) or said_over_and_over(words)):
         return True
     return 0 < len(words) <= MAX_BACKCHANNEL_WORDS and other_words(transcript) == 0
+
+
+def said_over_and_over(words: list[str]) -> bool:
+    """One word, said two or more times and no other: how the STT writes a laugh or a hum it
+    took for a word (through Opus, Whisper tiny.en wrote espeak-ng's "ha ha ha" as "Far, far,
+    far", "Bye, bye, bye." and "Five, five, five"). Not when the word is a cue ("No, no, no"
+    and "Wait, wait" are said to stop the agent), a backchannel's (those count as phrases:
+    five "yeah"s are someone impatient to speak) or a function word ("so, so" is the
+    speaker going on)."""
+    return len(words) >= 2 and len(set(words)) == 1 and words[0] not in _SAID_AGAIN_AS_WORDS
 
 
 # Words that ask the agent to stop: a reaction to its answer may open with one ("Wait, ...",
@@ -184,6 +206,7 @@ FUNCTION_WORDS = frozenset(
         "if",
     }
 )
+_SAID_AGAIN_AS_WORDS = INTERRUPTION_CUES | FUNCTION_WORDS | frozenset(_BY_FIRST)
 SHORT_WORDS = 2
 """A sound of at most this many words interrupts only with a cue word or as a question."""
 CONTENT_WORDS = 2
@@ -216,18 +239,25 @@ HUMS = frozenset(
 def interrupts(transcript: str) -> bool:
     """The sound that paused the agent said something to it: words that are not a
     backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), or three or
-    more with at least CONTENT_WORDS that are not function words, or a question ("Tokyo?")."""
+    more with at least CONTENT_WORDS that are neither function words nor hums ("A-ha-ha." is
+    a laugh), or a question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
     if not words or is_backchannel(transcript):
         return False
     if any(w in INTERRUPTION_CUES for w in words):
         return True
-    content = sum(w not in FUNCTION_WORDS for w in words)
+    content = sum(w not in FUNCTION_WORDS and w not in HUMS for w in words)
     if content == 0:
         return False
     if transcript.rstrip().endswith("?"):
         return True
     return len(words) > SHORT_WORDS and content >= CONTENT_WORDS
+
+
+def asks_to_stop(transcript: str) -> bool:
+    """The words hold a stop cue ("Wait", "No", "Sorry"): said to stop the agent, however
+    little of the sound has been heard."""
+    return any(w in STOP_CUES for w in normalize_words(spoken_words(transcript)))
 
 
 # A reaction to the agent's answer opens with a stop cue or with an acknowledgement ("Okay,

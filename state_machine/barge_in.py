@@ -23,7 +23,13 @@ from state_machine.actions import (
     ResumePlayback,
     RetractUserTurn,
 )
-from state_machine.backchannel import interrupts, is_backchannel, other_words, reacts
+from state_machine.backchannel import (
+    asks_to_stop,
+    interrupts,
+    is_backchannel,
+    other_words,
+    reacts,
+)
 from state_machine.bookkeeping import Reply, TurnCounters
 from state_machine.endpointing import EPS, SpeechVote, Utterance
 from state_machine.options import TurnOptions
@@ -138,7 +144,8 @@ class BargeInHandling(ABC):
             text = utt.candidate.text = ""  # more words than the sound could hold
         words = bool(spoken_words(text))
         if not utt.fresh():
-            if other_words(text) >= o.barge_in_words and interrupts(text):
+            sure = heard_s + EPS >= o.words_read_after_s or asks_to_stop(text)
+            if sure and other_words(text) >= o.barge_in_words and interrupts(text):
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
                 return
             if self._ducked_at is not None and interrupts(text):

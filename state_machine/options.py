@@ -104,6 +104,15 @@ class TurnOptions(ListenOptions):
     words), and the paused agent is silent either way. Real interruptions ("Wait, stop, I
     meant...") pass three words while still being said."""
 
+    words_read_after_s: float = 0.6
+    """While the user's sound goes on, its words end the answer (`barge_in_words`) only from a
+    decode of at least this much of it, or on a stop cue (`asks_to_stop`: "Wait", "No"):
+    Whisper tiny.en reads the first half-second of a sound poorly (through Opus, espeak-ng's
+    "that makes sense" came out as "Not to me." and "not to make" at 0.3-0.5 s: a cue and
+    three words). Such a decode still pauses the answer, which resumes if the whole sound
+    is a backchannel; only the answer is not thrown away on it. Three words take 0.6 s at
+    `max_words_per_s`."""
+
     max_words_per_s: float = 5.0
     """A transcript of the sound that paused the agent with more words than 1 + this many a
     second of it is the STT's invention, not speech: Whisper tiny.en turned a 0.5 s "mm hmm"

@@ -146,6 +146,24 @@ def test_an_interruption_yields_at_its_duck_or_its_stop(
     assert unreferenced.barge_in_stop_ms == result.barge_in_stop_ms
 
 
+def test_a_backchannel_said_after_the_answer_ended_is_not_measured() -> None:
+    from bench.cli import format_kinds
+
+    # The question was misheard and answered in a few words, over before the "mm hmm" at
+    # 3.0 s; the agent then answered that as a turn. Nothing was barged into.
+    short = heard(("talk", 1.3), ("quiet", 2.2), ("talk", 1.0))
+    after = ItemResult("b1", "v", "backchannel", {}, turns=2)
+    measure_overlay(after, short, 3.0, 3.5, answered=0.0, reference=REFERENCE)
+    assert after.heard_after_backchannel is None and after.backchannel_silence_ms is None
+    over = ItemResult("b2", "v", "backchannel", {}, turns=2)  # said over the answer
+    measure_overlay(over, heard(("talk", 6.0)), 3.0, 3.5, answered=0.0, reference=REFERENCE)
+    assert over.heard_after_backchannel is True
+    run = RunResult("voxroom", "livekit", "script", [after, over])
+    summary = run.summary()["kinds"]["backchannel"]
+    assert (summary["false_barge_ins"], summary["false_barge_ins_measured"]) == (1, 1)
+    assert "1 of 1" in format_kinds([run])
+
+
 def test_a_quiet_word_the_answer_has_anyway_a_small_dip_or_a_short_one_is_no_yield() -> None:
     # the answer has a quiet word at 3.2-3.5 s of its own: the same there is no duck
     quiet_word = ReferenceAnswer(heard(("talk", 3.2), ("soft", 0.3), ("talk", 2.5)), 0.0)

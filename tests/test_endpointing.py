@@ -338,6 +338,15 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
         ("and then love.", False, False),
         ("and momentum.", False, False),
         ("Tell me about Lisbon instead.", False, True),
+        # ... and its "ha ha ha" through Opus (offline, 2026-12-06): one word over and over.
+        ("Far, far, far", True, False),
+        ("Bye, bye, bye.", True, False),
+        ("A-ha-ha.", False, False),
+        ("No, no, no.", False, True),
+        ("Wait, wait.", False, True),
+        ("Oh, really?", True, False),
+        ("That's right.", True, False),
+        ("Really? Why?", False, True),
     ],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
@@ -352,6 +361,32 @@ def test_two_words_made_up_from_the_start_of_a_hum_wait_for_the_whole_sound() ->
     tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
     assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
+
+
+@pytest.mark.parametrize("duck", [True, False])
+def test_a_misreading_of_the_first_half_second_of_a_sound_does_not_end_the_answer(
+    duck: bool,
+) -> None:
+    # Through Opus, the first 0.4 s of espeak-ng's "that makes sense" was read "Not to me.":
+    # an interruption cue and three words, which ended the answer from a decode while the
+    # sound went on. So little of a sound may pause the answer, not end it: the whole sound
+    # is a backchannel, and the answer plays on from where it paused.
+    heard = answer_then("That makes sense.", early="Not to me.", heard_whole_at_s=3.6)
+    tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 3.8)), until_s=9.0)
+    assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
+    assert tl.of(A.ResumePlayback) and sum(b - a for a, b in tl.audible) == approx(3.0)
+    assert tl.machine.counters.backchannels == 1
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["what time is it?"]
+
+
+def test_a_stop_cue_stops_the_answer_however_little_of_the_sound_is_heard() -> None:
+    heard = answer_then("Wait, I meant Tokyo.", early="Wait,", heard_whole_at_s=3.6)
+    tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=9.0)
+    [(t_pause, _)] = tl.of(A.PausePlayback)
+    assert t_pause < 3.5  # from a decode of less than words_read_after_s of the sound
+    assert tl.of(E.BargeIn)
 
 
 def test_a_cough_heard_as_you_is_no_words() -> None:
