@@ -25,8 +25,8 @@ The default LLM is the scripted one (a test double with a fixed time to first to
 figures isolate voxroom's own pipeline; `--llm local` uses the bundled model.
 
 The single-engine benchmarks are its subcommands (SUITES): `voxroom bench stt`, `tts-roundtrip`,
-`turn-detectors`, `tool-use`, `copilot`, `copilot-livekit`, `copilot-replay`, each with its own
-options (`-h`).
+`turn-detectors`, `overlap-reads`, `tool-use`, `copilot`, `copilot-livekit`, `copilot-replay`,
+each with its own options (`-h`).
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ SUITES: dict[str, tuple[str, str]] = {
     "turn-detectors": (
         "bench.turn_detectors",
         "the end-of-turn models side by side: accuracy and cost of a decision",
+    ),
+    "overlap-reads": (
+        "bench.overlap_reads",
+        "backchannels and interruptions said over the answer, decoded as they go on: "
+        "what the barge-in rules make of them, offline",
     ),
     "copilot": (
         "bench.copilot_bench",

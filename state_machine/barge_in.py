@@ -10,6 +10,7 @@ derives from `BargeInHandling`), pure and clock-injected like it: every call car
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from enum import Enum
 
 from state_machine import events as E
 from state_machine.actions import (
@@ -35,6 +36,31 @@ from state_machine.endpointing import EPS, SpeechVote, Utterance
 from state_machine.options import TurnOptions
 from state_machine.similarity import normalize_words, spoken_words
 from state_machine.states import AgentState
+
+
+class SoFar(Enum):
+    """What the words of a sound that goes on say of it (`read_so_far`)."""
+
+    WAIT = "wait"  # nothing said to the agent yet: the sound is heard out
+    PAUSE = "pause"  # they read as an interruption: the ducked answer pauses
+    END = "end"  # clearly said to the agent: the barge-in is committed at once
+
+
+def words_heard(text: str, heard_s: float, o: TurnOptions) -> str:
+    """`text`, the transcript of the first `heard_s` of a sound, or "" when it holds more
+    words than the sound could (`max_words_per_s`: the STT's invention on a short hum)."""
+    too_many = len(normalize_words(spoken_words(text))) > 1 + o.max_words_per_s * heard_s
+    return "" if too_many else text
+
+
+def read_so_far(text: str, heard_s: float, o: TurnOptions) -> SoFar:
+    """What a decode of the first `heard_s` of a sound still going on (`text`, through
+    `words_heard`) says: words that interrupt pause the answer; `barge_in_words` of them
+    end it, but only when read from `words_read_after_s` of the sound or with a stop cue."""
+    if not interrupts(text):
+        return SoFar.WAIT
+    sure = heard_s + EPS >= o.words_read_after_s or asks_to_stop(text)
+    return SoFar.END if sure and other_words(text) >= o.barge_in_words else SoFar.PAUSE
 
 
 class BargeInHandling(ABC):
@@ -138,17 +164,15 @@ class BargeInHandling(ABC):
     def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
         o = self.options
-        text = utt.candidate.text
         heard_s = max(0.0, utt.candidate.covered_until - utt.onset)
-        if len(normalize_words(spoken_words(text))) > 1 + o.max_words_per_s * heard_s:
-            text = utt.candidate.text = ""  # more words than the sound could hold
+        text = utt.candidate.text = words_heard(utt.candidate.text, heard_s, o)
         words = bool(spoken_words(text))
         if not utt.fresh():
-            sure = heard_s + EPS >= o.words_read_after_s or asks_to_stop(text)
-            if sure and other_words(text) >= o.barge_in_words and interrupts(text):
+            so_far = read_so_far(text, heard_s, o)
+            if so_far is SoFar.END:
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
                 return
-            if self._ducked_at is not None and interrupts(text):
+            if so_far is SoFar.PAUSE and self._ducked_at is not None:
                 self._pause(utt.onset, now, out)  # it reads as an interruption: stop
             utt.candidate = None  # the sound goes on: transcribed whole when it stops
         elif (
