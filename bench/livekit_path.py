@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from bench.measure import (
     wait_until,
 )
 from bench.wer import final_transcript
+
+if TYPE_CHECKING:
+    from agent.testing.scripted_llm import Scripted, ScriptedLLM
 
 __all__ = ["AGENTSESSION_CONFIGS", "LiveKitBench"]
 
@@ -111,6 +114,7 @@ class LiveKitBench:
         self.fillers: FillerEar | None = None
         self.requests = RequestLog()  # every request the scripted LLM got
         self.sees_requests = False  # the LLM is the scripted double, which fills `requests`
+        self._script: ScriptedLLM | None = None  # that double, when it replies by text
         self._reference: ReferenceAnswer | None = None  # the long answer, nobody over it
         self._overlays: list[Overlay | None] = []  # per item
         self._session_wall = 0.0  # the wall clock's lead on the monotonic one as it started
@@ -182,6 +186,7 @@ class LiveKitBench:
                 if arg
                 else ScriptedLLM(replies, by_text=by_text, **script)
             )
+            self._script = None if arg else llm
             self.llm_url = await self._stack.enter_async_context(
                 scripted_llm_server(llm, requests=self.requests)
             )
@@ -329,6 +334,7 @@ class LiveKitBench:
         clock = ItemClock(usage)
         heard_from = len(user.transcripts)
         asked_from = len(self.requests)
+        self._answer_misheard_with(q.answer)
         ears, spoke, said, answered = await ask(
             user, mic, q.pcm, q.speech_start, q.speech_end, timeout_s=ANSWER_TIMEOUT_S
         )
@@ -336,6 +342,7 @@ class LiveKitBench:
         if barge_in and answered is not None:
             await asyncio.sleep(max(0.0, answered + item.after_s - time.monotonic()))
             o = item.interruption
+            self._answer_misheard_with(o.answer)
             over = await mic.say(o.pcm, marks=[o.speech_start, o.speech_end])
             wall = time.time() - time.monotonic()
             if item.kind in INTERRUPTION_KINDS and over[1] is not None:
@@ -375,6 +382,13 @@ class LiveKitBench:
             )
         clock.finish(result)
         return result
+
+    def _answer_misheard_with(self, answer: Scripted) -> None:
+        """The scripted double's reply to what its user says next when the agent mishears it:
+        the reply it would have had heard right (a long answer to speak over, or a short
+        one), not another item's."""
+        if self._script is not None:
+            self._script.unmatched = answer
 
     def _score_words(
         self,
@@ -687,10 +701,13 @@ def _since_onset_ms(event: dict[str, Any], onset: dict[str, Any], session_wall: 
 def _attach_voxroom_yields(
     items: list[ItemResult], overlays: list[Overlay | None], worker_log: Path, session_wall: float
 ) -> None:
-    """Each interruption's stop and yield at the agent, from the worker's own events: its VAD
-    onset (PlaybackPaused.onset) to the pause (the event's time), and its onset to its duck
-    (PlaybackDucked's) when it ducked first. A figure outside 0..MISSED_STOP_MS is a clock
-    that jumped between the session's start and the event (`_since_onset_ms`): left out."""
+    """Each interruption's stop and yield at the agent, from the worker's own events: the
+    onset of its first sound that made the agent yield (the first PlaybackDucked's, or
+    PlaybackPaused's) to the pause (the event's time), and to its first duck. An
+    interruption that opens with a word the agent played on under ("Right, | and what
+    ...") is two sounds: its stop counts from the first. A figure below 0, or later than
+    MISSED_STOP_MS after the user's sound ended, is a clock that jumped between the
+    session's start and the event (`_since_onset_ms`): left out."""
     events = _event_lines(worker_log)
     for item, overlay in zip(items, overlays, strict=True):
         if item.kind not in INTERRUPTION_KINDS or overlay is None:
@@ -699,9 +716,10 @@ def _attach_voxroom_yields(
         if paused is None:
             continue
         ducked = _first_at_onset(events, "playback_ducked", overlay) or paused
-        stop = _since_onset_ms(paused, paused, session_wall)
+        first = min(ducked, paused, key=lambda e: float(e["onset"]))
+        stop = _since_onset_ms(paused, first, session_wall)
         yielded = min(stop, _since_onset_ms(ducked, ducked, session_wall))
-        if 0 <= yielded <= stop <= MISSED_STOP_MS:
+        if 0 <= yielded <= stop <= (overlay.end - overlay.onset) * 1000 + MISSED_STOP_MS:
             item.agent_stop_ms, item.agent_yield_ms = stop, yielded
 
 

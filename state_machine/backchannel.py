@@ -238,13 +238,14 @@ HUMS = frozenset(
 
 def interrupts(transcript: str) -> bool:
     """The sound that paused the agent said something to it: words that are not a
-    backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), or three or
+    backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), an
+    acknowledgement going on with a conjunction ("Right, and", "Okay so"), or three or
     more with at least CONTENT_WORDS that are neither function words nor hums ("A-ha-ha." is
     a laugh), or a question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
     if not words or is_backchannel(transcript):
         return False
-    if any(w in INTERRUPTION_CUES for w in words):
+    if any(w in INTERRUPTION_CUES for w in words) or _acknowledges_and_goes_on(words):
         return True
     content = sum(w not in FUNCTION_WORDS and w not in HUMS for w in words)
     if content == 0:
@@ -252,6 +253,21 @@ def interrupts(transcript: str) -> bool:
     if transcript.rstrip().endswith("?"):
         return True
     return len(words) > SHORT_WORDS and content >= CONTENT_WORDS
+
+
+# Words that carry an acknowledgement on into a sentence of the speaker's own.
+CONJUNCTIONS = frozenset({"and", "but", "so", "or"})
+
+
+def _acknowledges_and_goes_on(words: list[str]) -> bool:
+    """ "Right, and ...", "Okay so ...": a backchannel's phrase, then a conjunction. A backchannel
+    ends where it began; one that goes on with "and" is the user taking the turn, heard before
+    the words it goes on to (through Opus, Whisper tiny.en wrote "right and" 0.1-0.2 s before
+    "right and what")."""
+    opening = _phrase_at(words, 0)
+    if opening is None or set(opening) <= HESITATIONS:
+        return False
+    return len(words) > len(opening) and words[len(opening)] in CONJUNCTIONS
 
 
 def asks_to_stop(transcript: str) -> bool:

@@ -80,6 +80,8 @@ class BargeInHandling(ABC):
     _ducked_at: float | None  # barge-in pending since, playback ducked
     _overlap_id: int | None  # the utterance that began over the agent's reply
     _asked_at: float  # when the pausing sound was last transcribed while it went on
+    _overlap_from: float  # where the sound over the reply is heard from (`_onset_heard_from`)
+    _let_pass: tuple[float, float] | None  # the span of the last sound over it that played on
 
     @abstractmethod
     def _cancel_reply(self, reason: str, out: list[Action]) -> None: ...
@@ -98,23 +100,24 @@ class BargeInHandling(ABC):
             if onset:
                 self._asked_at = -1e9
                 onset_at = self._vote.run_start
+                self._overlap_from = self._onset_heard_from(onset_at)
                 if o.duck:
                     self._ducked_at = now
                     self.counters.ducks += 1
                     out += [DuckPlayback(), E.PlaybackDucked(now, onset_at)]
                 else:
-                    self._pause(onset_at, now, out)
+                    self._pause(now, out)
                 self._next_id += 1
                 self._overlap_id = self._next_id
                 self._utt = Utterance(self._next_id, onset=onset_at, last_voiced=now)
-                out.append(OpenUtterance(self._next_id, o.pre_roll_s + now - onset_at))
+                out.append(OpenUtterance(self._next_id, o.pre_roll_s + now - self._overlap_from))
             return
         if utt is None:
             return
         if self._vote.run >= 2:
             utt.voice(now, o.frame_s)
         if self._ducked_at is not None and utt.last_voiced - utt.onset + EPS >= o.duck_max_s:
-            self._pause(utt.onset, now, out)  # longer than any backchannel
+            self._pause(now, out)  # longer than any backchannel
         recheck = o.duck_recheck_s if self._ducked_at is not None else o.barge_in_recheck_s
         if vote and not utt.candidate_in_flight and now - self._asked_at + EPS >= recheck:
             # Words while the user still talks: a real interruption is committed before it
@@ -123,10 +126,20 @@ class BargeInHandling(ABC):
             utt.candidate_in_flight = True
             out.append(RequestCandidate(utt.id))
 
-    def _pause(self, onset: float, now: float, out: list[Action]) -> None:
-        """Stop the reply's audio for the user's sound from `onset`, keeping it to resume."""
+    def _onset_heard_from(self, onset: float) -> float:
+        """Where a sound over the reply from `onset` is heard from: the start of the sound
+        before it that played on, when it began within `overlap_rejoin_s` of that one's end
+        ("Right, | and what about ...": decoded alone, "and what" is no interruption yet), else
+        `onset`. Only the one sound before: "mm hmm ... mm hmm" does not pile up."""
+        let_pass, self._let_pass = self._let_pass, None
+        if let_pass is not None and onset - let_pass[1] <= self.options.overlap_rejoin_s + EPS:
+            return let_pass[0]
+        return onset
+
+    def _pause(self, now: float, out: list[Action]) -> None:
+        """Stop the reply's audio for the user's sound, keeping it to resume."""
         self._paused_at, self._ducked_at = now, None
-        out += [PausePlayback(), E.PlaybackPaused(now, onset)]
+        out += [PausePlayback(), E.PlaybackPaused(now, self._overlap_from)]
 
     def _paused_tick(self, now: float, out: list[Action]) -> None:
         """Playback is paused or ducked for a sound of the user's: once it stops, it is
@@ -164,7 +177,7 @@ class BargeInHandling(ABC):
     def _barge_in_candidate(self, utt: Utterance, now: float, out: list[Action]) -> None:
         assert utt.candidate is not None
         o = self.options
-        heard_s = max(0.0, utt.candidate.covered_until - utt.onset)
+        heard_s = max(0.0, utt.candidate.covered_until - self._overlap_from)
         text = utt.candidate.text = words_heard(utt.candidate.text, heard_s, o)
         words = bool(spoken_words(text))
         if not utt.fresh():
@@ -173,12 +186,12 @@ class BargeInHandling(ABC):
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
                 return
             if so_far is SoFar.PAUSE and self._ducked_at is not None:
-                self._pause(utt.onset, now, out)  # it reads as an interruption: stop
+                self._pause(now, out)  # it reads as an interruption: stop
             utt.candidate = None  # the sound goes on: transcribed whole when it stops
         elif (
             interrupts(text)
             or (words and not o.backchannel_resume)
-            or (words and not is_backchannel(text) and self._goes_on(utt, text))
+            or (words and not is_backchannel(text) and self._goes_on(text))
         ):
             # Short words that are no backchannel, said just after the user's own turn, go on
             # with it ("..., uh ... something funny"): the answer began inside their pause.
@@ -194,22 +207,22 @@ class BargeInHandling(ABC):
 
     def _commit_barge_in(self, utt: Utterance, now: float, out: list[Action]) -> None:
         if self._paused_at is None:  # straight from a duck: every stop goes through a pause
-            self._pause(utt.onset, now, out)
+            self._pause(now, out)
         paused_at = self._paused_at
         assert paused_at is not None
         self._overlap_id = None  # an interruption: its turn is answered, whatever it says
         self.counters.barge_ins += 1
         text = utt.candidate.text if utt.candidate is not None else ""
-        if self._goes_on(utt, text):
+        if self._goes_on(text):
             self._withdraw_answer(out)
         else:
             self._stop_reply("barge-in", out)
-        out.append(E.BargeIn(paused_at, text, utt.onset))
+        out.append(E.BargeIn(paused_at, text, self._overlap_from))
         if not utt.fresh():
             utt.candidate = None  # the interruption goes on; its turn is transcribed at its end
         self._set_state(AgentState.LISTENING, now, out)
 
-    def _goes_on(self, utt: Utterance, text: str) -> bool:
+    def _goes_on(self, text: str) -> bool:
         """The words that stop the answer go on with the turn it answers: they began within
         `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
         do not react to the answer ("Wait, ...", "Okay, and ...")."""
@@ -218,7 +231,7 @@ class BargeInHandling(ABC):
             r is not None
             and bool(r.user_text)
             and self._turn_end is not None
-            and utt.onset - self._turn_end <= self.options.continuation_s + EPS
+            and self._overlap_from - self._turn_end <= self.options.continuation_s + EPS
             and not reacts(text)
         )
 
@@ -255,6 +268,7 @@ class BargeInHandling(ABC):
         text = ""
         if self._utt is not None:
             text = self._utt.candidate.text if self._utt.candidate is not None else ""
+            self._let_pass = (self._utt.onset, self._utt.last_voiced)
             out.append(DiscardUtterance(self._utt.id))
             self._utt = None
         if self._reply is not None:

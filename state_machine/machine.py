@@ -89,6 +89,8 @@ class ConversationStateMachine(BargeInHandling):
         self._paused_at = self._ducked_at = None
         self._overlap_id = None
         self._asked_at = -1e9
+        self._overlap_from = 0.0
+        self._let_pass = None
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
         self._held = False  # the answer's first audio is held: the user made a sound

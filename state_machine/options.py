@@ -84,6 +84,15 @@ class TurnOptions(ListenOptions):
     to 2 s to stop). Words that interrupt still stop it at once; the answer stays ducked, not
     silent, while it waits."""
 
+    overlap_rejoin_s: float = 0.8
+    """A sound over the answer that begins within this long after the end of one that played
+    on (a backchannel, or no words) is heard with it: its decodes begin at that one's onset.
+    Said with a longer pause than `duck_quiet_s`, "Right, | and what about the food there?"
+    was judged in two: "Right" played the answer on, and "and what about ..." began from
+    nothing, with too few words and too little of it heard to stop at once (through LiveKit,
+    1.0-1.4 s to stop). A backchannel heard with the next one ("Yeah. | Mm hmm.") is still
+    one."""
+
     duck_max_s: float = 1.2
     """A sound going on this long after its onset is not a backchannel (they are short: "mm
     hmm", "uh huh", a laugh): the ducked agent pauses, and its words decide as for a pause."""

@@ -296,6 +296,23 @@ def test_voxroom_stop_and_yield_at_the_agent_come_from_its_logged_events(
         assert jumped.agent_stop_ms == pytest.approx(130, abs=1)
     else:
         assert jumped.agent_stop_ms is None
+    # "Right, | and what ...": the agent ducked under "Right," and played on; the words after
+    # it, from 0.9 s, paused it 0.13 s later. The stop counts from "Right,", and a stop over
+    # a second is kept: it is late, not a clock that jumped.
+    log.write_text(
+        "\n".join(
+            [
+                line("playback_ducked", 0.04),
+                line("playback_ducked", 0.04, at=onset + 0.9),
+                line("playback_paused", 0.13, at=onset + 0.9),
+            ]
+        )
+        + "\n"
+    )
+    two = ItemResult("r", "v", "interruption", {})
+    _attach_voxroom_yields([two], [user], log, session_wall)
+    assert two.agent_yield_ms == pytest.approx(40, abs=1)
+    assert two.agent_stop_ms == pytest.approx(1030, abs=1)
 
 
 def test_agentsession_stop_at_the_agent_comes_from_its_state_changes(tmp_path: Path) -> None:

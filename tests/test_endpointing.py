@@ -358,6 +358,11 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
         ("Oh, really?", True, False),
         ("That's right.", True, False),
         ("Really? Why?", False, True),
+        # An acknowledgement that goes on with a conjunction takes the turn, before its words.
+        ("right and", False, True),
+        ("Okay, so", False, True),
+        ("Uh, and", False, False),  # a hesitation, no acknowledgement
+        ("and right", False, False),
     ],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:

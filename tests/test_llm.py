@@ -129,6 +129,17 @@ def test_scripted_by_text_keeps_replies_in_step_when_a_turn_too_many_was_taken()
     assert ScriptedLLM(["A.", "B."]).reply_for([user("x"), user("y")]) == "B."  # as before
 
 
+def test_scripted_unmatched_answers_what_matches_no_key() -> None:
+    """A driver that knows what its user says (the bench) names the reply to a misheard one:
+    "Hara mountain formed" gets the long answer it was to have, not the count's short reply."""
+    llm = ScriptedLLM(["Sorry, shall I go on?"], by_text={"How are mountains formed?": "Plates."})
+    history = [SYSTEM, user("Hara mountain formed")]
+    assert llm.reply_for(history) == "Sorry, shall I go on?"
+    llm.unmatched = "Well, there are many things to say about that."
+    assert llm.reply_for(history) == llm.unmatched
+    assert llm.reply_for([SYSTEM, user("How are mountain formed?")]) == "Plates."
+
+
 def test_scripted_needs_a_user_turn() -> None:
     with pytest.raises(ValueError, match="no user turn"):
         ScriptedLLM(["x"]).reply_for([SYSTEM])

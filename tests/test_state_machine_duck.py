@@ -6,10 +6,12 @@ the question (words said sooner may be the question going on)."""
 
 from __future__ import annotations
 
+import pytest
 from pytest import approx
 
 from state_machine import actions as A
 from state_machine import events as E
+from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
 
 QUESTION = "what time is it?"
@@ -103,6 +105,97 @@ def test_a_backchannel_word_then_a_comma_pause_then_more_words_is_one_interrupti
     [(_, barge)] = tl.of(E.BargeIn)
     assert barge.onset == approx(3.50)
     assert tl.of(A.CommitUserTurn)[-1][1].text == "Okay, but what about the price?"
+
+
+def two_sounds_over_answer(
+    first: str, second: str, gap_s: float, first_heard: bool = True, **options: float
+) -> Timeline:
+    """A timeline whose user says `first` from 3.50 s to 3.85 s over the answer, then, `gap_s`
+    later, `second` (at 4 words a second), over a 4 s answer. Its STT hears the words said
+    between a decode's start (its pre-roll included) and end, as Whisper hears the audio it
+    is given; `first_heard` False: none at all in a decode of `first` alone."""
+    again = 3.85 + gap_s
+    said = [(3.85, w) for w in first.split()]
+    said += [(again + (i + 1) / 4.0, w) for i, w in enumerate(second.split())]
+
+    def transcript(start: float, end: float) -> str:
+        if start < 2.5:
+            return QUESTION
+        if not first_heard and end < again:
+            return ""
+        return " ".join(w for t, w in said if start < t <= end + 1e-9)
+
+    engines = FakeEngines(
+        stt_delay_s=0.08, transcript=transcript, hears_pre_roll=True, reply_length_s=4.0
+    )
+    return Timeline(options=TurnOptions(**options), engines=engines)
+
+
+@pytest.mark.parametrize(
+    ("rejoin_s", "t_pause", "asked"),
+    [
+        (0.8, 4.64, "Right, and what about the food there?"),
+        (0.0, 4.94, "and what about the food there?"),  # without `overlap_rejoin_s`
+    ],
+)
+def test_words_soon_after_a_backchannel_word_are_heard_with_it(
+    rejoin_s: float, t_pause: float, asked: str
+) -> None:
+    """ "Right, | and what about the food there?" with a 0.45 s pause at its comma: longer
+    than `duck_quiet_s`, so "Right," is judged alone, a backchannel, and the answer plays on
+    at full volume. The words after it are heard with it (`overlap_rejoin_s`): "Right, and"
+    (4.64) is an acknowledgement going on, which pauses the answer, and the turn they make
+    is all that was said, dated from its first word. Heard alone, the answer plays on until
+    "and what" (4.94), and the LLM never hears the "Right,"."""
+    tl = two_sounds_over_answer(
+        "Right,", "and what about the food there?", gap_s=0.45, overlap_rejoin_s=rejoin_s
+    )
+    tl.run(speech((0.5, 2.0), (3.50, 3.85), (4.30, 5.80)), until_s=9.0)
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    assert t_resume == approx(4.14)  # "Right," judged once quiet for `duck_quiet_s` after 3.84
+    [(_, barge)] = tl.of(E.BargeIn)
+    assert tl.of(A.PausePlayback)[0][0] == barge.t == approx(t_pause)
+    assert barge.onset == approx(3.50 if rejoin_s else 4.30)
+    assert tl.of(A.CommitUserTurn)[-1][1].text == asked
+
+
+@pytest.mark.parametrize(("rejoin_s", "t_stop"), [(0.8, 4.54), (0.0, 5.18)])
+def test_a_sound_heard_as_no_words_is_heard_again_with_the_words_after_it(
+    rejoin_s: float, t_stop: float
+) -> None:
+    """ "Hold on, | something cheap please.": decoded alone, "Hold on," came back as no words
+    and the answer played on (through LiveKit, until "something cheap please" stopped it 1.3
+    s later). Heard again with the words after it, its stop cue ends the answer at the first
+    decode of them."""
+    tl = two_sounds_over_answer(
+        "Hold on,",
+        "something cheap please.",
+        gap_s=0.45,
+        first_heard=False,
+        overlap_rejoin_s=rejoin_s,
+    )
+    tl.run(speech((0.5, 2.0), (3.50, 3.85), (4.30, 5.05)), until_s=9.0)
+    assert [e.text for _, e in tl.of(E.FalseInterruption)] == [""]
+    [(_, barge)] = tl.of(E.BargeIn)
+    assert barge.t == approx(t_stop)
+    said = "Hold on, something cheap please." if rejoin_s else "something cheap please."
+    assert tl.of(A.CommitUserTurn)[-1][1].text == said
+
+
+def test_a_backchannel_heard_with_the_one_before_still_plays_on() -> None:
+    tl = two_sounds_over_answer("Yeah.", "Mm-hmm.", gap_s=0.45)
+    tl.run(speech((0.5, 2.0), (3.50, 3.85), (4.30, 4.80)), until_s=9.0)
+    assert tl.of(A.PausePlayback) == [] and tl.of(E.BargeIn) == []
+    assert [b.text for _, b in tl.of(E.Backchannel)] == ["Yeah.", "Yeah. Mm-hmm."]
+    assert tl.audible == [(approx(2.54), approx(6.54))]  # the 4 s answer, never silent
+
+
+def test_a_sound_long_after_a_backchannel_is_heard_alone() -> None:
+    tl = two_sounds_over_answer("Yeah.", "Mm-hmm.", gap_s=1.2)
+    tl.run(speech((0.5, 2.0), (3.50, 3.85), (5.05, 5.40)), until_s=9.0)
+    [_, (_, second)] = tl.of(A.OpenUtterance)[-2:]
+    assert second.pre_roll_s == approx(tl.options.pre_roll_s + 0.04)  # from its own onset
+    assert [b.text for _, b in tl.of(E.Backchannel)] == ["Yeah.", "Mm-hmm."]
 
 
 def test_a_wordless_sound_longer_than_any_backchannel_pauses_then_resumes() -> None:

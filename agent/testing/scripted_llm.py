@@ -49,6 +49,9 @@ class ScriptedLLM:
     reply of the key most like it (word similarity >= MATCH_SIMILARITY, so a transcript with
     a word wrong still matches), and the count is only the fallback: an agent that takes a
     backchannel as a turn, or a paused question as two, does not shift every later reply.
+    A driver that knows what its user is saying sets `unmatched`, the reply to a message that
+    matches no key: a question the STT misheard is then answered as an LLM would answer it,
+    at its length, not with another turn's reply.
 
     Each word comes with its following whitespace; the first after `ttft_ms`, the next ones
     every 1/`words_per_s` seconds. `sleep` can be replaced by a virtual-time sleep in tests.
@@ -69,6 +72,7 @@ class ScriptedLLM:
             raise ValueError("ScriptedLLM needs at least one non-empty reply")
         if words_per_s <= 0 or ttft_ms < 0:
             raise ValueError("ScriptedLLM needs words_per_s > 0 and ttft_ms >= 0")
+        self.unmatched: Scripted | None = None
         self.ttft_s = ttft_ms / 1000
         self.word_interval_s = 1 / words_per_s
         self._sleep = sleep
@@ -93,6 +97,8 @@ class ScriptedLLM:
             best = max(self.by_text, key=lambda key: text_similarity(last, key))
             if text_similarity(last, best) >= MATCH_SIMILARITY:
                 return self.by_text[best]
+            if self.unmatched is not None:
+                return self.unmatched
         return self.replies[(len(said) - 1) % len(self.replies)]
 
     async def stream(
