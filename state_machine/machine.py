@@ -178,41 +178,68 @@ class ConversationStateMachine(BargeInHandling):
             return out
         return out + self.tick(now)
 
-    def on_partial(
-        self, utterance_id: int, text: str, score: float | None, now: float
-    ) -> list[Action]:
-        """A partial transcript of utterance `utterance_id`, decoded while the user speaks,
-        and the end-of-turn model's P(complete) for its words (None: not scored).
+    def on_partial(self, utterance_id: int, text: str, now: float) -> list[Action]:
+        """A partial transcript of utterance `utterance_id`, decoded while the user speaks.
 
-        One that reads complete (end punctuation, and with a model a score of at least
-        `complete_score`) starts the reply early, unheard like any speculative start, so that
-        its first audio is ready when the endpoint confirms the turn; the endpoint keeps it
-        only when the final text is nearly the same and ends as it does (`answers_the_same`).
+        One that reads complete (end punctuation) starts the reply early, unheard like any
+        speculative start, so that its first audio is ready when the endpoint confirms the
+        turn; the endpoint keeps it only when the final text is nearly the same and ends as it
+        does (`answers_the_same`). With an end-of-turn model, the model's reading of the words
+        (`on_partial_read`) may cancel it, or is waited for (`speculate_before_score`).
         A partial that differs from the words a reply was started on by a partial cancels it:
-        they are no longer what the user is saying. A reply started on a candidate is judged by the
-        candidates alone, and a partial that comes once a candidate covers all the speech is
-        older than it and ignored."""
+        they are no longer what the user is saying. A reply started on a candidate is judged by
+        the candidates alone, and a partial that comes once a candidate covers all the speech
+        is older than it and ignored."""
+        if not self._hears_partials(utterance_id):
+            return []
+        out: list[Action] = []
+        o = self.options
+        r = self._reply
+        on_words = not o.endpoint.scored or o.speculate_before_score
+        if on_words and looks_complete(text) and spoken_words(text):
+            self._speculate(text, out, from_partial=True)
+        elif r is not None and r.from_partial:
+            self._drop_stale_speculation(self._merged(text), out)
+        return out
+
+    def on_partial_read(
+        self, utterance_id: int, text: str, score: float, now: float
+    ) -> list[Action]:
+        """The end-of-turn model's P(complete) for a partial's words `text`. Below
+        `complete_score` the words are unfinished, and a reply started on them is cancelled; at
+        or above it, they start one if the words alone did not."""
+        if not self._hears_partials(utterance_id):
+            return []
+        out: list[Action] = []
+        o = self.options
+        r = self._reply
+        sure = score >= o.endpoint.complete_score
+        if sure and looks_complete(text) and spoken_words(text):
+            if not o.speculate_before_score:
+                self._speculate(text, out, from_partial=True)
+        elif (
+            r is not None
+            and r.from_partial
+            and not r.confirmed
+            and answers_the_same(r.user_text, self._merged(text), o.similarity_keep)
+        ):
+            self.counters.speculative_wasted += 1
+            self._cancel_reply("partial read as unfinished", out)
+        return out
+
+    def _hears_partials(self, utterance_id: int) -> bool:
+        """Partials of `utterance_id` may start or cancel a speculative reply now."""
         utt = self._utt
         o = self.options
-        if (
+        return not (
             utt is None
             or utt.id != utterance_id
             or self.state is not AgentState.LISTENING
             or self._yielding()
             or utt.endpoint_reached
-            or utt.fresh()
+            or utt.fresh()  # a candidate covers all the speech: it is newer than any partial
             or not (o.speculative_start and o.speculate_on_partials)
-        ):
-            return []  # a candidate covers all the speech: it is newer than any partial
-        out: list[Action] = []
-        e = o.endpoint
-        sure = not e.scored or (score is not None and score >= e.complete_score)
-        r = self._reply
-        if sure and looks_complete(text) and spoken_words(text):
-            self._speculate(text, out, from_partial=True)
-        elif r is not None and r.from_partial:
-            self._drop_stale_speculation(self._merged(text), out)
-        return out
+        )
 
     def on_turn_score(
         self, utterance_id: int, text: str, score: float | None, now: float

@@ -55,6 +55,13 @@ class TurnOptions(ListenOptions):
     starts the reply (unheard) before the pause's candidate: the LLM's first words and their
     audio are then ready sooner after the endpoint."""
 
+    speculate_before_score: bool = True
+    """With an end-of-turn model, a partial that reads complete starts the reply as soon as its
+    words are decoded, and the model's reading of them (tens of ms later, on cores that the
+    STT shares) cancels it when it scores them unfinished. False: the reading is waited for,
+    which delays the partials that come during the question's last word. A start the reading
+    cancels costs an LLM request (for a local LLM, its reading of the prompt on those cores)."""
+
     similarity_keep: float = 0.92
     """A speculative reply is kept when its input is at least this similar to the final text."""
 

@@ -57,15 +57,25 @@ class Timeline:
         """The user sends the typed message `text` at `t` (before that time's frame)."""
         self._at(t, lambda now, text=text: self.machine.on_text(text, now))
 
-    def partial_at(self, t: float, text: str, score: float | None = None) -> None:
-        """The partial transcript `text` of the open utterance, read at `t` (with `score`, the
-        end-of-turn model's P(complete) for it)."""
+    def partial_at(
+        self, t: float, text: str, score: float | None = None, read_s: float = 0.04
+    ) -> None:
+        """The partial transcript `text` of the open utterance, decoded at `t`; with `score`,
+        the end-of-turn model's P(complete) for it comes `read_s` later (None: not read)."""
 
-        def deliver(now: float) -> list[A.Action]:
+        def words(now: float) -> list[A.Action]:
             utt = self.machine._utt
-            return [] if utt is None else self.machine.on_partial(utt.id, text, score, now)
+            return [] if utt is None else self.machine.on_partial(utt.id, text, now)
 
-        self._at(t, deliver)
+        self._at(t, words)
+        if score is not None:
+            p = score
+
+            def read(now: float) -> list[A.Action]:
+                utt = self.machine._utt
+                return [] if utt is None else self.machine.on_partial_read(utt.id, text, p, now)
+
+            self._at(t + read_s, read)
 
     def _at(self, t: float, fn: Callable[[float], list[A.Action]]) -> None:
         self._seq += 1

@@ -4,6 +4,8 @@ endpoint after 300 ms of silence when the text looks complete."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from state_machine import actions as A
@@ -108,20 +110,65 @@ def test_partials_are_ignored_while_the_agent_speaks() -> None:
     assert len(tl.of(A.StartReply)) == 1
 
 
-def test_with_a_model_only_a_partial_it_scores_complete_starts_the_reply() -> None:
+def test_with_a_model_a_complete_partial_starts_the_reply_before_the_model_reads_it() -> None:
     scored = TurnOptions().scored()  # complete_score 0.03
     tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.9, "what time is it?", score=0.2, read_s=0.05)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(t_start, start)] = tl.of(A.StartReply)
+    assert t_start == approx(1.9) and start.speculative  # not at its reading (1.95)
+    assert not tl.of(A.CancelReply)
+    [(_, confirm)] = tl.of(A.ConfirmReply)
+    assert confirm.reply_id == start.reply_id
+
+
+def test_a_partial_start_the_model_reads_as_unfinished_is_cancelled_unheard() -> None:
+    scored = TurnOptions().scored()
+    tl = Timeline(
+        options=scored, engines=FakeEngines(reply_audio_after_s=0.05, score=lambda text: 0.5)
+    )
+    tl.partial_at(1.5, "what time is it?", score=0.001, read_s=0.04)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(_, first), (t_second, second)] = tl.of(A.StartReply)
+    assert first.user_text == "what time is it?" and t_second == approx(2.26)  # the candidate's
+    [(t_cancel, cancel)] = tl.of(A.CancelReply)
+    assert t_cancel == approx(1.54) and cancel.reply_id == first.reply_id
+    assert cancel.reason == "partial read as unfinished"
+    assert [a.reply_id for _, a in tl.of(A.ConfirmReply)] == [second.reply_id]
+    assert tl.audible[0][0] > t_second  # the candidate's reply: the cancelled one is unheard
+    assert tl.machine.counters.speculative_wasted == 1
+
+
+def test_the_reading_of_an_older_partial_never_cancels_a_newer_start() -> None:
+    scored = TurnOptions().scored()
+    final = "what time is it in Tokyo?"
+    tl = Timeline(
+        options=scored, engines=FakeEngines(score=lambda text: 0.5, transcript=lambda s, e: final)
+    )
+    tl.partial_at(1.5, "what time is it?", score=0.001, read_s=0.3)  # read at 1.8
+    tl.partial_at(1.7, "what time is it in Tokyo?", score=0.2)
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    starts = [a for _, a in tl.of(A.StartReply)]
+    assert [a.user_text for a in starts][:2] == ["what time is it?", "what time is it in Tokyo?"]
+    [(t_cancel, cancel)] = tl.of(A.CancelReply)
+    assert t_cancel == approx(1.7) and cancel.reply_id == starts[0].reply_id
+    assert [a.reply_id for _, a in tl.of(A.ConfirmReply)] == [starts[1].reply_id]
+
+
+def test_waiting_for_the_reading_only_a_partial_it_scores_complete_starts_the_reply() -> None:
+    waits = replace(TurnOptions(), speculate_before_score=False).scored()
+    tl = Timeline(options=waits, engines=FakeEngines(score=lambda text: 0.5))
     tl.partial_at(1.5, "what time is it?", score=0.001)  # reads unfinished to the model
     tl.partial_at(1.7, "what time is it?", score=None)  # not read: no start either
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(t_start, _)] = tl.of(A.StartReply)
     assert t_start == approx(2.26)  # the candidate's
 
-    tl = Timeline(options=scored, engines=FakeEngines(score=lambda text: 0.5))
-    tl.partial_at(1.9, "what time is it?", score=0.2)
+    tl = Timeline(options=waits, engines=FakeEngines(score=lambda text: 0.5))
+    tl.partial_at(1.9, "what time is it?", score=0.2, read_s=0.05)
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(t_start, start)] = tl.of(A.StartReply)
-    assert t_start == approx(1.9) and start.speculative
+    assert t_start == approx(1.95) and start.speculative
 
 
 def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> None:

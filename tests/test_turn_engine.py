@@ -493,11 +493,16 @@ def test_a_partial_the_model_reads_as_complete_starts_the_answer_before_the_spee
     assert turn["user_text"] == QUESTION and turn["agent_text"] == REPLY
 
 
-def test_a_partial_the_model_reads_as_unfinished_starts_nothing(question_pcm) -> None:
+def test_a_partial_the_model_reads_as_unfinished_is_cancelled_unheard(question_pcm) -> None:
     pcm, speech_end = question_pcm
     events = converse(pcm, _whole_question_early(), detector=_reading_ahead(0.001))
-    [started] = of(events, "reply_started")
-    assert started["t"] > speech_end  # on the pause's candidate
+    early = {e["reply_id"] for e in of(events, "reply_started") if e["t"] < speech_end}
+    assert early  # started on the words, before the model read them
+    cancelled = {e["reply_id"]: e["reason"] for e in of(events, "reply_cancelled")}
+    assert all(cancelled.get(rid) == "partial read as unfinished" for rid in early)
+    [audio] = of(events, "audio_start")
+    heard = next(e for e in of(events, "reply_started") if e["reply_id"] == audio["reply_id"])
+    assert heard["t"] > speech_end  # on the pause's candidate
 
 
 def test_an_unconfirmed_reply_synthesizes_its_first_two_chunks_and_waits() -> None:

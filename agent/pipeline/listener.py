@@ -133,9 +133,9 @@ class Listener:
         try:
             async for partial in self.stream.partials():
                 if self.hearing and partial.text.strip():
-                    on_partial(partial.text)
-                    if self.scorer is not None:
+                    if self.scorer is not None:  # its reading starts first: it runs in a thread
                         self.scorer.partial(partial.text)
+                    on_partial(partial.text)
         except Exception as e:
             log.warning("STT partials ended: %s: %s", type(e).__name__, e)
 

@@ -270,15 +270,17 @@ class TurnEngine:
         self._apply(self.machine.on_turn_score(uid, text, score, self._clock()))
 
     def _on_partial(self, text: str) -> None:
+        """A partial: one that reads complete starts the answer, unheard."""
         self._emit(E.Transcript(self._clock(), text, final=False))
-        if self._listener.scorer is None:  # no end-of-turn model to read it: the text decides
-            self._on_partial_read(text, None)
-
-    def _on_partial_read(self, text: str, score: float | None) -> None:
-        """A partial and its P(complete): one that reads complete starts the answer, unheard."""
         uid = self._listener.utterance_id
         if uid is not None:
-            self._apply(self.machine.on_partial(uid, text, score, self._clock()))
+            self._apply(self.machine.on_partial(uid, text, self._clock()))
+
+    def _on_partial_read(self, text: str, score: float) -> None:
+        """The end-of-turn model's reading of a partial: P(complete) of its words."""
+        uid = self._listener.utterance_id
+        if uid is not None:
+            self._apply(self.machine.on_partial_read(uid, text, score, self._clock()))
 
     # ---- replies --------------------------------------------------------------------------
 
