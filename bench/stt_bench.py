@@ -207,7 +207,7 @@ async def _run(args: argparse.Namespace) -> None:
             options, reuse_endpoint_decode=False, commit_agreed_prefix=False
         )
     elif args.mode == "beam":  # every real score is below 0: every final is unsure
-        options = dataclasses.replace(options, unsure_logprob=0.0, final_keeps_prefix=False)
+        options = dataclasses.replace(options, unsure_logprob=0.0)
     sentences = copilot_questions() if args.sentences == "copilot" else list(SENTENCES)
     voices = ("espeak", "piper") if args.voice == "both" else (args.voice,)
     utterances = [(voices[i % len(voices)], s) for i, s in enumerate(sentences[: args.limit])]

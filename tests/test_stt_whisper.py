@@ -221,16 +221,14 @@ async def test_a_final_is_searched_again_only_when_the_decoder_is_unsure(
 
 @pytest.mark.slow
 async def test_a_question_s_final_is_the_beam_s_over_the_whole_question() -> None:
-    """The question tuning (`question_options`): no greedy pass first, and the committed
-    prefix, here a wrong one, is not forced on the final."""
+    """The question tuning (`question_options`): no greedy pass first."""
     engine = WhisperSTT(options=WhisperOptions(final_beam_size=5))
     engine.load()
     decoder = engine.for_questions()._loaded()
     sentence = "Where is the nearest train station?"
     pcm = with_silence(espeak(sentence), 0.2, 0.3)
-    wrong = tuple(decoder._tokenizer.encode(" Wear his", add_special_tokens=False).ids)
     spy = BeamSpy(decoder)
-    final = decoder.generate_final(decoder.encode(pcm), len(pcm) / INPUT_RATE, prefix=wrong)
+    final = decoder.generate_final(decoder.encode(pcm), len(pcm) / INPUT_RATE)
     assert spy.beams == [5]
     assert wer(sentence, decoder.text(final)) <= 0.25, decoder.text(final)
 
@@ -376,24 +374,36 @@ def test_agreed_prefix_never_ends_on_a_mark_that_no_word_follows(stt: WhisperSTT
 
 
 @pytest.mark.slow
-async def test_a_final_that_ends_with_its_committed_prefix_is_decoded_again_free(
+async def test_the_final_is_never_forced_to_start_with_the_committed_prefix(
     stt: WhisperSTT, tmp_path: Path
 ) -> None:
-    """Forced up to a thinking pause, Whisper can end the text there: the words after the
-    pause would be lost. The prefix never holds the last word heard, so such a final is
-    decoded again without it. (The turn corpus's item, as the bench synthesizes it.)"""
+    """Two partials that heard only the words before a thinking pause can agree on a wrong
+    reading of them; forced on the final, it outlives the decode of the whole utterance.
+    The turn corpus's item, as the bench synthesizes it, with the misreading the stream
+    committed for it through Opus (whose audio the first assertion checks it on)."""
     from bench.turn_corpus import spoken_with_pause
 
     decoder = stt._loaded()
     pcm = await spoken_with_pause(
-        "Why does", 1.1, "bread go stale so quickly?", "espeak-en-us-nyc", tmp_path
+        "Can you help me find",
+        0.4,
+        "a good place to eat near the station?",
+        "espeak-en-us+f3",
+        tmp_path,
     )
-    prefix = tuple(decoder._tokenizer.encode(" Why does?", add_special_tokens=False).ids)
-    encoded = decoder.encode(pcm)
-    seconds = len(pcm) / INPUT_RATE
-    assert decoder.text(decoder.generate(encoded, seconds, prefix)) == "Why does?"  # the loss
-    final = decoder.text(decoder.generate_final(encoded, seconds, prefix))
-    assert "quickly" in final.lower(), final
+    wrong = tuple(decoder._tokenizer.encode(" Can you fail me", add_special_tokens=False).ids)
+    forced = decoder.text(decoder.generate(decoder.encode(pcm), len(pcm) / INPUT_RATE, wrong))
+    assert forced.startswith("Can you fail me"), forced  # what forcing it does
+    no_partials = WhisperSTT(options=WhisperOptions(first_partial_s=30.0))
+    no_partials._decoder = decoder
+    stream = no_partials.stream()
+    stream._utt.committed = wrong  # as two partials would have agreed
+    try:
+        await push_frames(stream, with_silence(pcm, 0.0, 0.3), realtime=False)
+        final = await stream.finalize()
+    finally:
+        await stream.aclose()
+    assert "help me find" in final.lower(), final
 
 
 @pytest.mark.slow

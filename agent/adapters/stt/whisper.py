@@ -310,7 +310,6 @@ class WhisperSTTStream:
             return utt.closed + utt.last.ids
         if utt.voiced_end <= utt.window_start:  # nothing but quiet since the last window
             return utt.closed
-        prefix = utt.committed if o.commit_agreed_prefix else ()
         start, stop, context = utt.window_start, utt.length, utt.closed
         # Two jobs, so that a caller that gives up between them (a flush overtaken by more
         # speech) skips the generation.
@@ -318,9 +317,7 @@ class WhisperSTTStream:
             lambda: self._decoder.encode(utt.audio(start, stop)), priority=PRIORITY_FINAL
         )
         ids = await WHISPER_POOL.run(
-            lambda: self._generate(
-                encoded, (stop - start) / INPUT_RATE, prefix, context, final=True
-            ),
+            lambda: self._decoder.generate_final(encoded, (stop - start) / INPUT_RATE, context),
             priority=PRIORITY_FINAL,
         )
         # Quiet since the decode began: it holds all the speech, so no endpoint decode is due.
@@ -338,9 +335,11 @@ class WhisperSTTStream:
         *,
         final: bool,
     ) -> tuple[int, ...]:
-        """A partial's generation, or a final's (`WhisperDecoder.generate_final`)."""
-        generate = self._decoder.generate_final if final else self._decoder.generate
-        return generate(encoded, seconds, prefix, context)
+        """A partial's generation, forced to start with `prefix`, or a final's
+        (`WhisperDecoder.generate_final`, never forced)."""
+        if final:
+            return self._decoder.generate_final(encoded, seconds, context)
+        return self._decoder.generate(encoded, seconds, prefix, context)
 
     def _publish(self, item: Transcript | None) -> None:
         if self._closed and item is not None:

@@ -14,7 +14,10 @@ figures behind each choice: docs/benchmarks.md, "Whisper's decoding, tuned"):
   text when the encoder output continues with seconds of silence frames, taken from a 30 s
   silence encoded once at load, for a few ms more cross-attention per token.
 - Partials decode audio cut mid-word, which is where the remaining errors are; local agreement
-  (`agreed_prefix`) keeps such guesses out of the committed text.
+  (`agreed_prefix`) keeps such guesses out of the committed text, which later partials are
+  forced to start with. A final is never forced: two partials that agree may both have heard
+  only the words before a pause, read as a whole sentence ("Do you know?" for "Do you know
+  if | the museum is open"), and forced on the final, that reading outlives the rest.
 - No prompt of the conversation's text: given as the decoder's earlier text, a sentence
   ("Hello, can you hear me? Yes, I can hear you.") or a label ("A question for the
   assistant:") came back as the start of nearly every transcript, so only a long utterance's
@@ -103,27 +106,19 @@ class WhisperDecoder:
         return self.generate_scored(encoded, seconds, prefix, previous)[0]
 
     def generate_final(
-        self, encoded: Any, seconds: float, prefix: Sequence[int] = (), previous: Sequence[int] = ()
+        self, encoded: Any, seconds: float, previous: Sequence[int] = ()
     ) -> tuple[int, ...]:
-        """`generate`, and when the decoder is unsure of that text (its mean log probability
-        per token is below `unsure_logprob`), a beam search of `final_beam_size` instead,
-        from the same encoder output; with `beam_every_final`, the beam search alone (see
-        WhisperOptions)."""
+        """A final's text, nothing forced (the module docstring): greedy, and when the decoder
+        is unsure of that text (its mean log probability per token is below
+        `unsure_logprob`), a beam search of `final_beam_size` instead, from the same encoder
+        output; with `beam_every_final`, the beam search alone (see WhisperOptions)."""
         o = self._options
-        keep = prefix if o.final_keeps_prefix else ()
         if o.beam_every_final and o.final_beam_size > 1:
-            return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
-        ids, score = self.generate_scored(encoded, seconds, prefix, previous)
-        if prefix and all(self.is_punctuation(t) for t in ids[len(prefix) :]):
-            # A committed prefix never holds the last word its decodes heard (agreed_prefix),
-            # so a text that ends with it has dropped a word at least: forced up to a thinking
-            # pause, Whisper can end there ("What is the weather like in a" for "..., uh |
-            # Barcelona in October?"). Decoded free, the words after the pause come back.
-            keep = ()
-            ids, score = self.generate_scored(encoded, seconds, (), previous)
+            return self.generate_scored(encoded, seconds, (), previous, o.final_beam_size)[0]
+        ids, score = self.generate_scored(encoded, seconds, (), previous)
         if not ids or o.final_beam_size <= 1 or score >= o.unsure_logprob:
             return ids  # no text is not unsure text: a beam over noise writes some
-        return self.generate_scored(encoded, seconds, keep, previous, o.final_beam_size)[0]
+        return self.generate_scored(encoded, seconds, (), previous, o.final_beam_size)[0]
 
     def generate_scored(
         self,

@@ -35,11 +35,10 @@ class WhisperOptions:
     # The final decode (the one that covers all the speech once the audio has gone quiet, or
     # finalize()'s own) is greedy first; when the decoder is unsure of that text (its mean
     # log probability per token below `unsure_logprob`), the same encoder output is decoded
-    # again with a beam of `final_beam_size`, the committed prefix kept. Right transcripts
-    # score above the threshold and wrong ones mostly below it, so the beam is paid for only
-    # where it helps: nearly all of a beam-on-every-final's gain at a fraction of its time.
+    # again with a beam of `final_beam_size`. Right transcripts score above the threshold and
+    # wrong ones mostly below it, so the beam is paid for only where it helps: nearly all of a
+    # beam-on-every-final's gain at a fraction of its time.
     final_beam_size: int = 5
-    final_keeps_prefix: bool = True
     unsure_logprob: float = -0.6
     # Every final is the beam's, sure or not (no greedy pass first): where the transcript's
     # words matter more than ~100 ms (`question_options`).
@@ -62,7 +61,8 @@ class WhisperOptions:
     endpoint_margin_s: float = 0.04
     # Reuse that decode as the final (False: finalize() always decodes the whole utterance).
     reuse_endpoint_decode: bool = True
-    # Force the tokens two consecutive decodes agree on as the prefix of later decodes.
+    # Force the tokens two consecutive decodes agree on as the prefix of later partials (a
+    # final is never forced: agent.adapters.stt.whisper_decoding).
     commit_agreed_prefix: bool = True
     # Longer speech is cut at the quietest frame of the window's last `window_cut_search_s`
     # and decoded window by window, each with the previous text as context.
@@ -96,7 +96,7 @@ COPILOT_PARTIAL_INTERVAL_S = 0.4
 
 def question_options(options: WhisperOptions) -> WhisperOptions:
     """`options` for an interviewer's questions (the copilot): every final is a beam search
-    over the whole question, the committed prefix dropped. The answer is looked up and written
+    over the whole question. The answer is looked up and written
     from the question's words, so a misheard one ("that memory results" for "exam results")
     costs the answer; that is worth the beam's time, which the first words then wait for
     (docs/benchmarks.md, the copilot's sixth pass). Partials keep their committed prefix (they
@@ -105,16 +105,16 @@ def question_options(options: WhisperOptions) -> WhisperOptions:
     return dataclasses.replace(
         options,
         beam_every_final=True,
-        final_keeps_prefix=False,
         partial_interval_s=max(options.partial_interval_s, COPILOT_PARTIAL_INTERVAL_S),
         busy_partial_interval_s=max(options.busy_partial_interval_s, COPILOT_PARTIAL_INTERVAL_S),
     )
 
 
 def phone_band_options(options: WhisperOptions) -> WhisperOptions:
-    """`options` for a phone caller's narrowband speech. Also no agreed prefix: the first
-    second of narrowband speech is often misread twice the same way ("Well, can you know?"),
-    and a prefix forced from it outlives the whole question's decode."""
+    """`options` for a phone caller's narrowband speech. Also no agreed prefix on its
+    partials: the first second of narrowband speech is often misread twice the same way
+    ("Well, can you know?"), and forced on every later partial, that reading steers the
+    answers started on them."""
     return dataclasses.replace(
         options,
         no_speech_prob=max(options.no_speech_prob, PHONE_NO_SPEECH_PROB),
