@@ -225,15 +225,18 @@ class BargeInHandling(ABC):
     def _goes_on(self, text: str) -> bool:
         """The words that stop the answer go on with the turn it answers: they began within
         `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
-        do not react to the answer ("Wait, ...", "Okay, and ...")."""
+        do not react to the answer ("Wait, ...", "Okay, and ..."), which they cannot do before
+        the user has heard some of it (`reaction_s`)."""
         r = self._reply
-        return (
-            r is not None
-            and bool(r.user_text)
-            and self._turn_end is not None
-            and self._overlap_from - self._turn_end <= self.options.continuation_s + EPS
-            and not reacts(text)
+        o = self.options
+        if r is None or not r.user_text or self._turn_end is None:
+            return False
+        if self._overlap_from - self._turn_end > o.continuation_s + EPS:
+            return False
+        heard = r.audio_started_at is not None and (
+            self._overlap_from - r.audio_started_at + EPS >= o.reaction_s
         )
+        return not (heard and reacts(text))
 
     def _withdraw_answer(self, out: list[Action]) -> None:
         """The answer began inside the user's pause: it is withdrawn, not cut to what was

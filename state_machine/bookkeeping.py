@@ -15,7 +15,7 @@ class Reply:
     # Started on a partial transcript while the user spoke: the words that follow are judged
     # by the next transcript (partial or candidate), not cancelled at each voiced onset.
     from_partial: bool = False
-    audio_started: bool = False
+    audio_started_at: float | None = None  # when its first audio reached the output
     last_progress: float = 0.0
 
 

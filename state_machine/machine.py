@@ -257,7 +257,7 @@ class ConversationStateMachine(BargeInHandling):
         r = self._reply
         if r is None or r.id != reply_id or not r.confirmed:
             return []
-        r.audio_started = True
+        r.audio_started_at = now
         r.last_progress = now
         out: list[Action] = []
         if self.state is AgentState.THINKING:
@@ -293,7 +293,7 @@ class ConversationStateMachine(BargeInHandling):
         if not r.confirmed:
             self._reply = None
             return out
-        if r.audio_started:
+        if r.audio_started_at is not None:
             return out  # it said something; on_reply_done closes the turn
         self._play_canned(now, out)
         return out
@@ -385,7 +385,7 @@ class ConversationStateMachine(BargeInHandling):
             and self.state is AgentState.THINKING
             and r is not None
             and r.confirmed
-            and not r.audio_started
+            and r.audio_started_at is None
         ):  # a run that began before the turn ended holds too
             self._held = True
             out.append(PausePlayback())
@@ -513,6 +513,9 @@ class ConversationStateMachine(BargeInHandling):
         reply started for it may be heard."""
         assert self._reply is not None
         self._reply.confirmed = True
+        # The words it answers from now on are the turn's: a retraction removes this text
+        # from the history and merges it into the next turn, not the partial it began on.
+        self._reply.user_text = user_text
         self.counters.turns += 1
         out.append(E.Transcript(now, user_text, final=True))
         out.append(CommitUserTurn(user_text, utterance_id))

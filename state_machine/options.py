@@ -145,6 +145,14 @@ class TurnOptions(ListenOptions):
     early interruption that does not react ("in Tokyo, I meant") is merged too: its words are
     all asked, with the question they go with."""
 
+    reaction_s: float = 0.7
+    """Words that open like a reaction to the answer ("No ...", "Okay ...") react to it only
+    when they begin at least this long after its first audio reached the output. Saying a
+    word in answer to a heard one takes ~0.6 s (~0.3 s to recognise it, ~0.3 s to start
+    speaking), and the path to the user's ear and back adds to it. Sooner, the words go on
+    with the user's own turn ("Ever failed. | No matter.": the reader's "No" came 0.5 s
+    after the answer's first audio) and are merged with it within `continuation_s`."""
+
     backchannel_resume: bool = True
     """A pause whose sound is a backchannel ("mm-hmm", "okay", "right": see
     `state_machine.backchannel`) resumes playback as soon as its transcript says so, instead

@@ -229,7 +229,8 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
         PAUSING,
         FakeEngines(transcript=lambda s, e: "what time is it?" if s < 2.5 else interruption(e)),
     )
-    tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
+    # The answer is heard from 2.26, 0.74 s before the user reacts (`reaction_s`).
+    tl.run(speech((0.5, 1.6), (3.0, 4.0)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_barge, _)] = tl.of(E.BargeIn)
     assert t_pause == approx(3.04)  # silent at once
@@ -241,7 +242,8 @@ def test_a_real_interruption_stops_the_answer_and_becomes_the_next_turn() -> Non
 def test_an_interruption_that_starts_like_a_backchannel_still_interrupts() -> None:
     heard = answer_then("Okay, and what about tomorrow?", early="Okay.", heard_whole_at_s=3.5)
     tl = Timeline(engines=FakeEngines(transcript=heard, reply_length_s=4.0))
-    tl.run(speech((0.5, 2.0), (3.0, 4.2)), until_s=9.0)
+    # The answer is heard from 2.26, 0.74 s before the user reacts (`reaction_s`).
+    tl.run(speech((0.5, 1.6), (3.0, 4.2)), until_s=9.0)
     assert tl.of(A.ResumePlayback) == []  # "Okay." came while the user was still talking
     assert tl.of(E.BargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Okay, and what about tomorrow?"
@@ -278,7 +280,8 @@ def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
 def test_an_interruption_heard_whole_is_answered_from_that_transcript() -> None:
     heard = answer_then("No, in Tokyo?", early="No.", heard_whole_at_s=3.4)
     tl = Timeline(engines=FakeEngines(transcript=heard))
-    tl.run(speech((0.5, 2.0), (3.0, 3.5)), until_s=9.0)
+    # The answer is heard from 2.26, 0.74 s before the user reacts (`reaction_s`).
+    tl.run(speech((0.5, 1.6), (3.0, 3.5)), until_s=9.0)
     [(t_barge, _)] = tl.of(E.BargeIn)
     [(t_commit, commit)] = tl.of(A.CommitUserTurn)[1:]
     assert commit.text == "No, in Tokyo?"

@@ -78,23 +78,23 @@ def test_pause_inside_a_sentence_does_not_end_the_turn_and_wastes_the_speculativ
 
 
 def test_barge_in_pauses_within_three_frames_and_the_interruption_is_the_next_turn() -> None:
-    interruption = said_by("stop, what is the date?", since=3.0)
+    interruption = said_by("stop, what is the date?", since=3.4)
 
     def transcript(start: float, end: float) -> str:
         return "what time is it?" if start < 2.5 else interruption(end)
 
     tl = Timeline(TurnOptions(duck=False), FakeEngines(transcript=transcript))
-    tl.run(speech((0.5, 2.0), (3.0, 4.0)), until_s=8.0)
+    tl.run(speech((0.5, 2.0), (3.4, 4.4)), until_s=8.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
-    assert t_pause == approx(3.04)  # onset 3.00 + 2 frames
-    assert tl.audible[0] == (approx(2.66), approx(3.04))  # silent 40 ms after the onset
-    # Asked at the vote (3.16: no words yet), again 0.5 s later: "stop, what is" at 3.86.
+    assert t_pause == approx(3.44)  # onset 3.40 + 2 frames
+    assert tl.audible[0] == (approx(2.66), approx(3.44))  # silent 40 ms after the onset
+    # Asked at the vote (3.56: no words yet), again 0.5 s later: "stop, what is" at 4.26.
     [(t_barge, barge)] = tl.of(E.BargeIn)
-    assert t_barge == approx(3.86) and barge.t == approx(3.04)  # dated by the pause
+    assert t_barge == approx(4.26) and barge.t == approx(3.44)  # dated by the pause
     cancel_then_commit = [
         type(a)
         for t, a in tl.log
-        if t == approx(3.86) and isinstance(a, (A.CancelReply, A.CommitBargeIn, A.SetState))
+        if t == approx(4.26) and isinstance(a, (A.CancelReply, A.CommitBargeIn, A.SetState))
     ]
     assert cancel_then_commit == [A.CancelReply, A.CommitBargeIn, A.SetState]  # cancel first
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]

@@ -53,10 +53,25 @@ def test_going_on_after_the_answer_began_asks_the_whole_question() -> None:
 
 
 def test_words_that_react_to_the_answer_still_cut_it_to_what_was_heard() -> None:
+    # Said 0.74 s after the answer's first audio (2.66): time to have heard it and react.
     tl = Timeline(engines=halves("What time does the library open?", "Wait, on Sundays?", 2.5))
-    tl.run(speech((0.5, 2.0), (3.1, 3.8)), until_s=8.0)
+    tl.run(speech((0.5, 2.0), (3.4, 4.1)), until_s=8.0)
     assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CommitBargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == "Wait, on Sundays?"
+
+
+@pytest.mark.parametrize("onset_s", [2.8, 3.3])
+def test_words_that_open_like_a_reaction_before_the_answer_was_heard_go_on(onset_s: float) -> None:
+    # A reader's pause: "Ever tried. Ever failed. | No matter. Try again." The answer is heard
+    # from 2.66; "No" 0.14 or 0.64 s later cannot react to it (`reaction_s`).
+    tl = Timeline(engines=halves("Ever tried. Ever failed.", "No matter. Try again.", 2.5))
+    tl.run(speech((0.5, 2.0), (onset_s, onset_s + 1.0)), until_s=8.0)
+    assert tl.of(A.CommitBargeIn) == []
+    [(_, retract)] = tl.of(A.RetractUserTurn)
+    assert retract.text == "Ever tried. Ever failed."
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits[-1] == "Ever tried. Ever failed. No matter. Try again."
+    assert tl.machine.counters.continued == 1
 
 
 def test_words_long_after_the_turn_ended_are_a_turn_of_their_own() -> None:
@@ -70,6 +85,19 @@ def test_words_long_after_the_turn_ended_are_a_turn_of_their_own() -> None:
     tl.run(speech((0.5, 2.0), (3.8, 4.4)), until_s=10.0)
     assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CommitBargeIn)
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == ["What time is it?", "In Tokyo?"]
+
+
+def test_going_on_retracts_the_turn_as_committed_not_the_partial_its_answer_began_on() -> None:
+    # The answer began on the partial "fail again." and was kept for the final "Fail again.":
+    # the history holds the final, so that is what is retracted and merged, once.
+    tl = Timeline(engines=halves("Fail again.", "Fail better.", 2.5))
+    tl.partial_at(1.9, "fail again.")
+    tl.run(speech((0.5, 2.0), (3.1, 3.7)), until_s=8.0)
+    assert next(a.user_text for _, a in tl.of(A.StartReply)) == "fail again."
+    [(_, retract)] = tl.of(A.RetractUserTurn)
+    assert retract.text == "Fail again."
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits == ["Fail again.", "Fail again. Fail better."]
 
 
 @pytest.mark.parametrize(
