@@ -5,7 +5,7 @@ paused the agent.
 
 from __future__ import annotations
 
-from state_machine.similarity import normalize_words, spoken_words
+from state_machine.similarity import is_hesitation, normalize_words, spoken_words
 
 # Phrases, longest first within each start word, matched word by word. Whisper writes the
 # same sounds many ways ("Mm-hmm.", "Mhm.", "Uh huh", "Hmm."), and a laugh as "Ha ha.".
@@ -265,7 +265,7 @@ def _acknowledges_and_goes_on(words: list[str]) -> bool:
     the words it goes on to (through Opus, Whisper tiny.en wrote "right and" 0.1-0.2 s before
     "right and what")."""
     opening = _phrase_at(words, 0)
-    if opening is None or set(opening) <= HESITATIONS:
+    if opening is None or all(map(is_hesitation, opening)):
         return False
     return len(words) > len(opening) and words[len(opening)] in CONJUNCTIONS
 
@@ -276,18 +276,13 @@ def asks_to_stop(transcript: str) -> bool:
     return any(w in STOP_CUES for w in normalize_words(spoken_words(transcript)))
 
 
-# A reaction to the agent's answer opens with a stop cue or with an acknowledgement ("Okay,
-# and what about tomorrow?"). Hesitations ("uh", "um") are no reaction: the speaker is going
-# on with their own sentence.
-HESITATIONS = frozenset({"uh", "um", "er", "erm", "hmm", "hm", "mm", "mmm"})
-
-
 def reacts(transcript: str) -> bool:
     """The words answer the agent rather than go on with the speaker's own sentence: they
-    open with a stop cue or an acknowledgement (a backchannel phrase other than a
-    hesitation)."""
+    open with a stop cue or an acknowledgement ("Okay, and what about tomorrow?"), a
+    backchannel phrase other than a hesitation ("uh", "um": the speaker goes on with their
+    own sentence)."""
     words = normalize_words(spoken_words(transcript))
     if not words or words[0] in STOP_CUES:
         return bool(words)
     opening = _phrase_at(words, 0)
-    return opening is not None and not set(opening) <= HESITATIONS
+    return opening is not None and not all(map(is_hesitation, opening))

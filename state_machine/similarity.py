@@ -59,8 +59,6 @@ _TRAILING_CONTINUATION = {
     "to",
     "of",
     "with",
-    "um",
-    "uh",
     "if",
     "that",
     "which",
@@ -71,17 +69,23 @@ _TRAILING_CONTINUATION = {
     "for",
     "in",
     "on",
-    "erm",
-    "er",
     "like",
 }
+
+# A thinking sound however Whisper spells it: "um", "umm", "uhh", "uhm", "er", "erm", "hmm", "mm".
+_HESITATION = re.compile(r"(?:u+[hm]+|e+r+m*|h+m+|m{2,})")
+
+
+def is_hesitation(word: str) -> bool:
+    """`word` (normalized) is a filler, not a word of the sentence."""
+    return _HESITATION.fullmatch(word) is not None
 
 
 def trails_off(transcript: str) -> bool:
     """The last word leaves the sentence open: a conjunction, an article, a filler ("... so,
     um")."""
     words = normalize_words(spoken_words(transcript))
-    return bool(words) and words[-1] in _TRAILING_CONTINUATION
+    return bool(words) and (words[-1] in _TRAILING_CONTINUATION or is_hesitation(words[-1]))
 
 
 def looks_complete(transcript: str) -> bool:
@@ -90,5 +94,4 @@ def looks_complete(transcript: str) -> bool:
     text = transcript.strip()
     if not text or text[-1] not in ".?!":
         return False
-    words = normalize_words(text)
-    return bool(words) and words[-1] not in _TRAILING_CONTINUATION
+    return not trails_off(text)

@@ -75,6 +75,9 @@ def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
     [
         ("Could you tell me.", 0.0),  # scored unfinished, and the speaker never goes on
         ("I need a recipe for dinner, so, um.", 0.9),  # a trailing filler, whatever the score
+        # ... however Whisper spells it (tiny.en wrote both for the bench's hesitant cases)
+        ("I think the best option is umm.", 0.9),
+        ("My question is about... Uhh...", 0.9),
     ],
 )
 def test_an_unfinished_turn_ends_at_the_bound(said: str, score: float) -> None:
