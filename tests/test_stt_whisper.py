@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.adapters.stt.whisper import WhisperSTT, WhisperSTTStream
+from agent.adapters.stt.whisper import WhisperSTT, WhisperSTTStream, threads_per_replica
 from agent.adapters.stt.whisper_decoding import (
     agreed_prefix,
     drop_late_segments,
@@ -558,3 +558,11 @@ async def test_pool_delivers_exceptions() -> None:
 
     with pytest.raises(ValueError, match="boom"):
         await InferencePool("test").run(fail)
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (3, 1), (4, 2), (16, 2)])
+def test_the_replicas_together_take_no_more_threads_than_the_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int, threads: int
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cores)))
+    assert threads_per_replica() == threads

@@ -349,6 +349,14 @@ class WhisperSTTStream:
         self._partials.put_nowait(item)
 
 
+def threads_per_replica() -> int:
+    """Each model replica's threads: the pool decodes on WHISPER_POOL.threads replicas at once,
+    and on two cores two threads each slowed the decodes at the pauses, which ran beside a
+    partial's (docs/benchmarks.md, "Whisper with one thread per replica")."""
+    cores = len(os.sched_getaffinity(0))
+    return min(2, max(1, cores // WHISPER_POOL.threads))
+
+
 class WhisperSTT:
     """Whisper on CPU (agent.engines.SpeechToText): the bundled tiny.en, or the CTranslate2
     conversion of another Whisper in `model_dir` (English-only or multilingual, decoded as
@@ -358,11 +366,11 @@ class WhisperSTT:
         self,
         model_dir: Path | None = None,
         *,
-        cpu_threads: int = 2,
+        cpu_threads: int | None = None,
         options: WhisperOptions | None = None,
     ) -> None:
         self._model_dir = model_dir
-        self._cpu_threads = cpu_threads
+        self._cpu_threads = cpu_threads or threads_per_replica()
         self.options = options or WhisperOptions()
         self._decoder: WhisperDecoder | None = None
 
