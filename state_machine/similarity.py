@@ -22,13 +22,18 @@ def text_similarity(a: str, b: str) -> float:
 
 def answers_the_same(asked: str, final: str, keep: float) -> bool:
     """A reply started on the words `asked` answers `final`: they are nearly the same (word
-    similarity at least `keep`) and `final` ends where `asked` does. The words said last are
-    the ones an early transcript misses: "Could you remind me to call my mother" is 0.94
-    alike with "... my mother tomorrow?", and answering it loses "tomorrow"."""
-    last = normalize_words(final)[-1:]
-    return text_similarity(asked, final) >= keep and (
-        not last or last[0] in normalize_words(asked)[-2:]
-    )
+    similarity at least `keep`), every word of `final` is among them, and `final` ends where
+    `asked` does. Nearly the same is not enough on its own: one word missing leaves two
+    sentences 0.94 alike, and the answer to the words asked is then the answer to another
+    question ("Could you remind me to call my mother" for "... my mother tomorrow?", "How
+    many days are there in a year?" for "... in a leap year?"). A word `asked` has and
+    `final` lacks loses nothing."""
+    said, heard = normalize_words(asked), normalize_words(final)
+    if not said and not heard:
+        return True
+    match = SequenceMatcher(a=said, b=heard, autojunk=False)
+    every_word = sum(block.size for block in match.get_matching_blocks()) == len(heard)
+    return match.ratio() >= keep and every_word and (not heard or heard[-1] in said[-2:])
 
 
 _NON_SPEECH = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")

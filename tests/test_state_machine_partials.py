@@ -181,15 +181,35 @@ def test_a_late_partial_never_cancels_the_reply_started_on_the_candidate() -> No
     assert t_start == approx(2.26)
 
 
-def test_a_partial_that_misses_the_last_word_is_not_the_answer() -> None:
-    """ "Could you remind me to call my mother." is 0.94 alike with the final "... my mother
-    tomorrow?", above `similarity_keep`: kept, its answer would lose "tomorrow"."""
-    final = "Could you remind me to call my mother tomorrow?"
+@pytest.mark.parametrize(
+    ("partial", "final"),
+    [
+        (
+            "Could you remind me to call my mother.",
+            "Could you remind me to call my mother tomorrow?",
+        ),
+        ("How many days are there in a year?", "How many days are there in a leap year?"),
+    ],
+)
+def test_a_partial_that_misses_a_word_is_not_the_answer(partial: str, final: str) -> None:
+    """Each partial is 0.94 alike with its final, above `similarity_keep`, and the second ends
+    as its final does: kept, the answer would lose "tomorrow", or answer another question (365
+    days, not 366)."""
     tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3, transcript=lambda s, e: final))
-    tl.partial_at(1.7, "Could you remind me to call my mother.")
+    tl.partial_at(1.7, partial)
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(_, first), (_, second)] = tl.of(A.StartReply)
-    assert first.user_text.endswith("mother.") and second.user_text == final
+    assert first.user_text == partial and second.user_text == final
     assert [a.text for _, a in tl.of(A.CommitUserTurn)] == [final]
     heard = [a for _, a in tl.of(A.ConfirmReply)]
     assert [c.reply_id for c in heard] == [second.reply_id]
+
+
+def test_a_partial_with_a_word_the_final_lacks_is_still_the_answer() -> None:
+    """Nothing the user said is missing from the words it was started on: kept."""
+    final = "How many days are there in a leap year?"
+    tl = Timeline(engines=FakeEngines(reply_audio_after_s=0.3, transcript=lambda s, e: final))
+    tl.partial_at(1.7, "How many days are there in a a leap year?")
+    tl.run(speech((0.5, 2.0)), until_s=5.0)
+    [(_, only)] = tl.of(A.StartReply)
+    assert [c.reply_id for _, c in tl.of(A.ConfirmReply)] == [only.reply_id]
