@@ -9,7 +9,8 @@ same engines (its defaults, then tuned to voxroom's endpointing) and prints the 
 
 Corpora: `questions` (bench/corpus.py, the default: latency), `turns` (bench/turn_corpus.py:
 turn-taking, with questions said with a thinking pause or a filler, backchannels and
-interruptions), `listen` (bench/listen_corpus.py: eight voices, each question clean, in
+interruptions; `--split held-out`: bench/turn_corpus_held_out.py, items no rule was tuned
+on), `listen` (bench/listen_corpus.py: eight voices, each question clean, in
 noise, over a phone line and with no silence before it, and a real recording; `--split tune`
 or `held-out`), `tools` (bench/tool_corpus.py: requests answered with a quick tool, a slow
 one that gets voxroom's filler, or none; the answer's own first word beside voice-to-voice,
@@ -134,7 +135,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--split",
         choices=("tune", "held-out"),
         default=None,
-        help="--corpus listen: only this half (default: both)",
+        help="--corpus listen: only this half (default: both); --corpus turns: the tuning "
+        "half (the default) or the held-out one (bench/turn_corpus_held_out.py)",
     )
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--barge-ins", type=int, default=None, help="only the first N barge-ins")
@@ -301,9 +303,14 @@ def _load_items(module: Any, args: argparse.Namespace) -> list[Any]:
         return module.select(items, args.kinds, args.per_kind)
     if args.corpus == "turns":
         module.check_kinds(args.kinds)  # before the speech is synthesized
+        turn_set = module.TUNING
+        if args.split == "held-out":
+            turn_set = importlib.import_module("bench.turn_corpus_held_out").HELD_OUT
         items = asyncio.run(
             module.load_turn_corpus(
-                args.cache_dir or module.CACHE_DIR, recordings=not args.no_recordings
+                args.cache_dir or module.CACHE_DIR,
+                recordings=not args.no_recordings,
+                turn_set=turn_set,
             )
         )
         return module.select(items, args.kinds, args.per_kind)

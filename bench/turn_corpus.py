@@ -38,7 +38,8 @@ exactly the length asked (`set_pause`), as the bench's pause finder measures it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -241,43 +242,70 @@ def voice_of(kind: str, i: int) -> str:
     return TURN_VOICES[i % len(TURN_VOICES)] if i < n else MORE_VOICES[(i - n) % len(MORE_VOICES)]
 
 
+@dataclass(frozen=True)
+class TurnSet:
+    """One half of the corpus: each kind's items, their voices and the coughs' noise."""
+
+    questions: Sequence[tuple[str, str]]
+    paused: Sequence[tuple[str, float, str, str]]
+    fillers: Sequence[tuple[str, float, str, str]]
+    backchannels: Sequence[tuple[str, str, float]]
+    interruptions: Sequence[tuple[str, str, float]]
+    voice_of: Callable[[str, int], str]  # (kind, i) -> the voice of its i-th item
+    cough_seed: Callable[[int], int]  # i -> the seed of the i-th backchannel's cough
+    recordings: bool  # the real recording's cuts end the questions
+
+
+# The tuning half: the corpus every rule and setting was measured on.
+TUNING = TurnSet(
+    QUESTIONS[:N_QUESTIONS],
+    PAUSED,
+    FILLERS,
+    BACKCHANNELS,
+    (*BARGE_INS[:N_INTERRUPTIONS], *INTERRUPTIONS),
+    voice_of=voice_of,
+    cough_seed=lambda i: 0 if i < ORIGINAL["backchannel"] else i,
+    recordings=True,
+)
+
+
 async def load_turn_corpus(
-    cache_dir: Path = CACHE_DIR, *, recordings: bool = True
+    cache_dir: Path = CACHE_DIR, *, recordings: bool = True, turn_set: TurnSet = TUNING
 ) -> list[Utterance | BargeIn]:
-    """Every item, kind by kind (KINDS order), each in its `voice_of`; the real recording's
-    cuts last among the questions (`recordings`, when installed)."""
+    """Every item of `turn_set` (the tuning half by default), kind by kind (KINDS order), each
+    in its voice; the real recording's cuts last among the questions (`recordings`, when the
+    set has them and they are installed)."""
     items: list[Utterance | BargeIn] = []
-    for i, (text, answer) in enumerate(QUESTIONS[:N_QUESTIONS]):
-        v = voice_of("question", i)
+    for i, (text, answer) in enumerate(turn_set.questions):
+        v = turn_set.voice_of("question", i)
         items.append(
             Utterance(f"question-{i:02d}-{v}", v, text, answer, await spoken(text, v, cache_dir))
         )
-    if recordings:
+    if recordings and turn_set.recordings:
         items += recorded_questions()
-    for kind, specs in (("paused", PAUSED), ("filler", FILLERS)):
+    for kind, specs in (("paused", turn_set.paused), ("filler", turn_set.fillers)):
         for i, (before, pause_s, after, answer) in enumerate(specs):
-            v = voice_of(kind, i)
+            v = turn_set.voice_of(kind, i)
             pcm = await spoken_with_pause(before, pause_s, after, v, cache_dir)
             items.append(
                 Utterance(f"{kind}-{i:02d}-{v}", v, f"{before} {after}", answer, pcm, kind=kind)
             )
-    interruptions = (*BARGE_INS[:N_INTERRUPTIONS], *INTERRUPTIONS)
     for kind, overs, over_answer in (
-        ("backchannel", BACKCHANNELS, BACKCHANNEL_ANSWER),
-        ("interruption", interruptions, INTERRUPTION_ANSWER),
+        ("backchannel", turn_set.backchannels, BACKCHANNEL_ANSWER),
+        ("interruption", turn_set.interruptions, INTERRUPTION_ANSWER),
     ):
         for i, (text, over, after_s) in enumerate(overs):
             items.append(
                 await over_long_answer(
                     f"{kind}-{i:02d}",
-                    voice_of(kind, i),
+                    turn_set.voice_of(kind, i),
                     text,
                     over,
                     over_answer,
                     after_s,
                     cache_dir,
                     kind=kind,
-                    over_pcm=cough(seed=0 if i < ORIGINAL[kind] else i) if over == COUGH else None,
+                    over_pcm=cough(turn_set.cough_seed(i)) if over == COUGH else None,
                 )
             )
     return items

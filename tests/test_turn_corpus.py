@@ -215,3 +215,55 @@ async def test_the_corpus_has_every_kind_in_enough_voices_and_real_pauses(
         assert max(gaps) == pytest.approx(asked[i.text], abs=0.05), (i.id, gaps)
         if i.kind == "paused":
             assert len(gaps) == 1, (i.id, gaps)
+
+
+def test_the_held_out_half_shares_no_sentence_voice_or_pause_with_any_tuning_corpus() -> None:
+    """What the held-out half measures is speech no rule was tuned on: none of its sentences
+    (questions, pauses' halves, sounds over the answer) is in a corpus the rules were measured
+    on, its voices are new but for the one Piper voice installed, and so are its pauses."""
+    from bench import corpus, listen_corpus, overlap_reads, tool_corpus, turn_corpus
+    from bench.turn_corpus_held_out import HELD_OUT, HELD_OUT_VOICES
+
+    tuned_texts = {
+        *(q for q, _ in corpus.QUESTIONS),
+        *(t for pair in corpus.BARGE_INS for t in pair[:2]),
+        *(f"{before} {after}" for before, _, after, _ in (*PAUSED, *FILLERS)),
+        *(t for pair in (*turn_corpus.BACKCHANNELS, *turn_corpus.INTERRUPTIONS) for t in pair[:2]),
+        *overlap_reads.HELD_OUT_BACKCHANNELS,
+        *overlap_reads.HELD_OUT_INTERRUPTIONS,
+        *(text for _, text, _ in tool_corpus.ITEMS),
+    }
+    sounds = {turn_corpus.COUGH, turn_corpus.LAUGH}  # kinds of sound, not sentences
+    held_out = {
+        *(q for q, _ in HELD_OUT.questions),
+        *(f"{before} {after}" for before, _, after, _ in (*HELD_OUT.paused, *HELD_OUT.fillers)),
+        *(t for pair in (*HELD_OUT.backchannels, *HELD_OUT.interruptions) for t in pair[:2]),
+    } - sounds
+    assert not held_out & tuned_texts
+    tuned_voices = {
+        *turn_corpus.MORE_VOICES,
+        *overlap_reads.VOICES,
+        *(v.split("@")[0] for v in listen_corpus.VOICES),
+    }
+    assert set(HELD_OUT_VOICES) & tuned_voices == {"piper-joe"}
+    tuned_pauses = {pause for _, pause, _, _ in (*PAUSED, *FILLERS)}
+    assert not {pause for _, pause, _, _ in (*HELD_OUT.paused, *HELD_OUT.fillers)} & tuned_pauses
+    kinds = {"question", "paused", "filler", "backchannel", "interruption"}
+    assert len({HELD_OUT.voice_of(kind, 0) for kind in kinds}) == len(kinds)
+
+
+@pytest.mark.slow
+async def test_the_held_out_half_is_synthesized_with_its_pauses(tmp_path: Path) -> None:
+    """Synthesized for real (~15 s): every kind in every held-out voice, each pause of the
+    length asked at its break."""
+    from bench.turn_corpus import load_turn_corpus
+    from bench.turn_corpus_held_out import HELD_OUT, HELD_OUT_VOICES
+
+    items = await load_turn_corpus(tmp_path, turn_set=HELD_OUT)
+    assert {i.kind for i in items} == set(KINDS)
+    assert {getattr(i, "question", i).voice for i in items} == set(HELD_OUT_VOICES)
+    asked = {f"{b} {a}": pause for b, pause, a, _ in (*HELD_OUT.paused, *HELD_OUT.fillers)}
+    for i in items:
+        if i.kind in ("paused", "filler"):
+            gaps = [(b - a) / RATE for a, b in quiet_gaps(i.pcm, MIN_PAUSE_S)]
+            assert max(gaps) == pytest.approx(asked[i.text], abs=0.05), (i.id, gaps)
