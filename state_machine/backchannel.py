@@ -73,6 +73,8 @@ _PHRASES: tuple[tuple[str, ...], ...] = tuple(
         "for sure",
     )
 )
+_PHRASE_SET = frozenset(_PHRASES)
+_LONGEST_PHRASE = max(map(len, _PHRASES))
 _BY_FIRST: dict[str, list[tuple[str, ...]]] = {}
 for _p in sorted(_PHRASES, key=len, reverse=True):
     _BY_FIRST.setdefault(_p[0], []).append(_p)
@@ -241,22 +243,48 @@ def interrupts(transcript: str) -> bool:
     backchannel nor only hums, with an interruption cue ("Stop.", "Wait, what?"), an
     acknowledgement going on with a conjunction ("Right, and", "Okay so"), or three or
     more with at least CONTENT_WORDS that are neither function words nor hums ("A-ha-ha." is
-    a laugh), or a question ("Tokyo?")."""
+    a laugh) before the acknowledgement they may end with ("I hope, yeah." has one), or a
+    question ("Tokyo?")."""
     words = normalize_words(spoken_words(transcript))
     if not words or is_backchannel(transcript):
         return False
     if any(w in INTERRUPTION_CUES for w in words) or _acknowledges_and_goes_on(words):
         return True
-    content = sum(w not in FUNCTION_WORDS and w not in HUMS for w in words)
-    if content == 0:
+    if not any(map(_is_content, words)):
         return False
     if transcript.rstrip().endswith("?"):
         return True
-    return len(words) > SHORT_WORDS and content >= CONTENT_WORDS
+    own = sum(map(_is_content, _before_trailing_phrases(words) or words))
+    return len(words) > SHORT_WORDS and own >= CONTENT_WORDS
+
+
+def _is_content(word: str) -> bool:
+    return word not in FUNCTION_WORDS and word not in HUMS
 
 
 # Words that carry an acknowledgement on into a sentence of the speaker's own.
 CONJUNCTIONS = frozenset({"and", "but", "so", "or"})
+
+
+def _before_trailing_phrases(words: list[str]) -> list[str]:
+    """`words` without the backchannel phrases they end with (none left: all of them were):
+    "..., yeah", "..., okay, okay" tag an acknowledgement onto what came before and say
+    nothing to the agent. Through Opus, Whisper tiny.en wrote Piper's "uh huh, yeah" as "I
+    hope, yeah." and "okay okay" as "We're okay, okay.": one word of their own each."""
+    end = len(words)
+    while end > 0:
+        tail = next(
+            (
+                n
+                for n in range(min(end, _LONGEST_PHRASE), 0, -1)
+                if tuple(words[end - n : end]) in _PHRASE_SET
+            ),
+            None,
+        )
+        if tail is None:
+            break
+        end -= tail
+    return words[:end]
 
 
 def _acknowledges_and_goes_on(words: list[str]) -> bool:

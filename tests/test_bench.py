@@ -262,6 +262,20 @@ def test_simulate_path_reports_the_turn_corpus_by_kind(
     assert "turn-taking by kind" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_the_held_out_half_of_the_turn_corpus_is_what_split_held_out_runs(
+    tmp_path: Path,
+) -> None:
+    """--corpus turns --split held-out: the items said are the held-out half's, in its
+    voices, not the tuning half's."""
+    from bench.turn_corpus_held_out import HELD_OUT
+
+    voxroom = corpus_run(tmp_path, "turns", "question", "--split", "held-out")
+    [item] = voxroom["items"]
+    assert item["said"] == HELD_OUT.questions[0][0]
+    assert item["voice"] == HELD_OUT.voice_of("question", 0)
+
+
 def _children(pid: int) -> list[int]:
     kids = []
     for entry in Path("/proc").iterdir():

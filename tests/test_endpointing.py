@@ -369,6 +369,12 @@ def test_without_backchannel_resume_words_stop_the_answer() -> None:
         ("Okay, so", False, True),
         ("Uh, and", False, False),  # a hesitation, no acknowledgement
         ("and right", False, False),
+        # An acknowledgement tagged on ends what was said, and says nothing to the agent:
+        # Whisper tiny.en's readings of Piper's "uh huh, yeah" and "okay okay" through Opus.
+        ("I hope, yeah.", False, False),
+        ("We're okay, okay.", False, False),
+        ("I see the problem, okay.", False, True),
+        ("Is that right?", False, True),
     ],
 )
 def test_backchannel_words(text: str, backchannel: bool, interrupting: bool) -> None:
