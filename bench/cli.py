@@ -493,6 +493,7 @@ _KIND_ROWS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
         "voice_to_voice",
         ("question", "paused", "filler", *TOOL_KINDS),
     ),
+    ("cut-offs: agent heard for, p50 / p95 (n)", "cut_in", ("question", "paused", "filler")),
     ("answer itself p50 / p95 (n)", "answer", TOOL_KINDS),
     ("fillers heard (items)", "fillers_heard", TOOL_KINDS),
     ("barge-in stop (listener) p50 / p95 (n)", "barge_in_stop", INTERRUPTION_KINDS),

@@ -45,6 +45,7 @@ from bench.measure import (
     ReferenceAnswer,
     RunResult,
     asked_text,
+    cut_in_ms,
     cut_off,
     measure_answer,
     measure_overlay,
@@ -364,6 +365,7 @@ class LiveKitBench:
             stages={},
             voice_to_voice_ms=ms(said, answered),
             premature=cut_off(heard, spoke, said),
+            cut_in_ms=cut_in_ms(heard, spoke, said),
             said="" if barge_in else q.text,
             transcript=final_transcript(user_finals(user, user.transcripts[heard_from:])),
         )

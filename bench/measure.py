@@ -109,6 +109,12 @@ class HeardAudio:
         i = int(np.searchsorted(self._loud, a - self._block_s))
         return i < len(self._loud) and bool(self._loud[i] < b)
 
+    def audible_s(self, a: float, b: float) -> float:
+        """Seconds of audible 10 ms blocks from `a` to `b`."""
+        lo, hi = np.searchsorted(self._loud, [a - self._block_s, b])
+        t = self._loud[lo:hi]
+        return float((np.clip(t + self._block_s, a, b) - np.clip(t, a, b)).sum())
+
     def silenced_after(self, t: float, gap_s: float = SILENT_GAP_S) -> float:
         """When, from `t` on, the agent went quiet for at least `gap_s`: the end of its last
         audible block before that silence (`t` itself if it was already quiet)."""
@@ -182,6 +188,7 @@ class ItemResult:
     barge_in_stop_ms: float | None = None
     turns: int = 0  # user turns the agent took from this item (1 unless it cut in early)
     premature: bool = False  # the agent's voice started before the user had finished
+    cut_in_ms: float | None = None  # how long it was heard before the user had finished
     heard_user: str = ""  # what the agent transcribed
     cpu_cores: float | None = None  # CPU seconds per second of the item, all session processes
     rss_mb: float | None = None  # resident memory of the session's process at the end
@@ -272,6 +279,12 @@ def cut_off(heard: HeardAudio, spoke: float, said: float) -> bool:
     `spoke` to the last `said` (a thinking pause in between included): it did not let the
     user finish."""
     return heard.audible_between(spoke, said)
+
+
+def cut_in_ms(heard: HeardAudio, spoke: float, said: float) -> float:
+    """How long the agent was heard while the user was still speaking (see `cut_off`): what
+    a cut-off cost the user, from a syllable to an answer talked over a whole thinking pause."""
+    return round(heard.audible_s(spoke, said) * 1000, 1)
 
 
 def measure_overlay(
@@ -481,6 +494,7 @@ def kind_summary(items: Sequence[ItemResult]) -> dict[str, Any]:
         "missed_interruptions": _count(missed_interruption(i) for i in items),
         "missed_interruptions_measured": _known(missed_interruption(i) for i in items),
         "voice_to_voice": percentiles(i.voice_to_voice_ms for i in items if not i.premature),
+        "cut_in": percentiles(i.cut_in_ms for i in items if i.premature),
         "barge_in_stop": (
             percentiles(i.barge_in_stop_ms for i in interruptions) if interruptions else None
         ),

@@ -1,7 +1,10 @@
 """The agent yields to the user: a sound of the user's while it speaks ducks the reply (plays on,
 quieter) or pauses it while the sound is judged. Words that interrupt commit the barge-in: the
 reply is cut to what was heard, or withdrawn when the words go on with the user's own turn;
-a backchannel, or no words within `false_interruption_s`, play on at full volume.
+a backchannel, or no words within `false_interruption_s`, play on at full volume. A sound begun
+just after the user's turn, before they can have heard the answer, is the user going on: it
+pauses the answer at once, and no words (or only fillers) keep it paused for the rest
+(`_holds_floor`).
 
 Part of the conversation state machine (`ConversationStateMachine` in state_machine.machine
 derives from `BargeInHandling`), pure and clock-injected like it: every call carries `now`.
@@ -34,7 +37,7 @@ from state_machine.backchannel import (
 from state_machine.bookkeeping import Reply, TurnCounters
 from state_machine.endpointing import EPS, SpeechVote, Utterance
 from state_machine.options import TurnOptions
-from state_machine.similarity import normalize_words, spoken_words
+from state_machine.similarity import hesitates_only, normalize_words, spoken_words
 from state_machine.states import AgentState
 
 
@@ -101,7 +104,7 @@ class BargeInHandling(ABC):
                 self._asked_at = -1e9
                 onset_at = self._vote.run_start
                 self._overlap_from = self._onset_heard_from(onset_at)
-                if o.duck:
+                if o.duck and not self._holds_floor():
                     self._ducked_at = now
                     self.counters.ducks += 1
                     out += [DuckPlayback(), E.PlaybackDucked(now, onset_at)]
@@ -162,6 +165,8 @@ class BargeInHandling(ABC):
             self._barge_in_candidate(utt, now, out)  # transcribed while it might go on
             return
         waited = now - since + EPS
+        if self._holds_floor() and silence + EPS < e.silence_unfinished_s:
+            over = False  # the user may go on after a thinking pause, as at a turn's end
         if over and (
             (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
             or waited >= self.options.speaking_stall_s  # its transcript never came
@@ -201,6 +206,8 @@ class BargeInHandling(ABC):
             and utt.silence(now, o.endpoint.late_input_s) < self._judged_after()
         ):
             pass  # the sound may go on after a comma's pause: judged once it has not
+        elif self._holds_floor() and hesitates_only(text):
+            pass  # "..., um": the rest may follow a thinking pause (`_paused_tick` lets go)
         elif o.backchannel_resume:
             # All of the sound was heard, and it was "mm-hmm" or no words (a cough): go on.
             self._resume_after_false_interruption(now, out, backchannel=words)
@@ -223,20 +230,40 @@ class BargeInHandling(ABC):
         self._set_state(AgentState.LISTENING, now, out)
 
     def _goes_on(self, text: str) -> bool:
-        """The words that stop the answer go on with the turn it answers: they began within
-        `continuation_s` of that turn's end (a thinking pause the agent took for the end) and
-        do not react to the answer ("Wait, ...", "Okay, and ..."), which they cannot do before
-        the user has heard some of it (`reaction_s`)."""
+        """The words that stop the answer go on with the turn it answers: they began just
+        after it (`_after_own_turn`) and do not react to the answer ("Wait, ...", "Okay, and
+        ..."), which they cannot do before the user has heard some of it (`_could_react`)."""
+        return self._after_own_turn() and not (self._could_react() and reacts(text))
+
+    def _holds_floor(self) -> bool:
+        """The user's sound began just after their turn and before they can have heard the
+        answer: they are going on with the turn, not answering the agent ("..., um | maybe
+        with fish?" with the answer begun in the comma's pause). The answer pauses at once
+        instead of ducking; words are judged as always (those that go on withdraw it, a
+        backchannel plays it on), and no words or only fillers keep it paused for the rest, a
+        turn's `silence_unfinished_s` of quiet, before it plays on."""
+        return self._after_own_turn() and not self._could_react()
+
+    def _after_own_turn(self) -> bool:
+        """The sound over the answer began within `continuation_s` of the end of the turn it
+        answers: inside a thinking pause the agent took for the end."""
         r = self._reply
-        o = self.options
-        if r is None or not r.user_text or self._turn_end is None:
-            return False
-        if self._overlap_from - self._turn_end > o.continuation_s + EPS:
-            return False
-        heard = r.audio_started_at is not None and (
-            self._overlap_from - r.audio_started_at + EPS >= o.reaction_s
+        return (
+            r is not None
+            and bool(r.user_text)
+            and self._turn_end is not None
+            and self._overlap_from - self._turn_end <= self.options.continuation_s + EPS
         )
-        return not (heard and reacts(text))
+
+    def _could_react(self) -> bool:
+        """The sound began at least `reaction_s` after the answer's first audio: time for the
+        user to have heard it and answer it."""
+        r = self._reply
+        return (
+            r is not None
+            and r.audio_started_at is not None
+            and self._overlap_from - r.audio_started_at + EPS >= self.options.reaction_s
+        )
 
     def _withdraw_answer(self, out: list[Action]) -> None:
         """The answer began inside the user's pause: it is withdrawn, not cut to what was

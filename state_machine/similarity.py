@@ -86,6 +86,11 @@ def is_hesitation(word: str) -> bool:
     return _HESITATION.fullmatch(word) is not None
 
 
+def hesitates_only(transcript: str) -> bool:
+    """`transcript` holds no word of a sentence: nothing, or fillers ("Um.", "hmm")."""
+    return all(is_hesitation(w) for w in normalize_words(spoken_words(transcript)))
+
+
 def trails_off(transcript: str) -> bool:
     """The last word leaves the sentence open: a conjunction, an article, a filler ("... so,
     um")."""

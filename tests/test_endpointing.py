@@ -270,9 +270,10 @@ def test_the_first_fragment_of_a_backchannel_does_not_stop_the_answer(
     # The early request hears a fragment; ducked, the sound is decoded again while it goes on
     # (3.36), and that decode is done before the one of the whole sound is asked (3.56);
     # its transcript (3.76) is judged once the sound has been quiet `duck_quiet_s` (3.80).
+    # The answer is heard from 2.26, 0.74 s before the sound (`reaction_s`).
     heard = answer_then(said, early=early, heard_whole_at_s=heard_whole_at_s)
     tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=heard, reply_length_s=3.0))
-    tl.run(speech((0.5, 2.0), (3.0, ends_s)), until_s=9.0)
+    tl.run(speech((0.5, 1.6), (3.0, ends_s)), until_s=9.0)
     assert tl.of(E.BargeIn) == [] and tl.of(A.CancelReply) == []
     [(t_resume, _)] = tl.of(A.ResumePlayback)
     assert t_resume == approx(resumed_at)  # the whole sound, transcribed once it stopped

@@ -115,12 +115,13 @@ def test_a_cough_pauses_then_resumes_where_it_stopped() -> None:
         return "what time is it?" if start < 2.5 else "[coughs]"
 
     tl = Timeline(TurnOptions(duck=False), FakeEngines(transcript=transcript))
-    tl.run(speech((0.5, 2.0), (3.0, 3.3)), until_s=7.0)
+    # 0.84 s into the answer (heard from 2.66): time to have heard it, so no "..., um" going on.
+    tl.run(speech((0.5, 2.0), (3.5, 3.8)), until_s=7.0)
     [(t_pause, _)] = tl.of(A.PausePlayback)
     [(t_resume, _)] = tl.of(A.ResumePlayback)
-    # The transcript asked 60 ms after the cough (3.36) covers all of it and has no words.
-    assert t_pause == approx(3.04) and t_resume == approx(3.56)
-    assert tl.audible == [(approx(2.66), approx(3.04)), (approx(3.56), approx(5.18))]  # 2 s total
+    # The transcript asked 60 ms after the cough (3.86) covers all of it and has no words.
+    assert t_pause == approx(3.54) and t_resume == approx(4.06)
+    assert tl.audible == [(approx(2.66), approx(3.54)), (approx(4.06), approx(5.18))]  # 2 s total
     assert tl.machine.counters.false_interruptions == 1 and tl.machine.counters.barge_ins == 0
     assert tl.of(E.BargeIn) == []
 

@@ -140,9 +140,9 @@ def test_typing_while_a_sound_pauses_the_agent_cuts_it_and_the_sound_goes_on_as_
 
     tl = Timeline(TurnOptions(duck=duck), FakeEngines(transcript=transcript))
     tl.type_at(3.1, "in Tokyo")  # the reply yields at 3.04 for speech that goes on to 3.6
-    tl.run(speech((0.5, 2.0), (3.0, 3.6)), until_s=8.0)
+    tl.run(speech((0.5, 1.6), (3.0, 3.6)), until_s=8.0)  # 0.74 s into the answer
     # Ducked, it plays on quieter until the typed message cuts it; paused, it stops at once.
-    assert tl.audible[0] == (approx(2.66), approx(3.1 if duck else 3.04))
+    assert tl.audible[0] == (approx(2.26), approx(3.1 if duck else 3.04))
     assert tl.ducked == ([(approx(3.04), approx(3.1))] if duck else [])
     assert tl.of(A.CommitBargeIn) and tl.of(A.ResumePlayback) == []
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]

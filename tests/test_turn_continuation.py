@@ -31,10 +31,10 @@ def test_going_on_after_the_answer_began_asks_the_whole_question() -> None:
     # heard at 2.66, and the user goes on at 3.10.
     tl = Timeline(engines=halves("What time does the library open?", "On Sundays?", 2.5))
     tl.run(speech((0.5, 2.0), (3.1, 3.7)), until_s=8.0)
-    # Ducked at the onset, as always; stopped once "On Sundays?" is heard while still said
-    # (decoded at 3.46: the vote's decode, of 0.16 s of it, could not hold two words).
-    assert tl.ducked[0] == (approx(3.14), approx(3.66))
-    assert tl.audible[0] == (approx(2.66), approx(3.66))
+    # Begun 0.44 s into the answer, before the user can have heard it (`reaction_s`): they
+    # are going on, and it pauses at once instead of ducking.
+    assert tl.ducked == []
+    assert tl.audible[0] == (approx(2.66), approx(3.14))
     [(t_retract, retract)] = tl.of(A.RetractUserTurn)
     assert retract.text == "What time does the library open?"
     # Withdrawn, not cut to what was heard: the retraction comes before the cancel, and no
@@ -72,6 +72,62 @@ def test_words_that_open_like_a_reaction_before_the_answer_was_heard_go_on(onset
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits[-1] == "Ever tried. Ever failed. No matter. Try again."
     assert tl.machine.counters.continued == 1
+
+
+def cook_then(rest: str) -> FakeEngines:
+    """ "I want to cook something tonight, | um | ...": the first half reads complete; the
+    sound over the answer is "um" (Whisper writes nothing for it) and then `rest`, from 3.6."""
+    return FakeEngines(
+        transcript=lambda start, end: (
+            "I want to cook something tonight." if start < 2.5 else (rest if end > 3.6 else "")
+        )
+    )
+
+
+def test_a_filler_as_the_answer_begins_pauses_it_for_the_rest_of_the_turn() -> None:
+    # The answer is heard from 2.66; the "um" at 2.7 cannot react to it: paused at its onset,
+    # it stays paused once its transcript has no words, and the rest, 0.8 s later, goes on
+    # with the turn.
+    tl = Timeline(engines=cook_then("maybe with fish?"))
+    tl.run(speech((0.5, 2.0), (2.7, 2.8), (3.6, 4.3)), until_s=9.0)
+    assert tl.ducked == []
+    assert tl.of(A.ResumePlayback) == [] and tl.of(A.CommitBargeIn) == []
+    assert tl.audible[0] == (approx(2.66), approx(2.74))
+    assert tl.audible[1][0] > 4.3  # then nothing until the user was done
+    [(_, retract)] = tl.of(A.RetractUserTurn)
+    assert retract.text == "I want to cook something tonight."
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits[-1] == "I want to cook something tonight. maybe with fish?"
+
+
+def test_a_sound_of_no_words_as_the_answer_begins_plays_it_on_after_a_turns_pause() -> None:
+    tl = Timeline(engines=cook_then("maybe with fish?"))
+    tl.run(speech((0.5, 2.0), (2.7, 2.8)), until_s=9.0)
+    [(t_resume, _)] = tl.of(A.ResumePlayback)
+    # Quiet for `silence_unfinished_s` after the sound, as a turn that trails off waits.
+    assert t_resume == approx(2.8 + EndpointOptions().silence_unfinished_s)
+    assert tl.of(A.RetractUserTurn) == [] and tl.of(A.CancelReply) == []
+    assert sum(b - a for a, b in tl.audible) == approx(2.0)  # heard whole
+    assert tl.machine.counters.false_interruptions == 1
+
+
+def test_a_sound_of_no_words_once_the_answer_can_be_heard_plays_it_on_at_once() -> None:
+    tl = Timeline(engines=cook_then("maybe with fish?"))
+    tl.run(speech((0.5, 2.0), (3.4, 3.5)), until_s=9.0)  # 0.74 s into the answer
+    assert tl.of(A.PausePlayback) == []
+    [(t_duck, t_unduck)] = tl.ducked
+    assert t_duck == approx(3.44) and t_unduck < 4.0
+
+
+def test_words_as_the_answer_begins_pause_it_at_once() -> None:
+    # "My son wants to learn, hmm | an instrument, ...": Whisper read the first half as a
+    # sentence, and the rest came 0.24 s into the answer.
+    tl = Timeline(engines=halves("I don't want to learn them.", "an instrument", 2.5))
+    tl.run(speech((0.5, 2.0), (2.9, 3.6)), until_s=9.0)
+    assert tl.ducked == [] and tl.audible[0] == (approx(2.66), approx(2.94))
+    assert [a.text for _, a in tl.of(A.CommitUserTurn)][-1] == (
+        "I don't want to learn them. an instrument"
+    )
 
 
 def test_words_long_after_the_turn_ended_are_a_turn_of_their_own() -> None:

@@ -14,6 +14,7 @@ from bench.measure import (
     HeardAudio,
     ItemResult,
     RunResult,
+    cut_in_ms,
     cut_off,
     false_barge_in,
     measure_overlay,
@@ -60,6 +61,10 @@ def test_a_cut_off_is_agent_audio_inside_the_users_speech_pause_included() -> No
     assert cut_off(early, 0.5, 2.0)
     waited = heard(("quiet", 2.3), ("talk", 1.0))
     assert not cut_off(waited, 0.5, 2.0)
+    # How long the agent was heard before the user was done: the 0.3 s it talked.
+    assert cut_in_ms(early, 0.5, 2.0) == pytest.approx(300, abs=10)
+    assert cut_in_ms(heard(("quiet", 1.9), ("talk", 1.0)), 0.5, 2.0) == pytest.approx(100, abs=10)
+    assert cut_in_ms(waited, 0.5, 2.0) == 0
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,14 @@ import pytest
 from agent.adapters.llm.history import ChatHistory
 from agent.audio.sinks import TimelineSink
 from agent.engines import FRAME_SAMPLES, INPUT_RATE, ChatMessage
-from agent.events import AudioStart, Transcript, VoiceEvent
+from agent.events import (
+    AudioStart,
+    Backchannel,
+    FalseInterruption,
+    PlaybackPaused,
+    Transcript,
+    VoiceEvent,
+)
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.voice.engine import TurnEngine
 from bench.corpus import quiet_gaps
@@ -228,3 +235,25 @@ def test_words_after_a_pause_the_answer_began_in_reach_the_llm_with_those_before
     assert len(asked(llm)) == 1  # one question, asked whole
     user_turns = [m["content"] for m in engine.history.messages() if m["role"] == "user"]
     assert len(user_turns) == 1 and "dragon" in normalize_words(str(user_turns[0]))
+
+
+@pytest.mark.slow
+def test_a_filler_as_the_answer_begins_stops_it_for_the_rest_of_the_question(
+    whisper_stt: Any, speech_dir: Path
+) -> None:
+    # Piper pauses 0.3 s at the comma before the "um", and "I want to cook something
+    # tonight" reads complete: the answer begins in that pause, as the "um" does.
+    pcm = asyncio.run(
+        spoken_with_pause(
+            "I want to cook something tonight, um", 0.8, "maybe with fish?", "piper-joe", speech_dir
+        )
+    )
+    events, llm, _ = converse(pcm, whisper_stt)
+    first_audio = next(e.t for e in events if isinstance(e, AudioStart))
+    assert first_audio < second_half_at(pcm) - 0.8  # it did answer in the comma's pause
+    # Stopped for the "um", and not played on through the thinking pause after it.
+    assert any(isinstance(e, PlaybackPaused) and e.t < first_audio + 0.3 for e in events)
+    assert not any(isinstance(e, FalseInterruption | Backchannel) for e in events)
+    words = normalize_words(" ".join(asked(llm)))
+    assert {"cook", "tonight", "fish"} <= set(words)
+    assert len(asked(llm)) == 1  # one question, asked whole
