@@ -165,10 +165,14 @@ class BargeInHandling(ABC):
             self._barge_in_candidate(utt, now, out)  # transcribed while it might go on
             return
         waited = now - since + EPS
-        if self._holds_floor() and silence + EPS < e.silence_unfinished_s:
-            over = False  # the user may go on after a thinking pause, as at a turn's end
+        # The user holding the floor may go on after a thinking pause, as at a turn's end.
+        heard_out = not self._holds_floor() or silence + EPS >= e.silence_unfinished_s
         if over and (
-            (waited >= self.options.false_interruption_s and not utt.candidate_in_flight)
+            (
+                waited >= self.options.false_interruption_s
+                and not utt.candidate_in_flight
+                and heard_out
+            )
             or waited >= self.options.speaking_stall_s  # its transcript never came
         ):
             self._resume_after_false_interruption(now, out, backchannel=False)
@@ -241,7 +245,8 @@ class BargeInHandling(ABC):
         with fish?" with the answer begun in the comma's pause). The answer pauses at once
         instead of ducking; words are judged as always (those that go on withdraw it, a
         backchannel plays it on), and no words or only fillers keep it paused for the rest, a
-        turn's `silence_unfinished_s` of quiet, before it plays on."""
+        turn's `silence_unfinished_s` of quiet, before it plays on (at the latest after
+        `speaking_stall_s`, whatever noise goes on)."""
         return self._after_own_turn() and not self._could_react()
 
     def _after_own_turn(self) -> bool:

@@ -111,6 +111,17 @@ def test_a_sound_of_no_words_as_the_answer_begins_plays_it_on_after_a_turns_paus
     assert tl.machine.counters.false_interruptions == 1
 
 
+def test_a_hold_on_sounds_of_no_words_ends_within_the_stall_bound() -> None:
+    # A hum every second after the "um", never quiet for `silence_unfinished_s`: the answer,
+    # paused at 2.74, plays on once it has waited `speaking_stall_s`.
+    hums = [(2.7 + k * 1.1, 2.8 + k * 1.1) for k in range(5)]
+    tl = Timeline(engines=cook_then(""))
+    tl.run(speech((0.5, 2.0), *hums), until_s=12.0)
+    [(t_resume, _), *_] = tl.of(A.ResumePlayback)
+    assert t_resume == approx(2.74 + TurnOptions().speaking_stall_s)
+    assert tl.of(A.CancelReply) == []
+
+
 def test_a_sound_of_no_words_once_the_answer_can_be_heard_plays_it_on_at_once() -> None:
     tl = Timeline(engines=cook_then("maybe with fish?"))
     tl.run(speech((0.5, 2.0), (3.4, 3.5)), until_s=9.0)  # 0.74 s into the answer
