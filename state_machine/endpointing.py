@@ -120,6 +120,7 @@ class Utterance:
     heard_until: float | None = None  # the end of the last frame received (None: last_voiced)
     quiet_heard: float = 0.0  # audio of the frames received since the last voiced one
     hesitant: bool = False  # the voice went on after a candidate and added no word to it
+    goes_on: bool = False  # it went on from a turn the speaker had ended (retracted)
     # Each voiced frame: when it ended, and the quiet audio received just before it.
     voiced: list[tuple[float, float]] = field(default_factory=list)
 
@@ -222,7 +223,13 @@ def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
     if not utt.fresh():
         return o.silence_unfinished_s  # the transcript and its score are on their way
     assert utt.candidate is not None
-    if utt.candidate.failed or not utt.candidate.text.strip():
+    if utt.candidate.failed:
+        return plain
+    if utt.goes_on and not spoken_words(utt.candidate.text):
+        # No words yet after the turn it went on from: most likely a filler the STT left out
+        # ("tonight, | um | maybe with fish?"), so the speaker is still thinking.
+        return o.silence_unfinished_s
+    if not utt.candidate.text.strip():
         return plain
     if trails_off(utt.candidate.text) or utt.hesitant:
         return o.silence_unfinished_s  # "..., so, um": whatever the model says

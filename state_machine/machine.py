@@ -94,6 +94,7 @@ class ConversationStateMachine(BargeInHandling):
         self._filler_played = False
         self._gave_up = False  # THINKING ran out of time and fell back to the canned phrase
         self._held = False  # the answer's first audio is held: the user made a sound
+        self._held_voiced = 0  # voiced frames of that sound
         self._unheard: tuple[float, float] | None = None  # speech heard as no words: its span
 
     # ---- inputs -------------------------------------------------------------------------
@@ -354,11 +355,12 @@ class ConversationStateMachine(BargeInHandling):
         utt = self._utt
         if utt is None:
             self._hold_answer(voiced, out)
-            if vote:
-                self._open_utterance(now, out)
+            if vote or (self._held and self._held_voiced >= self.options.hold_voice_frames):
+                opened = self._open_utterance(now, out)
                 if self.state is AgentState.THINKING:
                     # The user went on before the agent said a word: merge, never answer twice.
                     self._retract_turn(now, out)
+                    opened.goes_on = True
             return
         if not voiced or self._vote.run < 2:
             return  # a lone voiced frame in silence is noise, not speech
@@ -372,11 +374,13 @@ class ConversationStateMachine(BargeInHandling):
 
     def _hold_answer(self, voiced: bool, out: list[Action]) -> None:
         """While the agent thinks, a sound of the user's (two voiced frames, as a barge-in)
-        holds the answer's first audio until the speech vote takes it for the user going on
-        (the turn is then retracted) or the vote window goes quiet (a click: let go). Without
-        it, an answer ready within the vote's 160 ms started over the user's next words."""
+        holds the answer's first audio until the speech vote, or a voiced syllable's length
+        (`hold_voice_frames`), takes it for the user going on (the turn is then retracted) or
+        the vote window goes quiet (a click: let go). Without it, an answer ready within the
+        vote's 160 ms started over the user's next words."""
         r = self._reply
         if self._held:
+            self._held_voiced += voiced
             if not voiced and self._vote.quiet():
                 self._release_hold(out)
         elif (
@@ -387,7 +391,7 @@ class ConversationStateMachine(BargeInHandling):
             and r.confirmed
             and r.audio_started_at is None
         ):  # a run that began before the turn ended holds too
-            self._held = True
+            self._held, self._held_voiced = True, self._vote.run
             out.append(PausePlayback())
 
     def _release_hold(self, out: list[Action]) -> None:
@@ -395,10 +399,10 @@ class ConversationStateMachine(BargeInHandling):
             self._held = False
             out.append(ResumePlayback())
 
-    def _open_utterance(self, now: float, out: list[Action]) -> None:
+    def _open_utterance(self, now: float, out: list[Action]) -> Utterance:
         self._next_id += 1
         onset = self._vote.run_start
-        self._utt = Utterance(self._next_id, onset=onset, last_voiced=now)
+        self._utt = utt = Utterance(self._next_id, onset=onset, last_voiced=now)
         heard_from = onset
         unheard, self._unheard = self._unheard, None
         if unheard is not None and onset - unheard[1] <= self.options.rejoin_s + EPS:
@@ -406,6 +410,7 @@ class ConversationStateMachine(BargeInHandling):
             self.counters.rejoined += 1
         out.append(OpenUtterance(self._next_id, self.options.pre_roll_s + now - heard_from))
         out.append(E.SpeechStart(onset, self._next_id))
+        return utt
 
     def _listening_tick(self, utt: Utterance, now: float, out: list[Action]) -> None:
         o = self.options.endpoint
@@ -439,8 +444,10 @@ class ConversationStateMachine(BargeInHandling):
 
     def _maybe_speculate(self, utt: Utterance, out: list[Action]) -> None:
         cand = utt.candidate
-        if not self.options.speculative_start or cand is None or not spoken_words(cand.text):
+        if not self.options.speculative_start or cand is None:
             return
+        if not spoken_words(cand.text) and not utt.goes_on:
+            return  # nothing to answer (going on from a turn with no words yet, that turn is)
         self._speculate(cand.text, out, from_partial=False)
 
     def _speculate(self, transcript: str, out: list[Action], *, from_partial: bool) -> None:

@@ -70,6 +70,13 @@ class TurnOptions(ListenOptions):
     (40 ms): it ducks (`duck`) or pauses. Through LiveKit the listener hears it ~90 ms after
     these frames (the network both ways), so each frame is a fifth of the barge-in budget."""
 
+    hold_voice_frames: int = 5
+    """While the agent thinks and its answer is held for a sound of the user's, this many voiced
+    frames of it (100 ms) take it for the user going on, as the speech vote does: the turn is
+    retracted and the sound heard as speech. Piper's "um" before a thinking pause is 6 voiced
+    frames, too few for the vote (8 of its window); let go as a click (a few frames) once
+    quiet, the answer began in the pause after it and talked over the rest."""
+
     duck: bool = True
     """Yield by lowering the agent's volume (`DuckPlayback`) while the user's sound is judged,
     instead of pausing: a backchannel ("mm hmm", a laugh) then never silences the answer, and

@@ -145,7 +145,9 @@ def test_talking_on_before_the_answer_merges_the_turns() -> None:
     tl = Timeline(engines=FakeEngines(reply_audio_after_s=1.0, transcript=transcript))
     tl.run(speech((0.5, 2.0), (2.4, 3.0)), until_s=7.0)
     [(t_retract, retract)] = tl.of(A.RetractUserTurn)
-    assert retract.text == "what time is it?" and t_retract == approx(2.56)
+    # The held answer's sound is speech at its fifth voiced frame (`hold_voice_frames`),
+    # before the vote (2.56).
+    assert retract.text == "what time is it?" and t_retract == approx(2.50)
     commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
     assert commits == ["what time is it?", "what time is it? in Tokyo?"]
     replies = [a.user_text for _, a in tl.of(A.StartReply)]

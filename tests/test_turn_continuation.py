@@ -331,6 +331,45 @@ def test_a_click_while_the_agent_thinks_lets_the_answer_go_once_quiet() -> None:
     assert sum(b - a for a, b in tl.audible) == approx(2.0)
 
 
+COOK = "I want to cook something tonight."
+
+
+def test_a_short_um_while_the_agent_thinks_holds_the_answer_for_the_rest() -> None:
+    # Piper's "I want to cook something tonight, um | maybe with fish?": the "um" (six voiced
+    # frames, too few for the vote) comes while the answer is being made. Let go as a click,
+    # the answer began in the thinking pause after it, over the rest of the question.
+    heard = by_end((0.0, COOK), (2.3, ""), (3.7, "maybe with fish?"))  # Whisper drops the "um"
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
+    tl.run(speech((0.5, 2.0), (2.4, 2.52), (3.6, 4.3)), until_s=9.0)
+    [(t_hold, _)] = tl.of(A.PausePlayback)
+    [(t_retract, retract)] = tl.of(A.RetractUserTurn)
+    assert t_hold == approx(2.44) and t_retract == approx(2.50)  # its 2nd and 5th frames
+    assert retract.text == COOK
+    assert tl.audible and tl.audible[0][0] > 4.3  # nothing heard until the user was done
+    commits = [a.text for _, a in tl.of(A.CommitUserTurn)]
+    assert commits == [COOK, f"{COOK} maybe with fish?"]
+
+
+def test_a_wordless_sound_while_the_agent_thinks_delays_the_answer_it_had() -> None:
+    # A short sound of no words after the question (a cough, or an "um" the user says no more
+    # after): they may be thinking on, so the turn waits the unfinished bound, then the
+    # question is answered as it was, by the reply begun on it during the wait.
+    heard = by_end((0.0, COOK), (2.3, ""))
+    tl = Timeline(
+        options=SCORED, engines=FakeEngines(transcript=heard, score=complete_unless_it_trails)
+    )
+    tl.run(speech((0.5, 2.0), (2.4, 2.52)), until_s=9.0)
+    assert [a.text for _, a in tl.of(A.RetractUserTurn)] == [COOK]
+    [_, (t_commit, commit)] = tl.of(A.CommitUserTurn)
+    unfinished = SCORED.endpoint.silence_unfinished_s
+    assert commit.text == COOK and t_commit == approx(2.52 + unfinished)
+    [(t_started, _)] = [(t, a) for t, a in tl.of(A.StartReply) if t > 2.52]
+    assert t_started < t_commit  # ready when the turn ended: heard at once
+    assert tl.audible[0][0] == approx(t_commit)
+
+
 def test_frames_held_up_by_the_network_are_no_pause_before_a_hesitation() -> None:
     # The frames of 1.5-1.8 s come in a bunch at 1.8: a candidate asked in the stall, and the
     # rest of the sentence adding no word to it, is no filler after a pause.
