@@ -36,6 +36,9 @@ class RequestCandidate:
     `ConversationStateMachine.on_candidate(utterance_id, text, covered_until, now)`."""
 
     utterance_id: int
+    turn: bool = False
+    """The candidate of a turn that the end-of-turn model will score (`ScoreTurn`): an audio
+    model may read the end of the speech now, while the words are decoded."""
 
 
 @dataclass(frozen=True)

@@ -416,7 +416,7 @@ class ConversationStateMachine(BargeInHandling):
         o = self.options.endpoint
         if candidate_due(o, utt, now):
             utt.candidate_in_flight = True
-            out.append(RequestCandidate(utt.id))
+            out.append(RequestCandidate(utt.id, turn=True))
         if score_due(o, utt):
             out.append(ScoreTurn(utt.id, utt.start_scoring()))
         cue = utt.candidate is not None and looks_complete(utt.candidate.text)
@@ -427,7 +427,7 @@ class ConversationStateMachine(BargeInHandling):
             out.append(E.SpeechEnd(utt.last_voiced, utt.id))
             if not utt.fresh() and not utt.candidate_in_flight:
                 utt.candidate_in_flight = True
-                out.append(RequestCandidate(utt.id))
+                out.append(RequestCandidate(utt.id, turn=True))
         if utt.endpoint_reached and utt.fresh():
             self._end_user_turn(utt, now, out)
 

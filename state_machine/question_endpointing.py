@@ -124,7 +124,7 @@ class QuestionEndpointer:
             return out
         if endpointing.candidate_due(o, utt, now):
             utt.candidate_in_flight = True
-            out.append(A.RequestCandidate(utt.id))
+            out.append(A.RequestCandidate(utt.id, turn=True))
         score = A.ScoreTurn(utt.id, utt.start_scoring()) if endpointing.score_due(o, utt) else None
         fresh = utt.fresh()
         if utt.endpoint_reached:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -80,3 +81,43 @@ async def test_partials_of_the_open_utterance_go_on_and_a_dead_stream_ends_them_
     listener.open(1, 1)
     await listener.read_partials(heard.append)
     assert heard == ["what", "what time"]
+
+
+class EndHearing:
+    """TEST DOUBLE of TurnScorer: records the ends it was asked to hear early."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[int, float]] = []
+        self.dropped = 0
+
+    def new_utterance(self) -> None: ...
+
+    def push(self, pcm: np.ndarray) -> None: ...
+
+    def hear_end(self, uid: int, quiet_s: float) -> None:
+        self.heard.append((uid, quiet_s))
+
+    def drop_heard(self) -> None:
+        self.dropped += 1
+
+
+async def test_a_turn_s_candidate_has_the_scorer_hear_its_end_and_going_on_drops_it() -> None:
+    scorer = EndHearing()
+    listener = Listener(
+        vad=Loud(),
+        keep_frames=5,
+        clock=lambda: 0.0,
+        scorer=scorer,  # type: ignore[arg-type]
+        end_quiet_s=0.14,
+    )
+    listener.start(RecordingStream())
+    listener.open(1, 1)
+    candidates: list[int] = []
+    listener.request_candidate(1, lambda uid, *_: candidates.append(uid))  # the agent speaks
+    await asyncio.sleep(0)
+    listener.request_candidate(1, lambda uid, *_: candidates.append(uid), hear_end=True)
+    assert scorer.heard == [(1, 0.14)]
+    listener.drop_candidate()
+    assert scorer.dropped == 1
+    await asyncio.sleep(0)
+    assert candidates == [1]  # the second was given up on

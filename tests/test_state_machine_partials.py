@@ -213,3 +213,13 @@ def test_a_partial_with_a_word_the_final_lacks_is_still_the_answer() -> None:
     tl.run(speech((0.5, 2.0)), until_s=5.0)
     [(_, only)] = tl.of(A.StartReply)
     assert [c.reply_id for _, c in tl.of(A.ConfirmReply)] == [only.reply_id]
+
+
+def test_only_a_turn_s_candidate_has_its_end_heard_while_it_is_decoded() -> None:
+    """A turn's candidate (`RequestCandidate.turn`) will be scored, so an audio model may read
+    the end meanwhile; one asked for while the agent speaks (a sound over the answer) will not."""
+    tl = Timeline(engines=FakeEngines(reply_length_s=3.0))
+    tl.run(speech((0.5, 2.0), (3.2, 3.5)), until_s=7.0)  # the agent speaks from 2.66
+    asks = [a for _, a in tl.of(A.RequestCandidate)]
+    assert asks[0].turn
+    assert [a.turn for a in asks[1:]] and not any(a.turn for a in asks[1:])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -14,11 +15,13 @@ from agent.adapters.turn_detector import (
     SmartTurnDetector,
     TextTurnDetector,
     TextWithHesitationDetector,
+    TurnScorer,
     combined,
     load_detector,
     make_detector,
     normalized_words,
 )
+from agent.engines import FRAME_SAMPLES
 from bench.speech import espeak
 from state_machine.endpointing import EndpointOptions
 
@@ -195,3 +198,63 @@ async def test_words_read_ahead_are_scored_without_the_model_again(
     assert voice.asked == voice_asked
     await detector.score("What time is it in Oslo?", np.zeros(1600, np.int16))
     assert len(server.prompts) == 2  # other words are read
+
+
+class HearingDouble(VoiceDouble):
+    """TEST DOUBLE of SmartTurnDetector that also reads an end early (`submit`), recording the
+    audio it was given."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__(p)
+        self.heard: list[np.ndarray] = []
+
+    def submit(self, pcm: np.ndarray) -> Future[float]:
+        self.heard.append(pcm)
+        done: Future[float] = Future()
+        done.set_result(self.p)
+        return done
+
+
+def hearing_scorer(
+    text_p: float, voice_p: float
+) -> tuple[TurnScorer, HearingDouble, list[float | None]]:
+    detector = TextWithHesitationDetector()
+    detector.text._server, detector.text._loaded = CompletionsDouble(text_p), True
+    voice = HearingDouble(voice_p)
+    detector.audio = voice  # type: ignore[assignment]
+    scores: list[float | None] = []
+    scorer = TurnScorer(
+        detector, lambda uid, text, score: scores.append(score), lambda e: None, clock=lambda: 0.0
+    )
+    for level in (3000,) * 20 + (10,) * 3:  # speech, then the 60 ms before the candidate
+        scorer.push(np.full(FRAME_SAMPLES, level, np.int16))
+    return scorer, voice, scores
+
+
+async def test_the_hesitation_check_reads_the_end_while_the_candidate_is_decoded() -> None:
+    """Smart Turn reads the end when the candidate is asked for, with the quiet still to come
+    added (the last frame's, repeated), so the turn's score does not wait for it after the
+    words; what it heard decides as it would have (here a hesitation: unfinished)."""
+    scorer, voice, scores = hearing_scorer(text_p=0.2, voice_p=HESITATION_P / 2)
+    scorer.hear_end(1, quiet_s=0.14)
+    [heard] = voice.heard
+    assert len(heard) == 23 * FRAME_SAMPLES + round(0.14 * 16_000)
+    assert set(heard[-round(0.14 * 16_000) :].tolist()) == {10}
+    for _ in range(5):  # the decode's time: more quiet
+        scorer.push(np.full(FRAME_SAMPLES, 10, np.int16))
+    scorer.request(1, "Could you recommend a film for tonight?")
+    await asyncio.gather(*scorer._tasks)
+    assert scores == [0.0] and voice.asked == 0
+
+
+async def test_an_end_heard_early_is_dropped_when_the_speaker_goes_on() -> None:
+    scorer, voice, scores = hearing_scorer(text_p=0.2, voice_p=0.9)
+    scorer.hear_end(1, quiet_s=0.14)
+    scorer.drop_heard()  # the speaker went on: the end is later
+    scorer.request(1, "Could you recommend a film for tonight?")
+    await asyncio.gather(*scorer._tasks)
+    assert scores == [pytest.approx(0.2)] and voice.asked == 1  # read again, at the request
+    scorer.hear_end(2, quiet_s=0.14)
+    scorer.request(3, "Another utterance?")  # not the one heard
+    await asyncio.gather(*scorer._tasks)
+    assert voice.asked == 2

@@ -104,6 +104,11 @@ class _ThreadedDetector:
             self._loaded = True
             self._predict("hello", np.zeros(INPUT_RATE, np.int16))  # the first run allocates
 
+    def submit(self, pcm: np.ndarray) -> Future[float]:
+        """`score_now("", pcm)` on the inference thread, started now (an audio model's reading
+        of the end before the words are known)."""
+        return self._pool.submit(self.score_now, "", pcm)
+
     async def score(self, text: str, pcm: np.ndarray) -> float:
         loop = asyncio.get_running_loop()
         self._scoring += 1
@@ -336,14 +341,19 @@ class TextWithHesitationDetector:
     def warm(self, text: str) -> Future[float] | None:
         return self.text.warm(text)  # the words alone: Smart Turn hears the end, not a partial
 
-    async def score(self, text: str, pcm: np.ndarray) -> float:
+    def hear(self, pcm: np.ndarray) -> Future[float] | None:
+        """Smart Turn's P(complete) for `pcm`, started now on its thread (None: no Smart Turn)."""
+        return None if self.audio is None else self.audio.submit(pcm)
+
+    async def score(self, text: str, pcm: np.ndarray, heard: Future[float] | None = None) -> float:
+        """`heard`: Smart Turn's reading of the end, started earlier (`hear`), used instead of
+        reading `pcm` now."""
         known = self.text.known(text)
         if self.audio is None or (known is not None and known >= HESITATION_TEXT_MAX):
             # Words read ahead as surely ending are not overruled: Smart Turn is not waited for.
             return known if known is not None else await self.text.score(text, pcm)
-        by_text, by_voice = await asyncio.gather(
-            self.text.score(text, pcm), self.audio.score(text, pcm)
-        )
+        voice = self.audio.score(text, pcm) if heard is None else asyncio.wrap_future(heard)
+        by_text, by_voice = await asyncio.gather(self.text.score(text, pcm), voice)
         return combined(by_text, by_voice)
 
     def score_now(self, text: str, pcm: np.ndarray) -> float:
@@ -388,9 +398,33 @@ class TurnScorer:
         keep = round(TURN_AUDIO_S / FRAME_S) if getattr(detector, "window_s", 1.0) else 0
         self._audio: deque[np.ndarray] = deque(maxlen=keep)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._heard: tuple[int, Future[float]] | None = None  # `hear_end`'s, for its utterance
+        # The detector whose audio model can read an end early (`hear_end`).
+        self._hearing = detector if isinstance(detector, TextWithHesitationDetector) else None
 
     def new_utterance(self) -> None:
         self._audio.clear()
+        self._heard = None
+
+    def hear_end(self, uid: int, quiet_s: float) -> None:
+        """The candidate transcript of utterance `uid` is being decoded: a detector that reads
+        the end of the audio (`TextWithHesitationDetector.hear`: Smart Turn's hesitation check)
+        reads it now, with `quiet_s` more of the last frame's quiet (repeated) as if the
+        speaker stayed quiet, so that its reading is ready when the words are and the turn's
+        score waits only for the text model, if for anything (docs/benchmarks.md, "The
+        hesitation check heard while the candidate is decoded")."""
+        self._heard = None
+        if self._hearing is None or not self._audio:
+            return
+        tail = self._audio[-1]
+        quiet = np.resize(tail, round(quiet_s * INPUT_RATE))
+        future = self._hearing.hear(np.concatenate([*self._audio, quiet]))
+        if future is not None:
+            self._heard = (uid, future)
+
+    def drop_heard(self) -> None:
+        """The speaker went on: the end heard is not the end."""
+        self._heard = None
 
     def push(self, pcm: np.ndarray) -> None:
         self._audio.append(pcm)
@@ -413,17 +447,23 @@ class TurnScorer:
 
     def request(self, uid: int, text: str) -> None:
         pcm = np.concatenate(self._audio) if self._audio else np.zeros(0, np.int16)
+        heard = self._heard[1] if self._heard is not None and self._heard[0] == uid else None
         task = asyncio.get_running_loop().create_task(
-            self._score(uid, text, pcm), name=f"turn-score-{uid}"
+            self._score(uid, text, pcm, heard), name=f"turn-score-{uid}"
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _score(self, uid: int, text: str, pcm: np.ndarray) -> None:
+    async def _score(
+        self, uid: int, text: str, pcm: np.ndarray, heard: Future[float] | None
+    ) -> None:
         t0 = time.perf_counter()
         score: float | None
         try:
-            score = await self.detector.score(text, pcm)
+            if heard is not None and self._hearing is not None:
+                score = await self._hearing.score(text, pcm, heard)
+            else:
+                score = await self.detector.score(text, pcm)
         except Exception as e:  # no score: the text cue decides, as without a detector
             log.warning("turn detector failed: %s: %s", type(e).__name__, e)
             score = None

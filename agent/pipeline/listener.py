@@ -61,8 +61,10 @@ class Listener:
         keep_frames: int,
         clock: Callable[[], float],
         scorer: TurnScorer | None = None,
+        end_quiet_s: float = 0.0,
     ) -> None:
         self._vad = vad
+        self._end_quiet_s = end_quiet_s  # quiet added to the end the scorer reads early
         self._recent: deque[np.ndarray] = deque(maxlen=keep_frames)  # for the pre-roll
         self._clock = clock
         self.scorer = scorer
@@ -143,11 +145,16 @@ class Listener:
         if self.scorer is not None and utterance_id == self.utterance_id:
             self.scorer.request(utterance_id, text)
 
-    def request_candidate(self, utterance_id: int, on_candidate: CandidateCallback) -> None:
+    def request_candidate(
+        self, utterance_id: int, on_candidate: CandidateCallback, *, hear_end: bool = False
+    ) -> None:
         """The transcript so far, to `on_candidate` (with partials on, the stream reuses a
-        decode that already covers the speech)."""
+        decode that already covers the speech); `hear_end`: the turn's score will be asked
+        for, and an audio model reads the end meanwhile (`TurnScorer.hear_end`)."""
         if utterance_id != self.utterance_id or self.stream is None:
             return
+        if hear_end and self.scorer is not None:
+            self.scorer.hear_end(utterance_id, self._end_quiet_s)
         self._candidate = asyncio.get_running_loop().create_task(
             self._transcribe(utterance_id, self.stream, self.heard_until, on_candidate),
             name=f"candidate-{utterance_id}",
@@ -157,6 +164,8 @@ class Listener:
         """The speaker went on: the candidate asked at the pause would end before the words."""
         if self._candidate is not None:
             self._candidate.cancel()
+        if self.scorer is not None:
+            self.scorer.drop_heard()
 
     async def _transcribe(
         self,
@@ -191,10 +200,18 @@ def engine_listener(
 ) -> Listener:
     """An engine's listener: it keeps the frames that `options`' pre-roll and vote need, and
     scores its utterances with `turn_detector` when there is one (a `TurnScorer`, whose
-    arguments follow)."""
+    arguments follow). An audio model reads the end of the speech while its candidate is
+    decoded, with the quiet still to come before a complete turn's endpoint added."""
     scorer = (
         None
         if turn_detector is None
         else TurnScorer(turn_detector, on_score, on_event, clock=clock, on_read_ahead=on_read_ahead)
     )
-    return Listener(vad=vad, keep_frames=options.kept_frames(), clock=clock, scorer=scorer)
+    e = options.endpoint
+    return Listener(
+        vad=vad,
+        keep_frames=options.kept_frames(),
+        clock=clock,
+        scorer=scorer,
+        end_quiet_s=max(0.0, e.silence_complete_s - e.candidate_silence_s),
+    )

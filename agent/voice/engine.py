@@ -211,8 +211,8 @@ class TurnEngine:
                 self._listener.open(uid, self.options.frames(pre_roll_s))
             case A.DiscardUtterance(utterance_id=uid):
                 self._listener.close(uid)
-            case A.RequestCandidate(utterance_id=uid):
-                self._listener.request_candidate(uid, self._on_candidate)
+            case A.RequestCandidate(utterance_id=uid, turn=turn):
+                self._listener.request_candidate(uid, self._on_candidate, hear_end=turn)
             case A.ScoreTurn(utterance_id=uid, text=text):
                 self._listener.score(uid, text)
             case A.StartReply(reply_id=rid, user_text=text, speculative=spec):
