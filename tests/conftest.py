@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer, LiveKitServerMissing, find_livekit_server
+from agent.testing.ports import free_port, refused_port
 
 
 @pytest.fixture(scope="session")
@@ -58,9 +59,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed (`make sysdeps` installs it)", pytrace=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     workdir = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
         [
@@ -153,9 +152,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         capture_output=True,
         timeout=120,
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = (workdir / "postgres.log").open("wb")
     proc = subprocess.Popen(
         _unprivileged(
@@ -203,6 +200,13 @@ def postgres_url(postgres_server: str) -> str:
     with psycopg.connect(postgres_server, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {name}")
     return postgres_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def dead_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the test's length (agent/testing/ports.py)."""
+    with refused_port() as port:
+        yield port
 
 
 @pytest.fixture

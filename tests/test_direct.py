@@ -18,7 +18,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.engines import FRAME_SAMPLES
 from agent.events import AudioStart, StateChanged, Transcript, TtsChunk, Turn, TurnRetracted
 from agent.protocol import TOPIC_METRICS
+from agent.testing.ports import free_port
 from agent.testing.scripted_llm import ScriptedLLM
+from agent.transports import room_io
 from agent.transports.direct import (
     DataChannelParticipant,
     DataChannelRoom,
@@ -41,7 +43,6 @@ from tests.browser_user import (
     save_screenshots,
 )
 from tests.fake_openai_server import fake_openai_server
-from tests.local_http import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What is the capital of France?"
@@ -227,6 +228,75 @@ async def test_a_turn_the_user_went_on_with_is_published_again_under_its_segment
     assert [seg for seg, _ in segments] == ["user-0", "user-0", "user-0", "user-1"]
 
 
+class AnswerLosingParticipant(DataChannelParticipant):
+    """TEST DOUBLE of the agent's participant whose server applies every attribute update but
+    whose answers to the states in `lost` never reach the caller: their `set_attributes` waits
+    on, as livekit 1.1.21's does for an answer that came back before it started waiting."""
+
+    def __init__(self, lost: set[str] = frozenset(), refuse: bool = False) -> None:
+        super().__init__("agent")
+        self._lost, self._refuse = lost, refuse
+        self.waiting = 0
+
+    async def set_attributes(self, attributes: dict[str, str]) -> None:
+        if self._refuse:
+            raise RuntimeError("NOT_ALLOWED: does not have permission to update own metadata")
+        await super().set_attributes(attributes)
+        if set(attributes.values()) & self._lost:
+            self.waiting += 1
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.waiting -= 1
+
+
+async def settled(condition) -> bool:
+    """Whether `condition` holds once the event loop has run what it can (no clock involved)."""
+    for _ in range(50):
+        if condition():
+            return True
+        await asyncio.sleep(0)
+    return condition()
+
+
+async def test_a_state_whose_answer_is_lost_holds_back_neither_the_next_state_nor_the_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(room_io, "ATTRIBUTES_ANSWER_S", 3600.0)  # only a newer state ends it
+    participant = AnswerLosingParticipant(lost={"thinking"})
+    channel = FakeChannel()
+    participant.attach(channel)
+    channel.open()
+    publisher = RoomPublisher(DataChannelRoom(participant), "you")  # type: ignore[arg-type]
+    publisher.start()
+    publisher.on_event(StateChanged(0.0, AgentState.THINKING))
+    assert await settled(lambda: participant.waiting == 1)
+    publisher.on_event(AudioStart(0.1, reply_id=1))
+    publisher.on_event(StateChanged(0.1, AgentState.SPEAKING))
+    publisher.on_event(TtsChunk(0.1, "Paris.", reply_id=1))
+    assert await settled(lambda: len(channel.sent) == 4), channel.sent
+    states = [m["attributes"]["lk.agent.state"] for m in channel.sent if m["type"] == "attributes"]
+    assert states == ["thinking", "speaking"]
+    assert [m["text"] for m in channel.sent if m["type"] == "text"] == ["", "Paris."]
+    assert participant.waiting == 0  # the lost answer is no longer waited for
+    await publisher.aclose()
+
+
+async def test_no_answer_in_time_is_an_update_sent_and_a_refusal_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(room_io, "ATTRIBUTES_ANSWER_S", 0.01)
+    participant = AnswerLosingParticipant(lost={"speaking"})
+    channel = FakeChannel()
+    participant.attach(channel)
+    channel.open()
+    await room_io.set_attributes(participant, {"lk.agent.state": "speaking"})  # type: ignore[arg-type]
+    assert channel.sent == [{"type": "attributes", "attributes": {"lk.agent.state": "speaking"}}]
+    assert await settled(lambda: participant.waiting == 0)
+    with pytest.raises(RuntimeError, match="NOT_ALLOWED"):
+        await room_io.set_attributes(AnswerLosingParticipant(refuse=True), {"k": "v"})  # type: ignore[arg-type]
+
+
 def test_messages_after_the_channel_closed_are_dropped() -> None:
     participant = DataChannelParticipant("agent")
     channel = FakeChannel()
@@ -344,7 +414,10 @@ async def test_browser_talks_to_the_agent_directly(tmp_path: Path) -> None:
 
 
 def test_demo_falls_back_to_direct_mode_without_livekit_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    dead_port: int,
 ) -> None:
     from agent.apps.demo import _livekit
     from agent.config import LiveKitSettings
@@ -352,7 +425,7 @@ def test_demo_falls_back_to_direct_mode_without_livekit_server(
     # No livekit-server on PATH or in the cache, and no Go to build one.
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.setenv("VOXROOM_CACHE_DIR", str(tmp_path / "cache"))
-    nobody = LiveKitSettings(url=f"ws://127.0.0.1:{free_port()}")
+    nobody = LiveKitSettings(url=f"ws://127.0.0.1:{dead_port}")
     with contextlib.ExitStack() as stack:
         assert _livekit(nobody, tmp_path, stack) is None
     out = capsys.readouterr().out

@@ -5,7 +5,6 @@ server, the fake Deepgram), dead URLs, and (slow) the bundled models."""
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import replace
 
 import numpy as np
@@ -20,10 +19,8 @@ from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 
 
-def dead_url(scheme: str = "http", path: str = "/v1") -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"{scheme}://127.0.0.1:{s.getsockname()[1]}{path}"
+def dead_url(port: int, scheme: str = "http", path: str = "/v1") -> str:
+    return f"{scheme}://127.0.0.1:{port}{path}"
 
 
 def openai_llm(base_url: str) -> Settings:
@@ -41,8 +38,8 @@ async def test_llm_streams_a_first_token_and_is_timed() -> None:
     assert row.ms is not None and row.ms >= 120  # the time to the first token, not the listing
 
 
-async def test_dead_llm_url_fails_with_a_clear_reason() -> None:
-    url = dead_url()
+async def test_dead_llm_url_fails_with_a_clear_reason(dead_port: int) -> None:
+    url = dead_url(dead_port)
     [row] = await Doctor(openai_llm(url), only={"llm"}).run()
     assert row.status == FAIL
     assert row.detail.startswith(f"llm: cannot reach {url} (")
@@ -62,8 +59,10 @@ async def test_fallback_model_gets_its_own_row_and_the_bundled_model_answers() -
     assert rows[1].detail.startswith("first token ")
 
 
-async def test_dead_livekit_url_fails_and_unconfigured_deepgram_is_skipped() -> None:
-    url = dead_url("ws", "")
+async def test_dead_livekit_url_fails_and_unconfigured_deepgram_is_skipped(
+    dead_port: int,
+) -> None:
+    url = dead_url(dead_port, "ws", "")
     settings = Settings(livekit=LiveKitSettings(url=url))
     rows = {r.name: r for r in await Doctor(settings, only={"livekit", "deepgram"}).run()}
     assert rows["livekit"].status == FAIL
@@ -99,10 +98,10 @@ async def test_local_livekit_that_answers_needs_no_binary_here(livekit_server, m
 
 
 async def test_local_livekit_that_is_down_and_no_binary_fails_with_the_install_hint(
-    monkeypatch,
+    monkeypatch, dead_port: int
 ) -> None:
     _no_livekit_binary(monkeypatch)
-    settings = Settings(livekit=LiveKitSettings(url=dead_url("ws", "")))
+    settings = Settings(livekit=LiveKitSettings(url=dead_url(dead_port, "ws", "")))
     [row, _] = await Doctor(settings, only={"livekit"}, timeout_s=2).run()
     assert (row.name, row.status) == ("livekit-server", FAIL)
     assert row.detail == "LiveKitServerMissing: livekit-server v1 is needed (install hint)"
@@ -146,10 +145,10 @@ def test_table_has_a_row_per_check() -> None:
     ]
 
 
-def test_cli_json_and_exit_status_on_failure(monkeypatch, capsys) -> None:
+def test_cli_json_and_exit_status_on_failure(monkeypatch, capsys, dead_port: int) -> None:
     monkeypatch.setenv("VOXROOM_LLM_PROVIDER", "openai")
     monkeypatch.setenv("VOXROOM_LLM_MODEL", "scripted")
-    monkeypatch.setenv("VOXROOM_LLM_BASE_URL", dead_url())
+    monkeypatch.setenv("VOXROOM_LLM_BASE_URL", dead_url(dead_port))
     assert main(["doctor", "--only", "llm", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False

@@ -5,17 +5,10 @@ the copilot's embedder (`--only embedder`), which the image must install."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from agent.apps.doctor import FAIL, OK, SKIP, Doctor
 from agent.config import Settings, StoreSettings
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_postgres_and_redis_that_answer_pass(postgres_url: str, fresh_redis_url: str) -> None:
@@ -28,8 +21,8 @@ async def test_postgres_and_redis_that_answer_pass(postgres_url: str, fresh_redi
     assert "Redis " in rows[1].detail
 
 
-async def test_dead_servers_fail_with_their_reason() -> None:
-    port = _dead_port()
+async def test_dead_servers_fail_with_their_reason(dead_port: int) -> None:
+    port = dead_port
     settings = Settings(
         store=StoreSettings(
             url=f"postgresql://v@127.0.0.1:{port}/v", redis_url=f"redis://127.0.0.1:{port}/0"

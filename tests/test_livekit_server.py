@@ -4,7 +4,6 @@ audio between two participants over UDP on loopback (one node, and two nodes sha
 from __future__ import annotations
 
 import asyncio
-import socket
 import stat
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from agent.ops.livekit_server import (
     _redis_config,
     find_livekit_server,
 )
+from agent.testing.ports import free_port
 from agent.transports.tokens import create_join_token
 from tests.marks import DEV_SECRET
 
@@ -271,9 +271,7 @@ async def test_two_nodes_sharing_redis_carry_audio(redis_url: str, tmp_path: Pat
 
 @pytest.mark.integration
 def test_explicit_port_and_start_failure_with_log_tail(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
+    free = free_port()
     with LiveKitServer(port=free) as server:
         assert server.url == f"ws://127.0.0.1:{free}"
         # The same port again cannot be bound: the second node fails, with its log in the error.

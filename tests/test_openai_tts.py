@@ -5,7 +5,6 @@ closes the request, and its selection by the settings."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 
 import numpy as np
@@ -75,11 +74,8 @@ async def test_a_server_error_is_a_tts_error_with_the_status() -> None:
             await tts.aclose()
 
 
-async def test_an_unreachable_server_is_a_tts_error_at_once() -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tts = OpenAITTS(base_url=f"http://127.0.0.1:{port}/v1")
+async def test_an_unreachable_server_is_a_tts_error_at_once(dead_port: int) -> None:
+    tts = OpenAITTS(base_url=f"http://127.0.0.1:{dead_port}/v1")
     try:
         async with asyncio.timeout(3):
             with pytest.raises(TTSError, match="cannot reach"):

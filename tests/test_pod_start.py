@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.ops.livekit_server import LiveKitServer
+from agent.testing.ports import free_port
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.testing.scripted_llm_server import scripted_llm_server
 from tests.agent_process import scripted_llm_env
@@ -41,12 +41,6 @@ def pod_environment(values: dict[str, str]) -> dict[str, str]:
     missing = names - values.keys()
     assert not missing, f"the test has no value for {missing}"
     return {name: values[name] for name in names}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _probe(url: str) -> int:
@@ -74,7 +68,7 @@ async def test_the_pod_registers_with_a_read_only_home(
             }
         )
         env.update(scripted_llm_env(base_url))
-        port = _free_port()
+        port = free_port()
         worker = pod_worker(tmp_path / "pod", ["--health-port", str(port)], env)
         proc = await asyncio.to_thread(worker.__enter__)
         try:

@@ -21,7 +21,7 @@ from agent.worker.provider_checks import (
     check_openai_llm,
     check_providers,
 )
-from tests.local_http import free_port, serve_app
+from tests.local_http import serve_app
 
 
 @asynccontextmanager
@@ -79,8 +79,8 @@ async def test_a_model_the_server_lacks_or_a_rejected_key_is_one_clear_error(
             await check_openai_llm(openai_settings(url, **asked))
 
 
-async def test_unreachable_llm_base_url() -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"
+async def test_unreachable_llm_base_url(dead_port: int) -> None:
+    url = f"http://127.0.0.1:{dead_port}/v1"
     with pytest.raises(ProviderError, match=rf"llm: cannot reach {url} .*check llm.base_url"):
         await check_openai_llm(openai_settings(url))
 
@@ -101,21 +101,23 @@ async def test_deepgram_handshake() -> None:
     assert fake.rejected == 1  # no retries
 
 
-async def test_unreachable_deepgram() -> None:
-    url = f"ws://127.0.0.1:{free_port()}"
+async def test_unreachable_deepgram(dead_port: int) -> None:
+    url = f"ws://127.0.0.1:{dead_port}"
     with pytest.raises(ProviderError, match=r"cannot reach Deepgram.*check stt.base_url"):
         await check_deepgram(STTSettings(provider="deepgram", api_key="k", base_url=url))
 
 
-async def test_unreachable_livekit() -> None:
-    url = f"ws://127.0.0.1:{free_port()}"
+async def test_unreachable_livekit(dead_port: int) -> None:
+    url = f"ws://127.0.0.1:{dead_port}"
     with pytest.raises(ProviderError, match=rf"livekit: cannot reach {url} .*check LIVEKIT_URL"):
         await check_livekit(LiveKitSettings(url=url))
 
 
-async def test_check_providers_reports_every_failure_and_skips_local_engines() -> None:
+async def test_check_providers_reports_every_failure_and_skips_local_engines(
+    dead_port: int,
+) -> None:
     assert await check_providers(Settings()) == []  # bundled LLM and Whisper: nothing remote
-    llm_url, dg_url = f"http://127.0.0.1:{free_port()}/v1", f"ws://127.0.0.1:{free_port()}"
+    llm_url, dg_url = f"http://127.0.0.1:{dead_port}/v1", f"ws://127.0.0.1:{dead_port}"
     settings = Settings(
         llm=openai_settings(llm_url),
         stt=STTSettings(provider="deepgram", api_key="k", base_url=dg_url),

@@ -20,6 +20,7 @@ from livekit import api, rtc
 
 from agent.log_redaction import MASK, redact
 from agent.ops.livekit_server import LiveKitServer
+from agent.testing.ports import free_port
 from agent.testing.scripted_llm import ScriptedLLM
 from agent.transports.tokens import create_join_token
 from bench.measure import require
@@ -139,11 +140,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_no_secret_reaches_the_logs_or_the_printed_errors(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # the script serves its hostile server there
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),

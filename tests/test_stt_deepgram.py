@@ -5,7 +5,6 @@ keep-alive, reconnect with replay, errors, cancellation."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -218,10 +217,8 @@ async def test_bad_key_is_a_clear_error(fake: DeepgramServerDouble) -> None:
                     pass
 
 
-async def test_unreachable_host_is_a_clear_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once the socket is closed
+async def test_unreachable_host_is_a_clear_error(dead_port: int) -> None:
+    port = dead_port
     stt = make_stt(f"ws://127.0.0.1:{port}", max_reconnect_attempts=1)
     with pytest.raises(DeepgramConnectionError, match=f"cannot reach Deepgram at 127.0.0.1:{port}"):
         await stt.transcribe(speech(0, 2))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -222,21 +221,11 @@ def test_a_server_that_cannot_start_is_a_clear_error_and_the_rest_serve(
     broken_and_the_rest_serve(server, reason)
 
 
-@pytest.fixture
-def refused_url() -> Iterator[str]:
-    """A loopback URL that nothing serves while the test runs: its port is bound and never
-    listened on, so connections are refused. (A port merely free when the tests were
-    collected was taken by the time its test ran, and what listened there answered.)"""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{held.getsockname()[1]}/mcp"
-
-
 def test_an_http_server_that_refuses_is_a_clear_error_and_the_rest_serve(
-    refused_url: str,
+    dead_port: int,
 ) -> None:
     broken_and_the_rest_serve(
-        MCPServerSettings(name="broken", url=refused_url),
+        MCPServerSettings(name="broken", url=f"http://127.0.0.1:{dead_port}/mcp"),
         r"http://127\.0\.0\.1:\d+/mcp: ConnectError",
     )
 

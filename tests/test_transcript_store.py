@@ -157,12 +157,8 @@ def test_cli_reads_postgres_by_url(postgres_url: str, tmp_path: Path) -> None:
     assert row["interrupted"] is True
 
 
-def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_cli_says_so_when_the_store_is_unreachable(tmp_path: Path, dead_port: int) -> None:
+    port = dead_port
     done = subprocess.run(
         [
             sys.executable,

@@ -27,7 +27,6 @@ from tests.browser_user import (
     serve_page,
     silent_wav,
 )
-from tests.local_http import free_port
 
 QUESTION = "What is the capital of France?"
 REPLY = "The capital of France is Paris."
@@ -90,9 +89,11 @@ async def test_a_question_typed_in_the_page_is_answered(
     print(f"\nscreenshots: {[str(p) for p in shots]}")
 
 
-async def test_access_code_flow_and_plain_errors_off_this_machine(tmp_path: Path) -> None:
+async def test_access_code_flow_and_plain_errors_off_this_machine(
+    tmp_path: Path, dead_port: int
+) -> None:
     code = "the-access-code-0123"
-    nowhere = LiveKitSettings(url=f"ws://127.0.0.1:{free_port()}")  # no LiveKit server there
+    nowhere = LiveKitSettings(url=f"ws://127.0.0.1:{dead_port}")  # no LiveKit server there
     wav = question_wav(tmp_path / "question.wav", QUESTION)
     # Forwarded by a proxy nobody trusts: the server treats the browser as another device.
     remote = {"X-Forwarded-For": "203.0.113.5"}

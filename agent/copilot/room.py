@@ -78,7 +78,13 @@ from agent.protocol import (
     TOPIC_TRANSCRIPTION,
     transcription_attributes,
 )
-from agent.transports.room_io import parse_metadata, push_frames, read_metadata, track_audio
+from agent.transports.room_io import (
+    parse_metadata,
+    push_frames,
+    read_metadata,
+    set_attributes,
+    track_audio,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -256,13 +262,14 @@ class CopilotSession:
             await self.engine.start()
             self._spawn(self._load_metadata_documents())
             self._spawn(self.engine.warm())
-            await room.local_participant.set_attributes(
+            await set_attributes(
+                room.local_participant,
                 {
                     ATTR_AGENT_STATE: "listening",
                     ATTR_SPEAK: "false",
                     ATTR_WARM_PIECES: "0",
                     ATTR_DOCUMENTS_FIT: "true",
-                }
+                },
             )
             for p in room.remote_participants.values():
                 for pub in p.track_publications.values():
@@ -436,7 +443,7 @@ class CopilotSession:
 
     async def _set_attributes(self, attributes: dict[str, str]) -> None:
         try:
-            await self.room.local_participant.set_attributes(attributes)
+            await set_attributes(self.room.local_participant, attributes)
         except Exception as e:  # the room may be closing
             log.debug("attributes %s not set: %s", attributes, e)
 
@@ -483,12 +490,12 @@ class CopilotSession:
         lp = self.room.local_participant
         if not isinstance(self.sink, SpokenAnswerSink):
             log.warning("spoken answers asked for, but this worker has no TTS")
-            await lp.set_attributes({ATTR_SPEAK: "unavailable"})
+            await set_attributes(lp, {ATTR_SPEAK: "unavailable"})
             return
         if on and self._voice is None:
             self._voice = await self._publish_voice()
         await self.sink.speak_through(self._voice[1] if on and self._voice else None)
-        await lp.set_attributes({ATTR_SPEAK: "true" if on else "false"})
+        await set_attributes(lp, {ATTR_SPEAK: "true" if on else "false"})
         log.info("spoken answers %s", "on" if on else "off")
 
     async def _publish_voice(self) -> tuple[rtc.AudioSource, Playout]:

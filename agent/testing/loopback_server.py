@@ -4,20 +4,15 @@ serves it for the length of an `async with`."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Self
 
 from aiohttp import web
 
+from agent.testing.ports import loopback_socket, port_of
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _loopback_socket() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
 class LoopbackServer:
@@ -32,9 +27,9 @@ class LoopbackServer:
         app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        sock = _loopback_socket()
+        sock = loopback_socket()
         await web.SockSite(self._runner, sock).start()
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+        return f"127.0.0.1:{port_of(sock)}"
 
     async def stop(self) -> None:
         if self._runner is not None:

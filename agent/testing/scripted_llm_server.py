@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -18,13 +17,8 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from agent.engines import ToolCall, ToolSpec
+from agent.testing.ports import loopback_socket, port_of
 from agent.testing.scripted_llm import ScriptedLLM
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RequestSink(Protocol):
@@ -88,11 +82,10 @@ async def scripted_llm_server(
     app.router.add_post("/v1/chat/completions", completions)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = port or _free_port()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
+    sock = loopback_socket(host, port)
+    await web.SockSite(runner, sock).start()
     try:
-        yield f"http://{host}:{port}/v1"
+        yield f"http://{host}:{port_of(sock)}/v1"
     finally:
         await runner.cleanup()
 

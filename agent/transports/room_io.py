@@ -53,6 +53,27 @@ log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 48_000
 SOURCE_QUEUE_MS = 200  # the agent's AudioSource: room for three 60 ms frames
+# How long an attribute update waits for the server's answer: one signalling round trip.
+ATTRIBUTES_ANSWER_S = 1.0
+
+
+async def set_attributes(participant: rtc.LocalParticipant, attributes: dict[str, str]) -> None:
+    """`participant.set_attributes`, waiting at most ATTRIBUTES_ANSWER_S for the server's answer.
+
+    The Rust SDK under livekit 1.1.21 sends the update, then starts waiting for the answer: an
+    answer that arrives in between is dropped, and the call sits out its 5 s timeout and raises,
+    though the server applied the update and the room saw it. So no answer in time is taken for
+    an update sent; a refusal (the server's answer) still raises."""
+    call = asyncio.ensure_future(participant.set_attributes(attributes))
+    try:
+        answered, _ = await asyncio.wait({call}, timeout=ATTRIBUTES_ANSWER_S)
+    finally:
+        if not call.done():
+            call.cancel()  # the update went out; only the wait for its answer ends
+    if answered:
+        call.result()
+    else:
+        log.debug("no answer to the attributes %s: taken as set", sorted(attributes))
 
 
 def parse_metadata(text: str | None) -> dict[str, Any]:
@@ -248,8 +269,8 @@ class LiveKitAudioSink:
 
 
 class RoomPublisher:
-    """Publishes the engine's events to the room, in order, off the audio path: the engine's
-    callbacks only enqueue."""
+    """Publishes the engine's events to the room off the audio path (the engine's callbacks
+    only enqueue): the transcripts and each turn's latencies in order, the state at once."""
 
     def __init__(self, room: rtc.Room, user_identity: str) -> None:
         self._room = room
@@ -261,15 +282,34 @@ class RoomPublisher:
         self._user_segment = 0
         self._agent_chunks: dict[int, list[str]] = {}
         self._audible: int | None = None  # reply whose voice is being heard
+        self._state_call: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="room-publisher")
 
     def on_event(self, event: VoiceEvent) -> None:
-        self._queue.put_nowait(event)
+        if isinstance(event, StateChanged):
+            self._publish_state(event.state.name.lower())
+        else:
+            self._queue.put_nowait(event)
+
+    def _publish_state(self, state: str) -> None:
+        """The state goes out at once, not behind the transcripts, and the newest wins: a newer
+        state does not wait on the answer to the one before (as LiveKit Agents does)."""
+        if self._state_call is not None:
+            self._state_call.cancel()
+        self._state_call = asyncio.create_task(self._set_state(state), name="room-state")
+
+    async def _set_state(self, state: str) -> None:
+        try:
+            await set_attributes(self._room.local_participant, {ATTR_AGENT_STATE: state})
+        except Exception as e:  # a failed publish must not stop the conversation
+            log.warning("publishing the state %s failed: %s", state, e)
 
     async def aclose(self) -> None:
         await self._queue.join()
+        if self._state_call is not None:
+            await asyncio.gather(self._state_call, return_exceptions=True)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -286,10 +326,6 @@ class RoomPublisher:
 
     async def _publish(self, event: VoiceEvent) -> None:
         match event:
-            case StateChanged(state=state):
-                await self._room.local_participant.set_attributes(
-                    {ATTR_AGENT_STATE: state.name.lower()}
-                )
             case Transcript(text=text, final=final):
                 seg = f"user-{self._user_segment}"
                 if final:
