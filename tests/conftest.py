@@ -22,6 +22,17 @@ import pytest
 from agent.ops.livekit_server import LiveKitServer, LiveKitServerMissing, find_livekit_server
 from agent.testing.ports import free_port, refused_port
 
+# Whisper's decodes depend on the CPU's kernels: CTranslate2 and oneDNN take AVX-512 where the
+# CPU has it, CTranslate2 takes MKL on Intel's, and a clip on the edge is heard differently
+# ("who painted my Belisa" with AVX2, "my mother Lisa" with MKL). The tests, and the workers
+# they start, use the kernels of every x86-64 machine they run on, so each hears the same.
+for _name, _value in (
+    ("CT2_USE_MKL", "0"),
+    ("CT2_FORCE_CPU_ISA", "AVX2"),
+    ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+):
+    os.environ.setdefault(_name, _value)
+
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:

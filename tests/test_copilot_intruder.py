@@ -25,6 +25,7 @@ from agent.protocol import (
     ATTR_QUESTION,
     MEETING_TRACK,
 )
+from agent.transports.room_io import set_attributes
 from agent.transports.tokens import copilot_metadata, create_bridge_token, create_join_token
 from bench.measure import require
 from bench.room_client import CopilotClient, RoomUser, kept_answers
@@ -115,8 +116,8 @@ async def test_only_the_candidates_bridge_is_heard(
             )
             # Its grants do not let a participant give itself the bridge attribute.
             await join(lookalike)
-            await lookalike.room.local_participant.set_attributes(
-                {ATTR_BRIDGE_CANDIDATE: CANDIDATE}
+            await set_attributes(
+                lookalike.room.local_participant, {ATTR_BRIDGE_CANDIDATE: CANDIDATE}
             )
             await join(others_bridge)
             silences += await asyncio.gather(

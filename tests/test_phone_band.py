@@ -67,13 +67,16 @@ async def test_phone_band_speech_the_wideband_tuning_drops_is_heard(
 ) -> None:
     # Fast RP over the line scores a no-speech probability of ~0.7 (clean speech: under 0.5):
     # the wideband rule takes the question for no speech, the phone tuning writes it down.
+    # At this speed tiny.en mishears "the Mona Lisa" whatever the CPU's kernels ("my Belisa",
+    # "my mother Lisa", "them as a leader"); slower, the wideband rule keeps it too. What the
+    # gate decides is whether the question's words are written at all: its opening is.
     said = "Who painted the Mona Lisa?"
     pcm = np.concatenate(
         [PRE_ROLL, phone_line(trim(espeak(said, voice="en-gb-x-rp", words_per_min=220)))]
     )
     assert await whisper_stt.transcribe(pcm) == ""
     heard = normalize(await for_phone_line(whisper_stt).transcribe(pcm)).split()
-    assert {"who", "painted", "lisa"} <= set(heard), heard
+    assert heard[:2] == ["who", "painted"], heard
 
 
 @pytest.mark.slow

@@ -441,12 +441,6 @@ class CopilotSession:
         if self.engine is not None:
             self._spawn(self.engine.warm())  # the documents are the prompt's prefix
 
-    async def _set_attributes(self, attributes: dict[str, str]) -> None:
-        try:
-            await set_attributes(self.room.local_participant, attributes)
-        except Exception as e:  # the room may be closing
-            log.debug("attributes %s not set: %s", attributes, e)
-
     async def _acknowledge(
         self, name: str, *, pieces: int = 0, error: str = "", to: str | None = None
     ) -> None:
@@ -539,11 +533,12 @@ class CopilotSession:
         match event:
             case Warm(pieces=pieces, documents_fit=fit):
                 self._spawn(
-                    self._set_attributes(
+                    set_attributes(
+                        self.room.local_participant,
                         {
                             ATTR_WARM_PIECES: str(pieces),
                             ATTR_DOCUMENTS_FIT: "true" if fit else "false",
-                        }
+                        },
                     )
                 )
             case QuestionTranscript(text=text, utterance_id=uid, heard=heard):
