@@ -7,7 +7,7 @@ Each sound (the turn corpus's backchannels and interruptions, and held-out ones 
 corpus has) is said in nine voices, carried through an Opus round trip as LiveKit carries it,
 and decoded by Whisper tiny.en as the agent decodes a sound that goes on: its first 0.1 s,
 0.2 s, ... and then whole. Those decodes go through the barge-in rules the state machine
-applies (`state_machine.barge_in.read_so_far` while the sound goes on, `interrupts` on the
+applies (`state_machine.barge_in.read_going_on` while the sound goes on, `interrupts` on the
 whole): a backchannel should never pause or end the answer, an interruption should pause it
 early and end it. Decoded every 0.1 s of sound (`TurnOptions.duck_recheck_s`); the engine's
 own decodes are as often at best, so its times are later than these by a decode's length.
@@ -29,7 +29,7 @@ from typing import Any
 from bench.corpus import BARGE_INS, CACHE_DIR, spoken
 from bench.turn_corpus import BACKCHANNELS, COUGH, INTERRUPTIONS
 from state_machine.backchannel import interrupts
-from state_machine.barge_in import SoFar, read_so_far, words_heard
+from state_machine.barge_in import SoFar, read_going_on, words_heard
 from state_machine.options import TurnOptions
 
 VOICES = (
@@ -82,6 +82,7 @@ class Verdict:
     paused_ms: int | None  # the first decode that paused the answer (None: never)
     ended: bool  # the answer was ended (barge-in committed)
     ended_on: str  # the transcript that ended it
+    ended_ms: int | None = None  # the decode that ended it
 
 
 def sounds() -> list[tuple[str, str]]:
@@ -114,16 +115,18 @@ async def decode_all(cache_dir: Path) -> list[Sound]:
 
 def judge(sound: Sound, options: TurnOptions) -> Verdict:
     """The barge-in rules over the sound's decodes, in order."""
-    paused = None
+    paused, before = None, ""
     for ms, text in sound.decodes[:-1]:
-        so_far = read_so_far(words_heard(text, ms / 1000, options), ms / 1000, options)
+        heard = words_heard(text, ms / 1000, options)
+        so_far = read_going_on(heard, ms / 1000, before, options)
+        before = heard
         if so_far is not SoFar.WAIT and paused is None:
             paused = ms
         if so_far is SoFar.END:
-            return Verdict(paused, True, text)
+            return Verdict(paused, True, text, ms)
     whole = words_heard(sound.decodes[-1][1], sound.ms / 1000, options)
     if interrupts(whole):
-        return Verdict(sound.ms if paused is None else paused, True, whole)
+        return Verdict(sound.ms if paused is None else paused, True, whole, sound.ms)
     return Verdict(paused, False, "")
 
 
@@ -132,6 +135,7 @@ def summary(all_sounds: list[Sound], options: TurnOptions) -> dict[str, Any]:
     backchannels = [(s, v) for s, v in verdicts if s.kind == "backchannel"]
     interruptions = [(s, v) for s, v in verdicts if s.kind == "interruption"]
     paused = sorted(v.paused_ms for _, v in interruptions if v.paused_ms is not None)
+    ended = sorted(v.ended_ms for _, v in interruptions if v.ended_ms is not None)
     return {
         "backchannels": len(backchannels),
         "backchannels_pausing": sum(v.paused_ms is not None for _, v in backchannels),
@@ -140,6 +144,8 @@ def summary(all_sounds: list[Sound], options: TurnOptions) -> dict[str, Any]:
         "interruptions_missed": sum(v.paused_ms is None for _, v in interruptions),
         "interruption_paused_ms_p50": statistics.median(paused) if paused else None,
         "interruption_paused_ms_p95": paused[int(0.95 * (len(paused) - 1))] if paused else None,
+        "interruption_ended_ms_p50": statistics.median(ended) if ended else None,
+        "interruption_ended_ms_p95": ended[int(0.95 * (len(ended) - 1))] if ended else None,
         "wrong": [
             {"kind": s.kind, "voice": s.voice, "said": s.text, **asdict(v)}
             for s, v in verdicts
@@ -172,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         f"{result['backchannels']} backchannels: {result['backchannels_pausing']} paused the "
         f"answer, {result['backchannels_ending']} ended it; {result['interruptions']} "
         f"interruptions: {result['interruptions_missed']} never paused it, first pause "
-        f"{result['interruption_paused_ms_p50']} / {result['interruption_paused_ms_p95']} ms "
+        f"{result['interruption_paused_ms_p50']} / {result['interruption_paused_ms_p95']} ms, "
+        f"end {result['interruption_ended_ms_p50']} / {result['interruption_ended_ms_p95']} ms "
         f"(p50 / p95 of the sound); load {os.getloadavg()[0]:.2f}"
     )
     if args.json is not None:

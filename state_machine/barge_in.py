@@ -37,7 +37,7 @@ from state_machine.backchannel import (
 from state_machine.bookkeeping import Reply, TurnCounters
 from state_machine.endpointing import EPS, SpeechVote, Utterance
 from state_machine.options import TurnOptions
-from state_machine.similarity import hesitates_only, normalize_words, spoken_words
+from state_machine.similarity import agreed_words, hesitates_only, normalize_words, spoken_words
 from state_machine.states import AgentState
 
 
@@ -66,6 +66,21 @@ def read_so_far(text: str, heard_s: float, o: TurnOptions) -> SoFar:
     return SoFar.END if sure and other_words(text) >= o.barge_in_words else SoFar.PAUSE
 
 
+def read_going_on(text: str, heard_s: float, read_before: str, o: TurnOptions) -> SoFar:
+    """`read_so_far` of a read of a sound still going on, given the read of it before
+    (`read_before`): without a stop cue, words end the answer only where the two reads agree
+    on them. One read of a sound half said is a guess, and ending the answer cannot be taken
+    back: through Opus, Whisper tiny.en read espeak-ng's "that makes sense" as "I'll leave
+    you soon." and "Let's make sense." while it went on. A read that would end the answer
+    alone pauses it (the whole sound decides if no read agrees); a real interruption ends at
+    the next read, which holds the same words and more."""
+    so_far = read_so_far(text, heard_s, o)
+    if so_far is not SoFar.END or asks_to_stop(text):
+        return so_far
+    agreed = read_so_far(agreed_words(read_before, text), heard_s, o)
+    return SoFar.END if agreed is SoFar.END else SoFar.PAUSE
+
+
 class BargeInHandling(ABC):
     """The machine's handling of a sound of the user's over its reply. The state it shares with
     the rest of the machine is declared here and set by `ConversationStateMachine`."""
@@ -83,6 +98,7 @@ class BargeInHandling(ABC):
     _ducked_at: float | None  # barge-in pending since, playback ducked
     _overlap_id: int | None  # the utterance that began over the agent's reply
     _asked_at: float  # when the pausing sound was last transcribed while it went on
+    _read_before: str  # the last read of that sound while it went on (`read_going_on`)
     _overlap_from: float  # where the sound over the reply is heard from (`_onset_heard_from`)
     _let_pass: tuple[float, float] | None  # the span of the last sound over it that played on
 
@@ -101,7 +117,7 @@ class BargeInHandling(ABC):
         utt = self._utt
         if not self._yielding():
             if onset:
-                self._asked_at = -1e9
+                self._asked_at, self._read_before = -1e9, ""
                 onset_at = self._vote.run_start
                 self._overlap_from = self._onset_heard_from(onset_at)
                 if o.duck and not self._holds_floor():
@@ -190,7 +206,8 @@ class BargeInHandling(ABC):
         text = utt.candidate.text = words_heard(utt.candidate.text, heard_s, o)
         words = bool(spoken_words(text))
         if not utt.fresh():
-            so_far = read_so_far(text, heard_s, o)
+            so_far = read_going_on(text, heard_s, self._read_before, o)
+            self._read_before = text
             if so_far is SoFar.END:
                 self._commit_barge_in(utt, now, out)  # clearly talking to the agent
                 return

@@ -89,6 +89,7 @@ class ConversationStateMachine(BargeInHandling):
         self._paused_at = self._ducked_at = None
         self._overlap_id = None
         self._asked_at = -1e9
+        self._read_before = ""
         self._overlap_from = 0.0
         self._let_pass = None
         self._filler_played = False

@@ -121,11 +121,12 @@ class TurnOptions(ListenOptions):
 
     barge_in_words: int = 3
     """Words that are not a backchannel which, heard while the user is still talking over the
-    paused agent, commit the barge-in at once. Fewer wait for the end of the sound, which is
-    then transcribed whole: a decode of the first half-second of a sound is the least reliable
-    one (through LiveKit, Whisper tiny.en heard the start of "mm hmm" as "and remember", two
-    words), and the paused agent is silent either way. Real interruptions ("Wait, stop, I
-    meant...") pass three words while still being said."""
+    paused agent, commit the barge-in at once (read alike by two reads in a row, unless they
+    hold a stop cue: `state_machine.barge_in.read_going_on`). Fewer wait for the end of the
+    sound, which is then transcribed whole: a decode of the first half-second of a sound is
+    the least reliable one (through LiveKit, Whisper tiny.en heard the start of "mm hmm" as
+    "and remember", two words), and the paused agent is silent either way. Real
+    interruptions ("Wait, stop, I meant...") pass three words while still being said."""
 
     words_read_after_s: float = 0.6
     """While the user's sound goes on, its words end the answer (`barge_in_words`) only from a

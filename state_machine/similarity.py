@@ -36,6 +36,16 @@ def answers_the_same(asked: str, final: str, keep: float) -> bool:
     return match.ratio() >= keep and every_word and (not heard or heard[-1] in said[-2:])
 
 
+def agreed_words(a: str, b: str) -> str:
+    """The words two transcripts begin with alike (case and punctuation aside), as text."""
+    agreed = []
+    for x, y in zip(normalize_words(a), normalize_words(b), strict=False):
+        if x != y:
+            break
+        agreed.append(x)
+    return " ".join(agreed)
+
+
 _NON_SPEECH = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
 
 

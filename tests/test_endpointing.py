@@ -16,6 +16,7 @@ import pytest
 from state_machine import actions as A
 from state_machine import events as E
 from state_machine.backchannel import interrupts, is_backchannel
+from state_machine.barge_in import SoFar, read_going_on
 from state_machine.endpointing import EndpointOptions, silence_for_score
 from state_machine.options import TurnOptions
 from tests.machine_timeline import FakeEngines, Timeline, said_by, speech
@@ -399,6 +400,25 @@ def test_a_stop_cue_stops_the_answer_however_little_of_the_sound_is_heard() -> N
     [(t_pause, _)] = tl.of(A.PausePlayback)
     assert t_pause < 3.5  # from a decode of less than words_read_after_s of the sound
     assert tl.of(E.BargeIn)
+
+
+@pytest.mark.parametrize(
+    ("text", "heard_s", "read_before", "so_far"),
+    [
+        ("not to make,", 0.7, "Not to me.", SoFar.PAUSE),  # agreed: "not to"
+        ("not to make,", 0.8, "not to make.", SoFar.END),
+        ("Tell me about", 0.7, "Tell me", SoFar.PAUSE),
+        ("Tell me about Lisbon", 0.9, "Tell me about", SoFar.END),
+        ("Wait, stop, I", 0.4, "", SoFar.END),  # a stop cue: sure this early, and alone
+        ("That is not", 0.7, "", SoFar.PAUSE),  # "not" interrupts, but asks nothing to stop
+        ("Tell me about", 0.4, "Tell me about", SoFar.PAUSE),  # too little heard to be sure
+        ("That makes sense.", 0.8, "not to make,", SoFar.WAIT),
+    ],
+)
+def test_words_without_a_stop_cue_end_the_answer_only_when_two_reads_agree(
+    text: str, heard_s: float, read_before: str, so_far: SoFar
+) -> None:
+    assert read_going_on(text, heard_s, read_before, TurnOptions()) is so_far
 
 
 def test_a_cough_heard_as_you_is_no_words() -> None:

@@ -28,7 +28,35 @@ def test_a_stop_cue_ends_the_answer_from_the_first_decode_that_has_it() -> None:
         sound("interruption", (400, "Wait, stop, I"), (1200, "Wait, stop, I meant Tokyo.")),
         TurnOptions(),
     )
-    assert (v.paused_ms, v.ended, v.ended_on) == (400, True, "Wait, stop, I")
+    assert (v.paused_ms, v.ended, v.ended_on, v.ended_ms) == (400, True, "Wait, stop, I", 400)
+
+
+def test_words_without_a_stop_cue_end_the_answer_at_the_second_decode_that_has_them() -> None:
+    v = judge(
+        sound(
+            "interruption",
+            (600, "Tell me about"),
+            (800, "Tell me about Lisbon"),
+            (1200, "Tell me about Lisbon instead."),
+        ),
+        TurnOptions(),
+    )
+    assert (v.paused_ms, v.ended, v.ended_on, v.ended_ms) == (
+        600,
+        True,
+        "Tell me about Lisbon",
+        800,
+    )
+
+
+def test_one_decode_that_reads_as_an_interruption_only_pauses_the_answer() -> None:
+    v = judge(
+        sound(
+            "backchannel", (600, "That's me."), (700, "not to make,"), (1000, "That makes sense.")
+        ),
+        TurnOptions(),
+    )
+    assert (v.paused_ms, v.ended) == (700, False)
 
 
 def test_a_sound_heard_whole_as_an_interruption_ends_the_answer_at_its_end() -> None:
