@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from state_machine.similarity import normalize_words, spoken_words, trails_off
+from state_machine.similarity import leaves_open, normalize_words, spoken_words
 
 EPS = 1e-6  # clock values are floats: 2.3 - 2.0 < 0.3
 
@@ -231,7 +231,7 @@ def endpoint_silence(o: EndpointOptions, utt: Utterance, cue: bool) -> float:
         return o.silence_unfinished_s
     if not utt.candidate.text.strip():
         return plain
-    if trails_off(utt.candidate.text) or utt.hesitant:
+    if leaves_open(utt.candidate.text) or utt.hesitant:
         return o.silence_unfinished_s  # "..., so, um": whatever the model says
     score = utt.fresh_score()
     if score is None:

@@ -172,9 +172,7 @@ class QuestionEndpointer:
         by its words (`cue`: the question check, or a question mark) or by its score (it would
         end at the shortest endpoint silence), and has been quiet `show_after_s`. The words
         alone suffice here, where they do not end the question: the end-of-turn model scores
-        many whole questions low, a question that ends on a preposition ("What salary are you
-        looking for?") reads as trailing off, and a shown answer that was early is only
-        withdrawn."""
+        many whole questions low, and a shown answer that was early is only withdrawn."""
         o, p = self.options, self._pending
         if o.show_after_s is None or p is None or p.shown:
             return

@@ -62,30 +62,11 @@ def spoken_words(transcript: str) -> str:
     return "" if tuple(normalize_words(text)) in _INVENTED else text
 
 
-_TRAILING_CONTINUATION = {
-    "and",
-    "or",
-    "but",
-    "so",
-    "because",
-    "the",
-    "a",
-    "an",
-    "to",
-    "of",
-    "with",
-    "if",
-    "that",
-    "which",
-    "my",
-    "your",
-    "is",
-    "are",
-    "for",
-    "in",
-    "on",
-    "like",
-}
+# Words that leave a sentence open when they come last: "... and", "... the", "... my".
+_TRAILING_CONTINUATION = {"and", "or", "but", "so", "because", "the", "a", "an", "if", "my", "your"}
+# Words that mostly leave it open too ("What is the name of", "Is it true that"), but may end
+# one: "I've already tried that.", "What is it for?", "Go on.", "I'd love to.".
+_MAY_END = {"to", "of", "with", "that", "which", "is", "are", "for", "in", "on", "like"}
 
 # A thinking sound however Whisper spells it: "um", "umm", "uhh", "uhm", "er", "erm", "hmm", "mm".
 _HESITATION = re.compile(r"(?:u+[hm]+|e+r+m*|h+m+|m{2,})")
@@ -102,10 +83,25 @@ def hesitates_only(transcript: str) -> bool:
 
 
 def trails_off(transcript: str) -> bool:
-    """The last word leaves the sentence open: a conjunction, an article, a filler ("... so,
-    um")."""
+    """The last word leaves the sentence open: a conjunction, an article, a preposition, a
+    filler ("... so, um")."""
     words = normalize_words(spoken_words(transcript))
-    return bool(words) and (words[-1] in _TRAILING_CONTINUATION or is_hesitation(words[-1]))
+    return bool(words) and (
+        words[-1] in _TRAILING_CONTINUATION or words[-1] in _MAY_END or is_hesitation(words[-1])
+    )
+
+
+def leaves_open(transcript: str) -> bool:
+    """`trails_off`, unless the last word may end a sentence and the STT ended it there (a
+    full stop, a question or an exclamation mark; not an ellipsis): an end-of-turn model
+    then tells the two apart, as a word list cannot. The text model scores "I've already
+    tried that." 0.05 and "Is it true that." 0.0000."""
+    if not trails_off(transcript):
+        return False
+    words = normalize_words(spoken_words(transcript))
+    text = transcript.rstrip()
+    ended = text.endswith(("?", "!")) or (text.endswith(".") and not text.endswith(".."))
+    return not (ended and words[-1] in _MAY_END)
 
 
 def looks_complete(transcript: str) -> bool:

@@ -79,6 +79,10 @@ def test_an_unfinished_start_waits_through_a_thinking_pause() -> None:
         # ... however Whisper spells it (tiny.en wrote both for the bench's hesitant cases)
         ("I think the best option is umm.", 0.9),
         ("My question is about... Uhh...", 0.9),
+        # A word that may end a sentence, not ended there: the word list decides.
+        ("Is it true that", 0.9),
+        ("I was thinking that...", 0.9),
+        ("Can you tell me about the.", 0.9),  # a word that never ends one, whatever follows
     ],
 )
 def test_an_unfinished_turn_ends_at_the_bound(said: str, score: float) -> None:
@@ -86,6 +90,25 @@ def test_an_unfinished_turn_ends_at_the_bound(said: str, score: float) -> None:
     tl.run(speech((0.5, 1.5)), until_s=5.0)
     [(t_commit, _)] = tl.of(A.CommitUserTurn)
     assert t_commit == approx(1.5 + SCORED.endpoint.silence_unfinished_s)
+
+
+@pytest.mark.parametrize(
+    ("said", "score", "ends_after_s"),
+    [
+        # Through LiveKit, "I already tried that." said over the answer waited the 1.5 s bound
+        # for its last word alone, scored 0.054 by the text model.
+        ("I've already tried that.", 0.054, 0.2),
+        ("What is it for?", 0.9, 0.2),
+        ("Is it true that.", 0.0, 1.5),  # the model tells an unfinished one apart
+    ],
+)
+def test_a_word_that_may_end_a_sentence_ended_there_is_left_to_the_model(
+    said: str, score: float, ends_after_s: float
+) -> None:
+    tl = scored(lambda s, e: said, lambda text: score)
+    tl.run(speech((0.5, 1.5)), until_s=5.0)
+    [(t_commit, _)] = tl.of(A.CommitUserTurn)
+    assert t_commit == approx(max(1.5 + ends_after_s, 1.82))  # the score came at 1.82
 
 
 def test_frames_held_up_inside_a_sentence_are_no_pause() -> None:

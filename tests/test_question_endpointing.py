@@ -311,12 +311,12 @@ def test_endpointer_shows_a_question_whole_by_its_words_though_the_model_scores_
     assert not [a for a in out if isinstance(a, A.ConfirmReply)]  # the low score still waits
 
 
-def test_endpointer_shows_a_question_that_ends_on_a_preposition_by_its_question_mark():
+def test_endpointer_shows_a_question_the_model_scores_unfinished_by_its_question_mark():
     ep = _scored()
     req = _question_heard(ep)
-    text = "What salary are you looking for?"  # reads as trailing off: the endpoint waits
+    text = "What salary are you looking for?"
     out = ep.on_candidate(req.utterance_id, text, 1.0, 1.1)
-    out += ep.on_turn_score(req.utterance_id, text, 0.5, 1.15)
+    out += ep.on_turn_score(req.utterance_id, text, 0.0, 1.15)  # unfinished: the endpoint waits
     out += _frames(ep, False, 1.1, 0.2)  # started at 0.25 s of silence, as words left open are
     [spec] = [a for a in out if isinstance(a, A.StartReply)]
     assert _shown(out) == [spec.reply_id]
